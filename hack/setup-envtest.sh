@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Builds the test control plane (kube-apiserver, etcd, kubectl) from Go sources
+# served by the Go module proxy, at the Kubernetes release that matches k8s.io/api
+# in go.mod, and caches the binaries outside the repository.
+#
+# Prints progress on stderr and, on stdout, the one folder to use as
+# KUBEBUILDER_ASSETS. Idempotent: a second run finds the cache and returns at once.
+#
+#   KUBEBUILDER_ASSETS="$(hack/setup-envtest.sh)" go test ./...
+#
+# Environment:
+#   REGIONWARDEN_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/regionwarden)
+#   K8S_VERSION         override the Kubernetes release (default: from go.mod)
+#   ETCD_VERSION        override the etcd release (default: what that release requires)
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+log() { printf 'setup-envtest: %s\n' "$*" >&2; }
+
+modversion() { awk -v m="$1" '{ for (i = 1; i < NF; i++) if ($i == m) { print $(i + 1); exit } }' "$2"; }
+api_version="$(modversion k8s.io/api "${root}/go.mod")"
+if [[ -z "${api_version}" ]]; then
+  log "cannot find k8s.io/api in ${root}/go.mod"
+  exit 1
+fi
+k8s_version="${K8S_VERSION:-v1.${api_version#v0.}}"
+cache="${REGIONWARDEN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/regionwarden}"
+assets="${cache}/envtest/${k8s_version}-$(go env GOOS)-$(go env GOARCH)"
+
+if [[ -x "${assets}/kube-apiserver" && -x "${assets}/etcd" && -x "${assets}/kubectl" ]]; then
+  log "using cached control plane ${k8s_version} in ${assets}"
+  echo "${assets}"
+  exit 0
+fi
+
+work="${cache}/envtest/build-${k8s_version}"
+rm -f "${work}/apiserver/tools.go"
+mkdir -p "${work}/apiserver" "${work}/etcd" "${assets}.partial"
+log "building kube-apiserver, kubectl and etcd for Kubernetes ${k8s_version} (first run only: about 8 minutes on 2 cores)"
+
+# The kubernetes module replaces every staging module (k8s.io/api, k8s.io/apiserver, ...)
+# with a folder of its own repository. Outside that repository, the same code is
+# published as k8s.io/<name> v0.X.Y: replace each with that.
+log "fetching k8s.io/kubernetes@${k8s_version} module graph"
+gomod="$(cd "${work}" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@${k8s_version}" | awk -F'"' '$2 == "GoMod" { print $4 }')"
+staging_version="v0.${k8s_version#v1.}"
+{
+  echo "module regionwarden.local/envtest-apiserver"
+  echo
+  echo "go $(go env GOVERSION | sed -E 's/^go([0-9]+\.[0-9]+).*/\1/')"
+  echo
+  echo "require k8s.io/kubernetes ${k8s_version}"
+  echo
+  echo "replace ("
+  awk '/=> \.\/staging\/src\// { printf "\t%s => %s %s\n", $1, $1, v }' v="${staging_version}" "${gomod}"
+  echo ")"
+} > "${work}/apiserver/go.mod"
+
+etcd_version="${ETCD_VERSION:-$(modversion go.etcd.io/etcd/server/v3 "${gomod}")}"
+cat > "${work}/etcd/go.mod" <<GOMOD
+module regionwarden.local/envtest-etcd
+
+go $(go env GOVERSION | sed -E 's/^go([0-9]+\.[0-9]+).*/\1/')
+
+require go.etcd.io/etcd/server/v3 ${etcd_version}
+GOMOD
+cat > "${work}/etcd/main.go" <<'GO'
+// Command etcd is etcd's own server entry point, built from its server module.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+
+ldflags="-s -w"
+(
+  cd "${work}/apiserver"
+  log "resolving kube-apiserver dependencies"
+  go get k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl 2>&1 | grep -v '^go: ' >&2 || true
+  log "compiling kube-apiserver"
+  GOFLAGS=-mod=mod go build -trimpath -ldflags="${ldflags}" -o "${assets}.partial/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+  log "compiling kubectl"
+  GOFLAGS=-mod=mod go build -trimpath -ldflags="${ldflags}" -o "${assets}.partial/kubectl" k8s.io/kubernetes/cmd/kubectl
+)
+(
+  cd "${work}/etcd"
+  log "resolving etcd ${etcd_version} dependencies"
+  GOFLAGS=-mod=mod go mod tidy >/dev/null
+  log "compiling etcd ${etcd_version}"
+  GOFLAGS=-mod=mod go build -trimpath -ldflags="${ldflags}" -o "${assets}.partial/etcd" .
+)
+
+rm -rf "${assets}"
+mv "${assets}.partial" "${assets}"
+log "control plane ready in ${assets}"
+echo "${assets}"
