@@ -1,0 +1,63 @@
+package policy
+
+// Outcome is how one attempt against one region went. It is what the router
+// learns from; each kind feeds exactly one mechanism.
+type Outcome uint8
+
+const (
+	// Success: the region answered.
+	Success Outcome = iota
+	// Capacity: the region answered 429 RESOURCE_EXHAUSTED. It has no capacity
+	// now; it is not broken. Feeds the region's adaptive throttle, never ejection.
+	Capacity
+	// Failure: 5xx, UNAVAILABLE, DEADLINE_EXCEEDED from the region, or a
+	// connection error. Feeds the failure-rate window that drives ejection.
+	Failure
+	// CallerFault: the request was bad (other 4xx). Counts for nothing and is
+	// never retried.
+	CallerFault
+	// Cancelled: the caller gave up. Counts for nothing.
+	Cancelled
+)
+
+// String returns the outcome's metric label.
+func (o Outcome) String() string {
+	switch o {
+	case Success:
+		return "success"
+	case Capacity:
+		return "capacity"
+	case Failure:
+		return "failure"
+	case CallerFault:
+		return "caller_fault"
+	case Cancelled:
+		return "cancelled"
+	default:
+		return "unknown"
+	}
+}
+
+// Priority orders requests for shedding: the lowest is shed first.
+type Priority uint8
+
+const (
+	// PriorityDefault is an ordinary request.
+	PriorityDefault Priority = iota
+	// PriorityCritical is shed last.
+	PriorityCritical
+	// PrioritySheddable is shed first.
+	PrioritySheddable
+)
+
+// String returns the priority's name, as the router's header spells it.
+func (p Priority) String() string {
+	switch p {
+	case PriorityCritical:
+		return "critical"
+	case PrioritySheddable:
+		return "sheddable"
+	default:
+		return "default"
+	}
+}
