@@ -1,0 +1,200 @@
+package source
+
+import (
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// Reasons a table is refused. They are few and fixed, so they serve as a metric
+// label.
+const (
+	// ReasonRead: the table could not be read (missing file, missing key).
+	ReasonRead = "read"
+	// ReasonVersion: the table has a version this build does not read.
+	ReasonVersion = "version"
+	// ReasonInvalid: the table is not valid JSON or fails validation.
+	ReasonInvalid = "invalid"
+	// ReasonDuplicatePool: a pool is already served by a ConfigMap whose
+	// namespace/name sorts first.
+	ReasonDuplicatePool = "duplicate_pool"
+)
+
+// Observer hears what a source does, so that the server can count it (for
+// example as Prometheus metrics). Its methods are called from the source's
+// goroutine and must not block.
+type Observer interface {
+	// Loaded is called when a new table starts serving; hash is its table.Hash.
+	Loaded(origin, hash string)
+	// Rejected is called when a table from origin is refused; reason is one of
+	// the Reason constants and err says why.
+	Rejected(origin, reason string, err error)
+}
+
+// Counters is an Observer that counts. Its zero value is ready to use and it is
+// safe for concurrent use.
+type Counters struct {
+	loads      atomic.Uint64
+	rejections atomic.Uint64
+	mu         sync.Mutex
+	byReason   map[string]uint64
+	lastErr    error
+}
+
+// Loaded counts one table load.
+func (c *Counters) Loaded(string, string) { c.loads.Add(1) }
+
+// Rejected counts one refusal under its reason.
+func (c *Counters) Rejected(_, reason string, err error) {
+	c.rejections.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byReason == nil {
+		c.byReason = map[string]uint64{}
+	}
+	c.byReason[reason]++
+	c.lastErr = err
+}
+
+// Loads is how many tables started serving.
+func (c *Counters) Loads() uint64 { return c.loads.Load() }
+
+// Rejections is how many tables were refused, all reasons together.
+func (c *Counters) Rejections() uint64 { return c.rejections.Load() }
+
+// RejectionsFor is how many tables were refused for reason.
+func (c *Counters) RejectionsFor(reason string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byReason[reason]
+}
+
+// LastError is the error of the latest refusal, or nil.
+func (c *Counters) LastError() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastErr
+}
+
+// snapshot pairs a table with its hash so that readers see both from the same load.
+type snapshot struct {
+	table *table.Table
+	hash  string
+}
+
+// Store holds the table a source serves and tells subscribers when it changes.
+// Reads (Current, Hash) are one atomic load; they never wait for a writer.
+// The zero value is not usable: make one with NewStore.
+type Store struct {
+	cur atomic.Pointer[snapshot]
+	log *slog.Logger
+	obs Observer
+
+	mu     sync.Mutex // guards subs, next and serializes Publish
+	subs   map[int]func(*table.Table)
+	nextID int
+}
+
+// NewStore returns an empty store. A nil logger logs to slog.Default(); a nil
+// observer observes nothing.
+func NewStore(log *slog.Logger, obs Observer) *Store {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Store{log: log, obs: obs, subs: map[int]func(*table.Table){}}
+}
+
+// Current is the table being served, or nil before the first good load. The
+// returned table is shared and must not be modified.
+func (s *Store) Current() *table.Table {
+	if sn := s.cur.Load(); sn != nil {
+		return sn.table
+	}
+	return nil
+}
+
+// Hash is the table.Hash of the table being served, or "" before the first
+// good load.
+func (s *Store) Hash() string {
+	if sn := s.cur.Load(); sn != nil {
+		return sn.hash
+	}
+	return ""
+}
+
+// Subscribe calls fn with every table that starts serving after this call, in
+// order, from the source's goroutine; fn must not block for long. Read Current
+// for the table serving now. The returned function ends the subscription.
+func (s *Store) Subscribe(fn func(*table.Table)) (unsubscribe func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.nextID
+	s.nextID++
+	s.subs[id] = fn
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.subs, id)
+	}
+}
+
+// Publish makes t the table being served unless it is the one already served.
+// It reports whether the table changed. t must be valid (as table.Parse
+// returns it) and must not be modified afterwards.
+func (s *Store) Publish(origin string, t *table.Table) bool {
+	hash := HashTable(t)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.cur.Load(); old != nil && old.hash == hash {
+		return false
+	}
+	s.cur.Store(&snapshot{table: t, hash: hash})
+	s.log.Info("routing table loaded", "origin", origin, "hash", hash, "pools", len(t.Pools))
+	if s.obs != nil {
+		s.obs.Loaded(origin, hash)
+	}
+	for _, fn := range s.subs {
+		fn(t)
+	}
+	return true
+}
+
+// Reject logs and reports a refused table. The table being served is untouched.
+func (s *Store) Reject(origin, reason string, err error) {
+	s.log.Error("routing table refused, the last good table keeps serving",
+		"origin", origin, "reason", reason, "error", err, "serving", s.Hash())
+	if s.obs != nil {
+		s.obs.Rejected(origin, reason, err)
+	}
+}
+
+// HashTable is the table.Hash of t as table.Render writes it, so that a table
+// rendered by the operator has the same hash here as in its ConfigMap's
+// annotation. A table Render refuses (a table without pools) is hashed from
+// its plain JSON.
+func HashTable(t *table.Table) string {
+	b, err := table.Render(t)
+	if err != nil {
+		b, _ = json.Marshal(t)
+	}
+	return table.Hash(b)
+}
+
+// parse reads one table document and says why it was refused, if it was.
+func parse(data []byte) (*table.Table, string, error) {
+	var head struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(data, &head); err == nil && head.Version != table.Version {
+		_, err := table.Parse(data)
+		return nil, ReasonVersion, err
+	}
+	t, err := table.Parse(data)
+	if err != nil {
+		return nil, ReasonInvalid, err
+	}
+	return t, "", nil
+}
