@@ -1,0 +1,25 @@
+// Package emulator runs emulated Vertex AI regions for incident replays and
+// demos: each region is a real gRPC PredictionService and a Vertex REST front on
+// its own loopback port, with the capacity, latency and faults that a Scenario
+// declares, and a Cloud Monitoring MetricService that reports the Provisioned
+// Throughput the scenario bought.
+//
+// Time is scenario time: a Clock maps real time onto it with a scale factor, so
+// a 30-minute incident replays in a minute at scale 30. Every rule the scenario
+// states (fault windows, capacity windows, latencies) is read on that clock,
+// and tests drive a ManualClock by hand.
+//
+// What a region does with one call, in order:
+//
+//  1. A full outage refuses the call (connection dropped, or UNAVAILABLE).
+//  2. Capacity admits it or answers 429, according to the request type that
+//     the x-vertex-ai-llm-request-type header asks for: dedicated (PT only),
+//     shared (pay-as-you-go only) or absent (PT first, then spillover to
+//     pay-as-you-go as ON_DEMAND traffic).
+//  3. The active fault windows may fail it with their code, in bursts.
+//  4. The region waits its latency (scenario time) and answers, carrying
+//     usageMetadata with token counts and the trafficType that served it.
+//
+// Randomness is seeded per region and per fault window, so the same seed
+// gives the same fault pattern for the same arrival order.
+package emulator

@@ -1,0 +1,112 @@
+package emulator_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	aiplatform "cloud.google.com/go/aiplatform/apiv1"
+	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/regionwarden/regionwarden/internal/emulator"
+)
+
+// baseScenario has a provisioned region and a shared one; tests append
+// faults or change capacity through the YAML they pass.
+const baseScenario = `
+name: unit
+project: demo-project
+model: gemini-2.5-flash-lite
+duration: 10m
+load: {requestsPerSecond: 10}
+regions:
+- name: europe-west1
+  tier: provisioned
+  provisioned: {gsus: 2, tokensPerSecond: 100000, requestsPerSecond: 5, mode: spillover}
+  capacity: {requestsPerSecond: 3}
+  latency: {distribution: fixed, p50: 100ms}
+- name: europe-west4
+  tier: shared
+  capacity: {requestsPerSecond: 4}
+  latency: {distribution: fixed, p50: 200ms}
+`
+
+func mustParse(t *testing.T, yaml string) *emulator.Scenario {
+	t.Helper()
+	sc, err := emulator.ParseScenario([]byte(yaml))
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	return sc
+}
+
+// start runs an emulator for the scenario on free loopback ports with a
+// hand-driven clock.
+func start(t *testing.T, sc *emulator.Scenario, seed uint64) (*emulator.Emulator, *emulator.ManualClock) {
+	t.Helper()
+	clock := emulator.NewManualClock()
+	e, err := emulator.New(sc, emulator.Options{Seed: seed, Clock: clock})
+	if err != nil {
+		t.Fatalf("new: %v", err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e, clock
+}
+
+func regionAddr(t *testing.T, e *emulator.Emulator, name string) emulator.RegionAddr {
+	t.Helper()
+	for _, r := range e.Regions() {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("no region %s", name)
+	return emulator.RegionAddr{}
+}
+
+func dialOptions(addr string) []option.ClientOption {
+	return []option.ClientOption{
+		option.WithEndpoint(addr),
+		option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
+	}
+}
+
+// client dials a region with the real aiplatform client.
+func client(t *testing.T, e *emulator.Emulator, region string) *aiplatform.PredictionClient {
+	t.Helper()
+	c, err := aiplatform.NewPredictionClient(context.Background(), dialOptions(regionAddr(t, e, region).GRPC)...)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func request(sc *emulator.Scenario, region, text string) *aiplatformpb.GenerateContentRequest {
+	return &aiplatformpb.GenerateContentRequest{
+		Model: sc.ModelName(region),
+		Contents: []*aiplatformpb.Content{{
+			Role:  "user",
+			Parts: []*aiplatformpb.Part{{Data: &aiplatformpb.Part_Text{Text: text}}},
+		}},
+	}
+}
+
+// generate makes one call with the request-type header set unless empty.
+func generate(t *testing.T, c *aiplatform.PredictionClient, sc *emulator.Scenario, region, requestType string) (*aiplatformpb.GenerateContentResponse, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if requestType != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "x-vertex-ai-llm-request-type", requestType)
+	}
+	return c.GenerateContent(ctx, request(sc, region, "How many regions hold capacity?"))
+}

@@ -1,0 +1,459 @@
+package emulator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Request types, as the x-vertex-ai-llm-request-type header spells them.
+const (
+	RequestTypeDedicated = "dedicated"
+	RequestTypeShared    = "shared"
+)
+
+// HeaderRequestType is the REST header that picks PT or pay-as-you-go; over
+// gRPC it travels as metadata in lower case.
+const HeaderRequestType = "X-Vertex-AI-LLM-Request-Type"
+
+// Usage kinds: which capacity served a call, as Cloud Monitoring's
+// request_type label spells them.
+const (
+	usageDedicated = "dedicated" // PT
+	usageSpillover = "spillover" // beyond the PT, on pay-as-you-go
+	usageShared    = "shared"    // pay-as-you-go, asked for
+)
+
+// Outcome names used in the counters, beside gRPC's canonical code names.
+const (
+	outcomeRefused = "CONNECTION_REFUSED"
+)
+
+// Messages the real service answers with, near enough for clients that match on them.
+const (
+	msgResourceExhausted = "Resource exhausted. Please try again later. Please refer to https://cloud.google.com/vertex-ai/generative-ai/docs/error-code-429 for more details."
+	msgExceededPT        = "Exceeded the Provisioned Throughput."
+	msgNoPT              = "Exceeded the Provisioned Throughput: no Provisioned Throughput in this region."
+	msgDeadline          = "Deadline expired before operation could complete."
+	msgUnavailable       = "The service is currently unavailable."
+	msgInternal          = "Internal error encountered."
+	msgRefused           = "connection refused"
+)
+
+// apiError is a call's failure, in terms both surfaces can render.
+type apiError struct {
+	code    codes.Code
+	msg     string
+	refused bool // drop the connection instead of answering
+}
+
+func (e *apiError) Error() string { return statusName(e.code) + ": " + e.msg }
+
+// grpcErr is the error a gRPC handler returns.
+func (e *apiError) grpcErr() error { return status.Error(e.code, e.msg) }
+
+// outcome is the counters' name for the failure.
+func (e *apiError) outcome() string {
+	if e.refused {
+		return outcomeRefused
+	}
+	return statusName(e.code)
+}
+
+var statusNames = map[codes.Code]string{
+	codes.OK:                "OK",
+	codes.Canceled:          "CANCELLED",
+	codes.Unknown:           "UNKNOWN",
+	codes.InvalidArgument:   "INVALID_ARGUMENT",
+	codes.DeadlineExceeded:  "DEADLINE_EXCEEDED",
+	codes.NotFound:          "NOT_FOUND",
+	codes.PermissionDenied:  "PERMISSION_DENIED",
+	codes.ResourceExhausted: "RESOURCE_EXHAUSTED",
+	codes.Unimplemented:     "UNIMPLEMENTED",
+	codes.Internal:          "INTERNAL",
+	codes.Unavailable:       "UNAVAILABLE",
+}
+
+var httpStatuses = map[codes.Code]int{
+	codes.OK:                200,
+	codes.Canceled:          499,
+	codes.InvalidArgument:   400,
+	codes.DeadlineExceeded:  504,
+	codes.NotFound:          404,
+	codes.PermissionDenied:  403,
+	codes.ResourceExhausted: 429,
+	codes.Unimplemented:     501,
+	codes.Internal:          500,
+	codes.Unavailable:       503,
+}
+
+// statusName is Google's name for a code, e.g. RESOURCE_EXHAUSTED.
+func statusName(c codes.Code) string {
+	if n, ok := statusNames[c]; ok {
+		return n
+	}
+	return "UNKNOWN"
+}
+
+// httpStatus is the HTTP status Google maps a code to.
+func httpStatus(c codes.Code) int {
+	if s, ok := httpStatuses[c]; ok {
+		return s
+	}
+	return 500
+}
+
+// second is one second of scenario time in a region's histogram.
+type second struct {
+	requests, served, throttled, failed, cancelled int64
+	tokens                                         map[string]float64 // by usage kind
+}
+
+// faultState is a fault window and its failure process.
+type faultState struct {
+	f    *Fault
+	proc *burstProcess
+}
+
+// region is one emulated region's behaviour, shared by its gRPC and REST
+// surfaces. Every decision about a call is taken under mu, so decisions
+// follow arrival order.
+type region struct {
+	sc    *Scenario
+	cfg   *Region
+	clock Clock
+
+	mu        sync.Mutex
+	pt        *quota // nil without PT
+	payg      *quota
+	faults    []faultState
+	latency   *latencySampler
+	seconds   []second
+	byCode    map[string]int64
+	byTraffic map[string]int64
+	byUsage   map[string]int64
+	tokens    map[string]int64 // by traffic type
+	seq       int64
+
+	// listeners are dropped while a refused outage lasts; set by Start.
+	listeners []*dropListener
+}
+
+func newRegion(sc *Scenario, cfg *Region, clock Clock, seed uint64) *region {
+	r := &region{
+		sc:        sc,
+		cfg:       cfg,
+		clock:     clock,
+		payg:      newQuota(cfg.Capacity, sc.CapacityWindow.Duration),
+		latency:   newLatencySampler(cfg.Latency, streamSeed(seed, cfg.Name, "latency")),
+		byCode:    map[string]int64{},
+		byTraffic: map[string]int64{},
+		byUsage:   map[string]int64{},
+		tokens:    map[string]int64{},
+	}
+	if p := cfg.Provisioned; p != nil {
+		r.pt = newQuota(Capacity{RequestsPerSecond: p.RequestsPerSecond, TokensPerSecond: p.TokensPerSecond}, sc.CapacityWindow.Duration)
+	}
+	for i := range cfg.Faults {
+		f := &cfg.Faults[i]
+		r.faults = append(r.faults, faultState{
+			f:    f,
+			proc: newBurstProcess(f.ErrorRate, f.BurstLength, streamSeed(seed, cfg.Name, "fault", fmt.Sprint(i))),
+		})
+	}
+	return r
+}
+
+// call is what a region needs to know about one generate call.
+type call struct {
+	requestType  string // "", dedicated or shared
+	inputTokens  int
+	outputTokens int
+}
+
+// admission is a region's decision about one call.
+type admission struct {
+	err     *apiError // nil: serve it
+	traffic aiplatformpb.GenerateContentResponse_UsageMetadata_TrafficType
+	usage   string
+	latency time.Duration // scenario time to wait before answering (or failing)
+	sec     int
+	id      int64
+	// done says begin already counted the outcome: answer err at once.
+	done bool
+}
+
+// refusing reports whether a refused outage is active now.
+func (r *region) refusing() bool {
+	t := r.clock.Elapsed()
+	for _, fs := range r.faults {
+		if fs.f.Outage == OutageRefused && fs.f.active(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// secondAt returns the histogram entry for scenario second i, growing it.
+// Caller must hold r.mu.
+func (r *region) secondAt(i int) *second {
+	for len(r.seconds) <= i {
+		r.seconds = append(r.seconds, second{})
+	}
+	return &r.seconds[i]
+}
+
+// begin decides what happens to one call arriving now.
+func (r *region) begin(c call) admission {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.clock.Elapsed()
+	a := admission{sec: int(t / time.Second)}
+	r.seq++
+	a.id = r.seq
+	s := r.secondAt(a.sec)
+	s.requests++
+
+	for _, fs := range r.faults {
+		if fs.f.Outage == "" || !fs.f.active(t) {
+			continue
+		}
+		if fs.f.Outage == OutageRefused {
+			a.err = &apiError{code: codes.Unavailable, msg: msgRefused, refused: true}
+		} else {
+			a.err = &apiError{code: codes.Unavailable, msg: msgUnavailable}
+		}
+		a.done = true
+		r.recordLocked(a, a.err.outcome())
+		return a
+	}
+
+	tokens := c.inputTokens + c.outputTokens
+	if err := r.admitLocked(&a, c.requestType, t, tokens); err != nil {
+		a.err, a.done = err, true
+		r.recordLocked(a, err.outcome())
+		return a
+	}
+
+	a.latency = r.latency.sample()
+	for _, fs := range r.faults {
+		if !fs.f.active(t) {
+			continue
+		}
+		a.latency += fs.f.addedLatency(t)
+		if a.err == nil && fs.f.ErrorRate > 0 && fs.proc.fail() {
+			code := faultCodes[fs.f.Code]
+			a.err = &apiError{code: code, msg: faultMessage(code)}
+		}
+	}
+	if a.err != nil {
+		return a
+	}
+	s.tokens = addTokens(s.tokens, a.usage, float64(tokens))
+	r.tokens[a.traffic.String()] += int64(tokens)
+	return a
+}
+
+func addTokens(m map[string]float64, k string, v float64) map[string]float64 {
+	if m == nil {
+		m = map[string]float64{}
+	}
+	m[k] += v
+	return m
+}
+
+func faultMessage(c codes.Code) string {
+	switch c {
+	case codes.ResourceExhausted:
+		return msgResourceExhausted
+	case codes.DeadlineExceeded:
+		return msgDeadline
+	case codes.Unavailable:
+		return msgUnavailable
+	default:
+		return msgInternal
+	}
+}
+
+// admitLocked takes capacity for the call according to its request type, and
+// says which traffic type serves it. Caller must hold r.mu.
+func (r *region) admitLocked(a *admission, requestType string, t time.Duration, tokens int) *apiError {
+	onDemand := func(usage string) *apiError {
+		if !r.payg.admit(t, tokens) {
+			return &apiError{code: codes.ResourceExhausted, msg: msgResourceExhausted}
+		}
+		a.traffic, a.usage = aiplatformpb.GenerateContentResponse_UsageMetadata_ON_DEMAND, usage
+		return nil
+	}
+	provisioned := func() bool {
+		if r.pt != nil && r.pt.admit(t, tokens) {
+			a.traffic, a.usage = aiplatformpb.GenerateContentResponse_UsageMetadata_PROVISIONED_THROUGHPUT, usageDedicated
+			return true
+		}
+		return false
+	}
+	switch requestType {
+	case RequestTypeShared:
+		return onDemand(usageShared)
+	case RequestTypeDedicated:
+		if r.pt == nil {
+			return &apiError{code: codes.ResourceExhausted, msg: msgNoPT}
+		}
+		if provisioned() {
+			return nil
+		}
+		return &apiError{code: codes.ResourceExhausted, msg: msgExceededPT}
+	default:
+		if r.pt == nil {
+			return onDemand(usageShared)
+		}
+		if provisioned() {
+			return nil
+		}
+		if r.cfg.Provisioned.Mode == ModeDedicated {
+			return &apiError{code: codes.ResourceExhausted, msg: msgExceededPT}
+		}
+		return onDemand(usageSpillover)
+	}
+}
+
+// wait sleeps the admission's latency, or a share of it for one stream chunk.
+func (r *region) wait(ctx context.Context, d time.Duration) error {
+	return r.clock.Sleep(ctx, d)
+}
+
+// finish records how an admitted call ended: err is nil on success, an
+// *apiError, or a context error when the caller gave up.
+func (r *region) finish(a admission, err error) {
+	outcome := "OK"
+	var ae *apiError
+	switch {
+	case err == nil:
+	case errors.As(err, &ae):
+		outcome = ae.outcome()
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		outcome = "CANCELLED"
+	default:
+		outcome = "UNKNOWN"
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recordLocked(a, outcome)
+	if outcome == "OK" {
+		r.byTraffic[a.traffic.String()]++
+		r.byUsage[a.usage]++
+	}
+}
+
+// recordLocked counts an outcome in the call's arrival second.
+// Caller must hold r.mu.
+func (r *region) recordLocked(a admission, outcome string) {
+	r.byCode[outcome]++
+	s := r.secondAt(a.sec)
+	switch outcome {
+	case "OK":
+		s.served++
+	case "RESOURCE_EXHAUSTED":
+		s.throttled++
+	case "CANCELLED":
+		s.cancelled++
+	default:
+		s.failed++
+	}
+}
+
+// reject counts a call refused before it reached the region's capacity:
+// a malformed request or a wrong model.
+func (r *region) reject(e *apiError) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.byCode[e.outcome()]++
+}
+
+// checkModel validates a model resource name against the scenario and this
+// region: projects/{p}/locations/{l}/publishers/{pub}/models/{m}.
+func (r *region) checkModel(name string) *apiError {
+	parts := strings.Split(name, "/")
+	if len(parts) != 8 || parts[0] != "projects" || parts[2] != "locations" || parts[4] != "publishers" || parts[6] != "models" {
+		return &apiError{code: codes.InvalidArgument, msg: fmt.Sprintf("model %q is not projects/{project}/locations/{location}/publishers/{publisher}/models/{model}", name)}
+	}
+	project, location, publisher, model := parts[1], parts[3], parts[5], parts[7]
+	switch {
+	case location != r.cfg.Name:
+		return &apiError{code: codes.InvalidArgument, msg: fmt.Sprintf("Location %q does not match the endpoint's location %q.", location, r.cfg.Name)}
+	case project != r.sc.Project:
+		return &apiError{code: codes.PermissionDenied, msg: fmt.Sprintf("Permission denied on project %q (or it may not exist).", project)}
+	case publisher != r.sc.Publisher || model != r.sc.Model:
+		return &apiError{code: codes.NotFound, msg: fmt.Sprintf("Publisher Model `%s` was not found or your project does not have access to it.", name)}
+	}
+	return nil
+}
+
+// checkRequestType validates the request-type header's value.
+func checkRequestType(v string) (string, *apiError) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "":
+		return "", nil
+	case RequestTypeDedicated:
+		return RequestTypeDedicated, nil
+	case RequestTypeShared:
+		return RequestTypeShared, nil
+	default:
+		return "", &apiError{code: codes.InvalidArgument, msg: fmt.Sprintf("%s must be dedicated or shared, got %q", HeaderRequestType, v)}
+	}
+}
+
+// estimateTokens counts a prompt's tokens the way a rough tokenizer does:
+// one token per four characters of text, at least one.
+func estimateTokens(contents []*aiplatformpb.Content, system *aiplatformpb.Content) int {
+	chars := 0
+	count := func(c *aiplatformpb.Content) {
+		for _, p := range c.GetParts() {
+			chars += len(p.GetText())
+		}
+	}
+	for _, c := range contents {
+		count(c)
+	}
+	if system != nil {
+		count(system)
+	}
+	return max(1, (chars+3)/4)
+}
+
+// outputTokens is what a call generates: the scenario's output size, capped
+// by the call's maxOutputTokens.
+func (r *region) outputTokens(cfg *aiplatformpb.GenerationConfig) int {
+	n := r.sc.Load.OutputTokens
+	if m := int(cfg.GetMaxOutputTokens()); m > 0 && m < n {
+		n = m
+	}
+	return n
+}
+
+// newCall reads a generate request: the model must be this region's, the
+// request type valid, and there must be contents.
+func (r *region) newCall(req *aiplatformpb.GenerateContentRequest, requestType string) (call, *apiError) {
+	if err := r.checkModel(req.GetModel()); err != nil {
+		return call{}, err
+	}
+	rt, err := checkRequestType(requestType)
+	if err != nil {
+		return call{}, err
+	}
+	if len(req.GetContents()) == 0 {
+		return call{}, &apiError{code: codes.InvalidArgument, msg: "Unable to submit request because it must include at least one contents field."}
+	}
+	return call{
+		requestType:  rt,
+		inputTokens:  estimateTokens(req.GetContents(), req.GetSystemInstruction()),
+		outputTokens: r.outputTokens(req.GetGenerationConfig()),
+	}, nil
+}

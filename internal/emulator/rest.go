@@ -1,0 +1,192 @@
+package emulator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// maxBodyBytes bounds a REST request body.
+const maxBodyBytes = 8 << 20
+
+var (
+	unmarshalJSON = protojson.UnmarshalOptions{DiscardUnknown: true}
+	marshalJSON   = protojson.MarshalOptions{}
+)
+
+// restHandler serves Vertex's REST surface for one region:
+// POST /{v1,v1beta1}/projects/{p}/locations/{l}/publishers/{pub}/models/{m}:{method}
+// with method generateContent, streamGenerateContent (SSE with ?alt=sse, else
+// a JSON array) or countTokens. Bodies are protojson; errors are Google's
+// error JSON.
+func restHandler(r *region) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /{version}/projects/{project}/locations/{location}/publishers/{publisher}/models/{modelAndMethod}", func(w http.ResponseWriter, req *http.Request) {
+		serveREST(r, w, req)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, &apiError{code: codes.NotFound, msg: "The requested URL was not found on this server."})
+	})
+	return mux
+}
+
+func serveREST(r *region, w http.ResponseWriter, req *http.Request) {
+	version := req.PathValue("version")
+	if version != "v1" && version != "v1beta1" {
+		writeError(w, &apiError{code: codes.NotFound, msg: fmt.Sprintf("API version %q is not served", version)})
+		return
+	}
+	model, method, ok := strings.Cut(req.PathValue("modelAndMethod"), ":")
+	if !ok {
+		writeError(w, &apiError{code: codes.NotFound, msg: "The requested URL was not found on this server."})
+		return
+	}
+	name := "projects/" + req.PathValue("project") + "/locations/" + req.PathValue("location") +
+		"/publishers/" + req.PathValue("publisher") + "/models/" + model
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxBodyBytes))
+	if err != nil {
+		writeError(w, &apiError{code: codes.InvalidArgument, msg: "reading the request body: " + err.Error()})
+		return
+	}
+	switch method {
+	case "generateContent", "streamGenerateContent":
+		var in aiplatformpb.GenerateContentRequest
+		if err := unmarshalJSON.Unmarshal(body, &in); err != nil {
+			ae := &apiError{code: codes.InvalidArgument, msg: "Invalid JSON payload received. " + err.Error()}
+			r.reject(ae)
+			writeError(w, ae)
+			return
+		}
+		in.Model = name
+		c, ae := r.newCall(&in, req.Header.Get(HeaderRequestType))
+		if ae != nil {
+			r.reject(ae)
+			writeError(w, ae)
+			return
+		}
+		if method == "generateContent" {
+			restGenerate(req.Context(), r, w, c)
+			return
+		}
+		restStream(r, w, req, c)
+	case "countTokens":
+		var in aiplatformpb.CountTokensRequest
+		if err := unmarshalJSON.Unmarshal(body, &in); err != nil {
+			writeError(w, &apiError{code: codes.InvalidArgument, msg: "Invalid JSON payload received. " + err.Error()})
+			return
+		}
+		in.Model = name
+		resp, ae := r.countTokens(&in)
+		if ae != nil {
+			writeError(w, ae)
+			return
+		}
+		writeMessage(w, resp)
+	default:
+		writeError(w, &apiError{code: codes.NotFound, msg: fmt.Sprintf("method %q is not served", method)})
+	}
+}
+
+func restGenerate(ctx context.Context, r *region, w http.ResponseWriter, c call) {
+	resp, err := r.generate(ctx, c)
+	if err != nil {
+		writeServeError(w, err)
+		return
+	}
+	writeMessage(w, resp)
+}
+
+// restStream writes the chunks as server-sent events with ?alt=sse, else as
+// one JSON array, as Vertex does. Errors before the first chunk are Google's
+// error JSON with the error's status; later ones end the stream.
+func restStream(r *region, w http.ResponseWriter, req *http.Request, c call) {
+	sse := req.URL.Query().Get("alt") == "sse"
+	flusher, _ := w.(http.Flusher)
+	started := false
+	send := func(m *aiplatformpb.GenerateContentResponse) error {
+		b, err := marshalJSON.Marshal(m)
+		if err != nil {
+			return err
+		}
+		if !started {
+			if sse {
+				w.Header().Set("Content-Type", "text/event-stream")
+			} else {
+				w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+			}
+			w.WriteHeader(http.StatusOK)
+		}
+		switch {
+		case sse:
+			_, err = fmt.Fprintf(w, "data: %s\r\n\r\n", b)
+		case !started:
+			_, err = fmt.Fprintf(w, "[%s", b)
+		default:
+			_, err = fmt.Fprintf(w, ",\r\n%s", b)
+		}
+		started = true
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return err
+	}
+	err := r.stream(req.Context(), c, send)
+	switch {
+	case err != nil && !started:
+		writeServeError(w, err)
+	case !sse && started:
+		_, _ = io.WriteString(w, "]")
+	}
+}
+
+// writeServeError writes a serving error; a dropped connection writes nothing.
+func writeServeError(w http.ResponseWriter, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		ae = &apiError{code: codes.Canceled, msg: err.Error()}
+		if errors.Is(err, context.DeadlineExceeded) {
+			ae.code = codes.DeadlineExceeded
+		}
+	}
+	if ae.refused {
+		return
+	}
+	writeError(w, ae)
+}
+
+// googleError is Google's REST error body.
+type googleError struct {
+	Error googleErrorBody `json:"error"`
+}
+
+type googleErrorBody struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Status  string `json:"status"`
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	code := httpStatus(e.code)
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(googleError{Error: googleErrorBody{Code: code, Message: e.msg, Status: statusName(e.code)}})
+}
+
+func writeMessage(w http.ResponseWriter, m proto.Message) {
+	b, err := marshalJSON.Marshal(m)
+	if err != nil {
+		writeError(w, &apiError{code: codes.Internal, msg: err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,540 @@
+package emulator
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Defaults for the fields a scenario may leave out.
+const (
+	DefaultPublisher      = "google"
+	DefaultTimeScale      = 1.0
+	DefaultCapacityWindow = time.Second
+	DefaultSessionMin     = 50
+	DefaultSessionMax     = 100
+	DefaultDeadline       = 30 * time.Second
+	DefaultInputTokens    = 400
+	DefaultOutputTokens   = 100
+	DefaultLatencyP50     = 300 * time.Millisecond
+	DefaultBurstLength    = 1
+	DefaultFaultCode      = 503
+)
+
+// Tier is what kind of capacity a region offers.
+type Tier string
+
+const (
+	// TierProvisioned is a region holding Provisioned Throughput.
+	TierProvisioned Tier = "provisioned"
+	// TierShared is a pay-as-you-go region.
+	TierShared Tier = "shared"
+)
+
+// PTMode is what a provisioned region does with calls beyond its PT that
+// carry no request-type header.
+type PTMode string
+
+const (
+	// ModeSpillover serves the excess as ON_DEMAND traffic out of the region's
+	// pay-as-you-go quota, as Vertex does by default.
+	ModeSpillover PTMode = "spillover"
+	// ModeDedicated answers the excess with 429 "Exceeded the Provisioned
+	// Throughput".
+	ModeDedicated PTMode = "dedicated"
+)
+
+// Outage is a kind of full outage.
+type Outage string
+
+const (
+	// OutageRefused drops every connection: clients see transport failures.
+	OutageRefused Outage = "refused"
+	// OutageUnavailable answers every call with UNAVAILABLE (HTTP 503).
+	OutageUnavailable Outage = "unavailable"
+)
+
+// Distribution names a latency distribution.
+type Distribution string
+
+const (
+	// Lognormal is fitted to the p50 and p99: mu = ln(p50),
+	// sigma = (ln(p99) - ln(p50)) / 2.3263.
+	Lognormal Distribution = "lognormal"
+	// Fixed is always the p50.
+	Fixed Distribution = "fixed"
+)
+
+// Duration is a time.Duration written as a Go duration string ("30m", "1.5s").
+type Duration struct{ time.Duration }
+
+// D returns a Duration.
+func D(d time.Duration) Duration { return Duration{d} }
+
+// MarshalJSON writes the duration as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads a Go duration string such as "10s" or "5m".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"10s\", got %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// Scenario is an emulated incident: the regions of one model, their capacity,
+// latency and faults over scenario time, and the load a replay sends.
+// A Scenario that ParseScenario returns is defaulted and valid.
+type Scenario struct {
+	// Name identifies the scenario in reports.
+	Name string `json:"name"`
+	// Description says what the scenario models.
+	Description string `json:"description,omitempty"`
+	// Project is the GCP project the calls name.
+	Project string `json:"project"`
+	// Publisher is the model's publisher; default google.
+	Publisher string `json:"publisher,omitempty"`
+	// Model is the model ID, e.g. gemini-2.5-flash-lite.
+	Model string `json:"model"`
+	// Duration is how long the incident lasts in scenario time.
+	Duration Duration `json:"duration"`
+	// TimeScale is the suggested replay speed: scenario seconds per real
+	// second. Default 1.
+	TimeScale float64 `json:"timeScale,omitempty"`
+	// CapacityWindow is the sliding window, in scenario time, over which
+	// capacity is enforced. Default 1s.
+	CapacityWindow Duration `json:"capacityWindow,omitempty"`
+	// Load is what a replay sends.
+	Load Load `json:"load"`
+	// Regions are the emulated regions, at least one, names unique.
+	Regions []Region `json:"regions"`
+}
+
+// Load is the traffic a replay drives through the regions.
+type Load struct {
+	// RequestsPerSecond is the base arrival rate in scenario time.
+	RequestsPerSecond float64 `json:"requestsPerSecond"`
+	// SessionCalls is how many calls one client session makes, drawn
+	// uniformly from [min, max]. Default 50..100.
+	SessionCalls IntRange `json:"sessionCalls,omitempty"`
+	// Deadline is each call's deadline in scenario time. Default 30s.
+	Deadline Duration `json:"deadline,omitempty"`
+	// InputTokens is the prompt size of a typical call. Default 400.
+	InputTokens int `json:"inputTokens,omitempty"`
+	// OutputTokens is what a region generates per call, unless the call's
+	// maxOutputTokens is lower. Default 100.
+	OutputTokens int `json:"outputTokens,omitempty"`
+	// Phases multiply the base rate over windows of scenario time.
+	Phases []Phase `json:"phases,omitempty"`
+}
+
+// IntRange is an inclusive range of integers.
+type IntRange struct {
+	Min int `json:"min"`
+	Max int `json:"max"`
+}
+
+// Phase multiplies the load from From (inclusive) to To (exclusive).
+type Phase struct {
+	From       Duration `json:"from"`
+	To         Duration `json:"to"`
+	Multiplier float64  `json:"multiplier"`
+}
+
+// Region is one emulated Vertex AI region.
+type Region struct {
+	// Name is the location, e.g. europe-west1.
+	Name string `json:"name"`
+	// Tier is provisioned or shared.
+	Tier Tier `json:"tier"`
+	// Capacity is the region's pay-as-you-go quota. A shared region must
+	// declare one; on a provisioned region it serves shared calls and
+	// spillover, and an empty Capacity means no pay-as-you-go quota there.
+	Capacity Capacity `json:"capacity,omitempty"`
+	// Provisioned is the PT bought in this region; required exactly when the
+	// tier is provisioned.
+	Provisioned *Provisioned `json:"provisioned,omitempty"`
+	// Latency is the distribution of a successful call's latency.
+	Latency Latency `json:"latency,omitempty"`
+	// Faults is the region's timeline of faults.
+	Faults []Fault `json:"faults,omitempty"`
+}
+
+// Capacity is a rate limit; each zero field does not limit.
+type Capacity struct {
+	RequestsPerSecond float64 `json:"requestsPerSecond,omitempty"`
+	TokensPerSecond   float64 `json:"tokensPerSecond,omitempty"`
+}
+
+// IsZero reports whether the capacity declares no limit at all.
+func (c Capacity) IsZero() bool { return c.RequestsPerSecond == 0 && c.TokensPerSecond == 0 }
+
+// Provisioned is a Provisioned Throughput order.
+type Provisioned struct {
+	// GSUs is the number of generative AI scale units bought.
+	GSUs int64 `json:"gsus"`
+	// TokensPerSecond is the PT amount in tokens/s (dedicated_token_limit).
+	TokensPerSecond float64 `json:"tokensPerSecond"`
+	// RequestsPerSecond optionally also caps PT calls per second.
+	RequestsPerSecond float64 `json:"requestsPerSecond,omitempty"`
+	// Mode is spillover (default) or dedicated.
+	Mode PTMode `json:"mode,omitempty"`
+}
+
+// Latency is a latency distribution in scenario time.
+type Latency struct {
+	// Distribution is lognormal (default) or fixed.
+	Distribution Distribution `json:"distribution,omitempty"`
+	// P50 is the median. Default 300ms.
+	P50 Duration `json:"p50,omitempty"`
+	// P99 is the 99th percentile; zero means the latency is fixed at P50.
+	P99 Duration `json:"p99,omitempty"`
+}
+
+// Fault is one window of trouble in a region's timeline, from From
+// (inclusive) to To (exclusive) in scenario time.
+type Fault struct {
+	From Duration `json:"from"`
+	To   Duration `json:"to"`
+	// ErrorRate is the long-run fraction of admitted calls that fail.
+	ErrorRate float64 `json:"errorRate,omitempty"`
+	// Code is the HTTP code of the failures: 429, 500, 503 (default) or 504.
+	Code int `json:"code,omitempty"`
+	// BurstLength makes failures arrive in runs of this many calls at the
+	// same average rate. Default 1 (independent failures).
+	BurstLength int `json:"burstLength,omitempty"`
+	// AddedLatency is added to every call in the window.
+	AddedLatency Duration `json:"addedLatency,omitempty"`
+	// AddedLatencyEnd, when set, ramps the added latency linearly from
+	// AddedLatency at From to AddedLatencyEnd at To: a region backing up.
+	AddedLatencyEnd Duration `json:"addedLatencyEnd,omitempty"`
+	// Outage, when set, fails everything in the window: refused or
+	// unavailable.
+	Outage Outage `json:"outage,omitempty"`
+}
+
+// LoadScenario reads, defaults and validates a scenario file.
+func LoadScenario(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := ParseScenario(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// ParseScenario reads a scenario from YAML (or JSON), refusing unknown
+// fields, then defaults and validates it. The error names the field at
+// fault, e.g. `regions[1].faults[0].errorRate: must be in [0, 1], got 1.5`.
+func ParseScenario(data []byte) (*Scenario, error) {
+	var s Scenario
+	if err := yaml.UnmarshalStrict(data, &s); err != nil {
+		return nil, fmt.Errorf("scenario: %s", cleanYAMLError(err))
+	}
+	s.Default()
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("scenario %q: %w", s.Name, err)
+	}
+	return &s, nil
+}
+
+// cleanYAMLError strips the decoder's layers of prefixes so that the message
+// starts with what is wrong, e.g. `unknown field "regions[0].tierr"`.
+func cleanYAMLError(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"error unmarshaling JSON: ", "while decoding JSON: ", "json: "} {
+		msg = strings.ReplaceAll(msg, p, "")
+	}
+	return msg
+}
+
+// Default fills every zero field with its default.
+func (s *Scenario) Default() {
+	if s.Publisher == "" {
+		s.Publisher = DefaultPublisher
+	}
+	if s.TimeScale == 0 {
+		s.TimeScale = DefaultTimeScale
+	}
+	if s.CapacityWindow.Duration == 0 {
+		s.CapacityWindow.Duration = DefaultCapacityWindow
+	}
+	l := &s.Load
+	if l.SessionCalls == (IntRange{}) {
+		l.SessionCalls = IntRange{Min: DefaultSessionMin, Max: DefaultSessionMax}
+	}
+	if l.Deadline.Duration == 0 {
+		l.Deadline.Duration = DefaultDeadline
+	}
+	if l.InputTokens == 0 {
+		l.InputTokens = DefaultInputTokens
+	}
+	if l.OutputTokens == 0 {
+		l.OutputTokens = DefaultOutputTokens
+	}
+	for i := range s.Regions {
+		r := &s.Regions[i]
+		if r.Provisioned != nil && r.Provisioned.Mode == "" {
+			r.Provisioned.Mode = ModeSpillover
+		}
+		if r.Latency.Distribution == "" {
+			r.Latency.Distribution = Lognormal
+		}
+		if r.Latency.P50.Duration == 0 {
+			r.Latency.P50.Duration = DefaultLatencyP50
+		}
+		for j := range r.Faults {
+			f := &r.Faults[j]
+			if f.BurstLength == 0 {
+				f.BurstLength = DefaultBurstLength
+			}
+			if f.Code == 0 && f.ErrorRate > 0 {
+				f.Code = DefaultFaultCode
+			}
+		}
+	}
+}
+
+var (
+	namePattern     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+	locationPattern = regexp.MustCompile(`^[a-z]+(-[a-z]+)*[0-9]+$|^global$|^eu$|^us$`)
+)
+
+// Validate checks a defaulted scenario. The error names the field at fault.
+func (s *Scenario) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if s.Name == "" {
+		bad("name", "required")
+	}
+	if !namePattern.MatchString(s.Project) {
+		bad("project", "must be a GCP project ID, got %q", s.Project)
+	}
+	if !namePattern.MatchString(s.Publisher) {
+		bad("publisher", "must be a publisher name such as google, got %q", s.Publisher)
+	}
+	if !namePattern.MatchString(s.Model) {
+		bad("model", "must be a model ID such as gemini-2.5-flash-lite, got %q", s.Model)
+	}
+	if s.Duration.Duration <= 0 {
+		bad("duration", "must be positive, got %s", s.Duration)
+	}
+	if s.TimeScale <= 0 || math.IsInf(s.TimeScale, 0) || math.IsNaN(s.TimeScale) {
+		bad("timeScale", "must be positive, got %v", s.TimeScale)
+	}
+	if s.CapacityWindow.Duration < 10*time.Millisecond {
+		bad("capacityWindow", "must be at least 10ms, got %s", s.CapacityWindow)
+	}
+	s.Load.validate(bad)
+	if len(s.Regions) == 0 {
+		bad("regions", "at least one region is required")
+	}
+	seen := map[string]int{}
+	for i, r := range s.Regions {
+		f := fmt.Sprintf("regions[%d]", i)
+		if j, dup := seen[r.Name]; dup {
+			bad(f+".name", "duplicate region %q (also regions[%d])", r.Name, j)
+		}
+		seen[r.Name] = i
+		r.validate(f, s.CapacityWindow.Duration, bad)
+	}
+	return errors.Join(errs...)
+}
+
+func (l *Load) validate(bad func(field, format string, args ...any)) {
+	if l.RequestsPerSecond <= 0 {
+		bad("load.requestsPerSecond", "must be positive, got %v", l.RequestsPerSecond)
+	}
+	if l.SessionCalls.Min < 1 || l.SessionCalls.Max < l.SessionCalls.Min {
+		bad("load.sessionCalls", "need 1 <= min <= max, got %d..%d", l.SessionCalls.Min, l.SessionCalls.Max)
+	}
+	if l.Deadline.Duration <= 0 {
+		bad("load.deadline", "must be positive, got %s", l.Deadline)
+	}
+	if l.InputTokens < 0 {
+		bad("load.inputTokens", "must not be negative, got %d", l.InputTokens)
+	}
+	if l.OutputTokens < 0 {
+		bad("load.outputTokens", "must not be negative, got %d", l.OutputTokens)
+	}
+	for i, p := range l.Phases {
+		f := fmt.Sprintf("load.phases[%d]", i)
+		if p.From.Duration < 0 || p.To.Duration <= p.From.Duration {
+			bad(f, "need 0 <= from < to, got from %s to %s", p.From, p.To)
+		}
+		if p.Multiplier < 0 {
+			bad(f+".multiplier", "must not be negative, got %v", p.Multiplier)
+		}
+	}
+}
+
+func (r *Region) validate(f string, window time.Duration, bad func(field, format string, args ...any)) {
+	if !locationPattern.MatchString(r.Name) {
+		bad(f+".name", "must be a Vertex AI location such as europe-west1, got %q", r.Name)
+	}
+	validCapacity(f+".capacity", r.Capacity, window, bad)
+	switch r.Tier {
+	case TierShared:
+		if r.Provisioned != nil {
+			bad(f+".provisioned", "only a provisioned region holds Provisioned Throughput")
+		}
+		if r.Capacity.IsZero() {
+			bad(f+".capacity", "a shared region needs requestsPerSecond or tokensPerSecond")
+		}
+	case TierProvisioned:
+		p := r.Provisioned
+		if p == nil {
+			bad(f+".provisioned", "required for a provisioned region")
+			break
+		}
+		if p.GSUs <= 0 {
+			bad(f+".provisioned.gsus", "must be positive, got %d", p.GSUs)
+		}
+		if p.TokensPerSecond <= 0 {
+			bad(f+".provisioned.tokensPerSecond", "must be positive, got %v", p.TokensPerSecond)
+		}
+		validCapacity(f+".provisioned", Capacity{RequestsPerSecond: p.RequestsPerSecond, TokensPerSecond: p.TokensPerSecond}, window, bad)
+		if p.Mode != ModeSpillover && p.Mode != ModeDedicated {
+			bad(f+".provisioned.mode", "must be spillover or dedicated, got %q", p.Mode)
+		}
+	default:
+		bad(f+".tier", "must be provisioned or shared, got %q", r.Tier)
+	}
+	switch r.Latency.Distribution {
+	case Lognormal, Fixed:
+	default:
+		bad(f+".latency.distribution", "must be lognormal or fixed, got %q", r.Latency.Distribution)
+	}
+	if r.Latency.P50.Duration <= 0 {
+		bad(f+".latency.p50", "must be positive, got %s", r.Latency.P50)
+	}
+	if r.Latency.P99.Duration != 0 && r.Latency.P99.Duration < r.Latency.P50.Duration {
+		bad(f+".latency.p99", "must be at least p50 (%s), got %s", r.Latency.P50, r.Latency.P99)
+	}
+	for j, ft := range r.Faults {
+		ft.validate(fmt.Sprintf("%s.faults[%d]", f, j), bad)
+	}
+}
+
+// validCapacity refuses negative rates and rates too small to admit one call
+// per capacity window.
+func validCapacity(f string, c Capacity, window time.Duration, bad func(field, format string, args ...any)) {
+	if c.RequestsPerSecond < 0 {
+		bad(f+".requestsPerSecond", "must not be negative, got %v", c.RequestsPerSecond)
+	} else if c.RequestsPerSecond > 0 && c.RequestsPerSecond*window.Seconds() < 1 {
+		bad(f+".requestsPerSecond", "%v per second admits no call in a %s capacity window", c.RequestsPerSecond, window)
+	}
+	if c.TokensPerSecond < 0 {
+		bad(f+".tokensPerSecond", "must not be negative, got %v", c.TokensPerSecond)
+	}
+}
+
+func (ft *Fault) validate(f string, bad func(field, format string, args ...any)) {
+	if ft.From.Duration < 0 || ft.To.Duration <= ft.From.Duration {
+		bad(f, "need 0 <= from < to, got from %s to %s", ft.From, ft.To)
+	}
+	if ft.ErrorRate < 0 || ft.ErrorRate > 1 || math.IsNaN(ft.ErrorRate) {
+		bad(f+".errorRate", "must be in [0, 1], got %v", ft.ErrorRate)
+	}
+	if ft.ErrorRate > 0 {
+		if _, ok := faultCodes[ft.Code]; !ok {
+			bad(f+".code", "must be 429, 500, 503 or 504, got %d", ft.Code)
+		}
+	} else if ft.Code != 0 {
+		bad(f+".code", "set without an errorRate")
+	}
+	if ft.BurstLength < 1 {
+		bad(f+".burstLength", "must be at least 1, got %d", ft.BurstLength)
+	}
+	if ft.AddedLatency.Duration < 0 || ft.AddedLatencyEnd.Duration < 0 {
+		bad(f+".addedLatency", "must not be negative")
+	}
+	switch ft.Outage {
+	case "", OutageRefused, OutageUnavailable:
+	default:
+		bad(f+".outage", "must be refused or unavailable, got %q", ft.Outage)
+	}
+	if ft.Outage != "" && ft.ErrorRate > 0 {
+		bad(f+".outage", "an outage fails every call; leave errorRate unset")
+	}
+	if ft.Outage == "" && ft.ErrorRate == 0 && ft.AddedLatency.Duration == 0 && ft.AddedLatencyEnd.Duration == 0 {
+		bad(f, "does nothing: set errorRate, addedLatency or outage")
+	}
+}
+
+// RateAt is the load's arrival rate at scenario time t: the base rate times
+// every phase active at t.
+func (l *Load) RateAt(t time.Duration) float64 {
+	r := l.RequestsPerSecond
+	for _, p := range l.Phases {
+		if t >= p.From.Duration && t < p.To.Duration {
+			r *= p.Multiplier
+		}
+	}
+	return r
+}
+
+// TokensPerCall is what one typical call consumes: input plus output tokens.
+func (l *Load) TokensPerCall() int { return l.InputTokens + l.OutputTokens }
+
+// Region returns the region with the given name, or nil.
+func (s *Scenario) Region(name string) *Region {
+	for i := range s.Regions {
+		if s.Regions[i].Name == name {
+			return &s.Regions[i]
+		}
+	}
+	return nil
+}
+
+// ModelName is the model's resource name in a region:
+// projects/{p}/locations/{region}/publishers/{pub}/models/{m}.
+func (s *Scenario) ModelName(region string) string {
+	return "projects/" + s.Project + "/locations/" + region + "/publishers/" + s.Publisher + "/models/" + s.Model
+}
+
+// RequestsPerSecond is the region's capacity in calls per second of typical
+// size (Load.TokensPerCall): PT plus pay-as-you-go quota, each the lower of
+// its request and token limits. Zero means the region has no limit.
+func (s *Scenario) RequestsPerSecond(r *Region) float64 {
+	perCall := float64(s.Load.TokensPerCall())
+	calls := func(c Capacity) float64 {
+		v := math.Inf(1)
+		if c.RequestsPerSecond > 0 {
+			v = c.RequestsPerSecond
+		}
+		if c.TokensPerSecond > 0 && perCall > 0 {
+			v = math.Min(v, c.TokensPerSecond/perCall)
+		}
+		return v
+	}
+	total := 0.0
+	if !r.Capacity.IsZero() {
+		total += calls(r.Capacity)
+	}
+	if p := r.Provisioned; p != nil {
+		total += calls(Capacity{RequestsPerSecond: p.RequestsPerSecond, TokensPerSecond: p.TokensPerSecond})
+	}
+	if math.IsInf(total, 0) {
+		return 0
+	}
+	return total
+}

@@ -1,0 +1,147 @@
+package emulator
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Stats is a snapshot of what the regions saw and served.
+type Stats struct {
+	// Scenario is the scenario's name.
+	Scenario string `json:"scenario"`
+	// Elapsed is the scenario time when the snapshot was taken.
+	Elapsed Duration `json:"elapsed"`
+	// Regions are in the scenario's order.
+	Regions []RegionStats `json:"regions"`
+}
+
+// RegionStats is what one region saw. Requests counts every generate call
+// that reached the region's capacity check (malformed calls are only in
+// ByCode), so Requests = sum of ByCode minus the malformed ones.
+type RegionStats struct {
+	Name string `json:"name"`
+	Tier Tier   `json:"tier"`
+	// CapacityRequestsPerSecond is the region's PT plus pay-as-you-go
+	// capacity in calls of the scenario's typical size; zero means unlimited.
+	CapacityRequestsPerSecond float64 `json:"capacityRequestsPerSecond"`
+	// Requests is the number of generate calls that arrived.
+	Requests int64 `json:"requests"`
+	// ByCode counts outcomes by Google's status name (OK, RESOURCE_EXHAUSTED,
+	// DEADLINE_EXCEEDED, UNAVAILABLE, INTERNAL, CANCELLED for callers that gave
+	// up, CONNECTION_REFUSED, INVALID_ARGUMENT, ...).
+	ByCode map[string]int64 `json:"byCode"`
+	// ByTrafficType counts successful calls by the traffic type that served
+	// them: PROVISIONED_THROUGHPUT or ON_DEMAND.
+	ByTrafficType map[string]int64 `json:"byTrafficType"`
+	// ByUsage counts successful calls by Cloud Monitoring's request_type:
+	// dedicated (PT), spillover or shared.
+	ByUsage map[string]int64 `json:"byUsage"`
+	// Tokens counts the tokens of admitted calls by traffic type.
+	Tokens map[string]int64 `json:"tokens"`
+	// PeakRequestsPerSecond is the most calls that arrived in one second of
+	// scenario time, and PeakSecond is that second.
+	PeakRequestsPerSecond int64 `json:"peakRequestsPerSecond"`
+	PeakSecond            int   `json:"peakSecond"`
+	// SecondsOverCapacity counts the scenario seconds in which more calls
+	// arrived than the capacity; LongestOverCapacity is the longest run of
+	// consecutive such seconds. Both are zero for an unlimited region.
+	SecondsOverCapacity int `json:"secondsOverCapacity"`
+	LongestOverCapacity int `json:"longestOverCapacity"`
+	// PerSecond is the histogram, one entry per scenario second from zero.
+	PerSecond []SecondStats `json:"perSecond,omitempty"`
+}
+
+// SecondStats is one second of scenario time in one region, the calls
+// counted in the second they arrived.
+type SecondStats struct {
+	Second    int   `json:"second"`
+	Requests  int64 `json:"requests"`
+	Served    int64 `json:"served"`
+	Throttled int64 `json:"throttled"`
+	Failed    int64 `json:"failed"`
+	Cancelled int64 `json:"cancelled,omitempty"`
+}
+
+// stats snapshots the region.
+func (r *region) stats() RegionStats {
+	capacity := r.sc.RequestsPerSecond(r.cfg)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rs := RegionStats{
+		Name:                      r.cfg.Name,
+		Tier:                      r.cfg.Tier,
+		CapacityRequestsPerSecond: capacity,
+		ByCode:                    maps.Clone(r.byCode),
+		ByTrafficType:             maps.Clone(r.byTraffic),
+		ByUsage:                   maps.Clone(r.byUsage),
+		Tokens:                    maps.Clone(r.tokens),
+		PerSecond:                 make([]SecondStats, len(r.seconds)),
+	}
+	run := 0
+	for i, s := range r.seconds {
+		rs.PerSecond[i] = SecondStats{Second: i, Requests: s.requests, Served: s.served, Throttled: s.throttled, Failed: s.failed, Cancelled: s.cancelled}
+		rs.Requests += s.requests
+		if s.requests > rs.PeakRequestsPerSecond {
+			rs.PeakRequestsPerSecond, rs.PeakSecond = s.requests, i
+		}
+		if capacity > 0 && float64(s.requests) > capacity {
+			rs.SecondsOverCapacity++
+			run++
+			rs.LongestOverCapacity = max(rs.LongestOverCapacity, run)
+		} else {
+			run = 0
+		}
+	}
+	return rs
+}
+
+// consumed is the region's tokens per second by usage kind over scenario
+// seconds [from, to).
+func (r *region) consumed(from, to int) map[string]float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]float64{}
+	if to <= from {
+		return out
+	}
+	for i := max(from, 0); i < to && i < len(r.seconds); i++ {
+		for k, v := range r.seconds[i].tokens {
+			out[k] += v
+		}
+	}
+	for k := range out {
+		out[k] /= float64(to - from)
+	}
+	return out
+}
+
+// WriteSummary writes one line per region: arrivals, peak against capacity,
+// seconds over capacity and outcomes. The per-second histogram is left out.
+func (s Stats) WriteSummary(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "scenario %s at %s\n", s.Scenario, s.Elapsed.Truncate(time.Second))
+	for _, r := range s.Regions {
+		fmt.Fprintf(&b, "  %-20s %-11s requests=%d peak=%d/s@%ds capacity=%.1f/s overCapacity=%ds (longest %ds) outcomes=%s traffic=%s\n",
+			r.Name, r.Tier, r.Requests, r.PeakRequestsPerSecond, r.PeakSecond, r.CapacityRequestsPerSecond,
+			r.SecondsOverCapacity, r.LongestOverCapacity, formatCounts(r.ByCode), formatCounts(r.ByTrafficType))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func formatCounts(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s:%d", k, m[k])
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}
