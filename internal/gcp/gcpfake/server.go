@@ -101,12 +101,13 @@ func (p PT) key() ptKey { return ptKey{p.Project, p.Location, p.Publisher, p.Mod
 type MetricServer struct {
 	monitoringpb.UnimplementedMetricServiceServer
 
-	mu    sync.Mutex
-	now   func() time.Time
-	pts   map[ptKey]PT
-	errs  map[string]error
-	calls map[string]int
-	total int
+	mu       sync.Mutex
+	now      func() time.Time
+	pts      map[ptKey]PT
+	errs     map[string]error
+	calls    map[string]int
+	total    int
+	pageSize int
 }
 
 // NewMetricServer returns an empty fake whose clock is time.Now.
@@ -141,6 +142,15 @@ func (s *MetricServer) SetPT(pt PT) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pts[pt.key()] = pt
+}
+
+// SetMaxPageSize caps the series in one answer below what a request asks, as
+// Google may answer with a short page and a next page token; zero or less
+// restores MaxPageSize.
+func (s *MetricServer) SetMaxPageSize(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pageSize = n
 }
 
 // DeletePT removes a PT: its series disappear, as when an order ends.
@@ -246,6 +256,9 @@ func (s *MetricServer) ListTimeSeries(_ context.Context, req *monitoringpb.ListT
 	size := int(req.GetPageSize())
 	if size == 0 || size > MaxPageSize {
 		size = MaxPageSize
+	}
+	if s.pageSize > 0 && size > s.pageSize {
+		size = s.pageSize
 	}
 	end := min(offset+size, len(all))
 	resp := &monitoringpb.ListTimeSeriesResponse{TimeSeries: all[offset:end]}

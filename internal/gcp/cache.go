@@ -1,0 +1,152 @@
+package gcp
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Cache defaults.
+const (
+	// DefaultCacheTTL is how long a good answer is served when CacheOptions.TTL is zero.
+	DefaultCacheTTL = time.Minute
+	// DefaultErrorTTL is how long a failure is served when CacheOptions.ErrorTTL is zero.
+	DefaultErrorTTL = 5 * time.Second
+)
+
+// CacheOptions configure a CachedSource. Every zero value means the default.
+type CacheOptions struct {
+	// TTL is how long a project's answer is served before the next caller asks
+	// again; set it to the verification interval. Zero means DefaultCacheTTL.
+	TTL time.Duration
+	// ErrorTTL is how long a failed answer is served, so that callers retrying
+	// during an outage still make one call per project per ErrorTTL. Zero
+	// means DefaultErrorTTL; negative means failures are not cached: the next
+	// caller after a failure makes a new call (concurrent callers still share
+	// the failing one).
+	ErrorTTL time.Duration
+	// FetchTimeout bounds a shared call, which does not end when the caller
+	// that started it gives up; zero means DefaultTimeout.
+	FetchTimeout time.Duration
+	// Now is the clock for expiry; nil means time.Now.
+	Now func() time.Time
+}
+
+// CachedSource shares a Source's answers per project: an answer is served for
+// a TTL, and callers that ask for the same project while a call is in flight
+// wait for that call instead of making their own. So the calls it makes depend
+// on the projects asked for and the TTL, never on the number of callers. Every
+// caller gets its own copy of the facts. It is safe for concurrent use.
+type CachedSource struct {
+	src Source
+	o   CacheOptions
+
+	mu      sync.Mutex
+	entries map[string]*cacheEntry
+}
+
+// cacheEntry is one project's answer, or the call that will give it. Fields
+// other than done are written once, before done is closed, and read only after.
+type cacheEntry struct {
+	done    chan struct{}
+	facts   *ProjectFacts
+	err     error
+	expires time.Time
+	// joined counts the callers that waited for this call. Guarded by
+	// CachedSource.mu.
+	joined int
+}
+
+var _ Source = (*CachedSource)(nil)
+
+// NewCachedSource wraps src.
+func NewCachedSource(src Source, o CacheOptions) *CachedSource {
+	if o.TTL <= 0 {
+		o.TTL = DefaultCacheTTL
+	}
+	if o.ErrorTTL == 0 {
+		o.ErrorTTL = DefaultErrorTTL
+	}
+	if o.FetchTimeout <= 0 {
+		o.FetchTimeout = DefaultTimeout
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &CachedSource{src: src, o: o, entries: map[string]*cacheEntry{}}
+}
+
+// ProvisionedThroughput returns the project's cached facts, or joins or starts
+// the call that reads them. A caller whose ctx ends stops waiting; the shared
+// call goes on for the others.
+func (c *CachedSource) ProvisionedThroughput(ctx context.Context, project string) (*ProjectFacts, error) {
+	c.mu.Lock()
+	e := c.entries[project]
+	// An entry in flight is joined; a settled one is served until it expires.
+	if e == nil || (e.settled() && !c.o.Now().Before(e.expires)) {
+		e = &cacheEntry{done: make(chan struct{})}
+		c.entries[project] = e
+		go c.fetch(context.WithoutCancel(ctx), project, e)
+	}
+	if !e.settled() {
+		e.joined++
+	}
+	c.mu.Unlock()
+
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if e.err != nil {
+		return nil, e.err
+	}
+	return e.facts.clone(), nil
+}
+
+// Forget drops the project's answer, so the next caller asks again. A call in
+// flight is still shared by those already waiting for it.
+func (c *CachedSource) Forget(project string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, project)
+}
+
+// joined is how many callers waited for the project's current call.
+func (c *CachedSource) joined(project string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.entries[project]; e != nil {
+		return e.joined
+	}
+	return 0
+}
+
+func (e *cacheEntry) settled() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// fetch makes the shared call and settles e.
+func (c *CachedSource) fetch(ctx context.Context, project string, e *cacheEntry) {
+	ctx, cancel := context.WithTimeout(ctx, c.o.FetchTimeout)
+	defer cancel()
+	facts, err := c.src.ProvisionedThroughput(ctx, project)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.facts, e.err = facts, err
+	ttl := c.o.TTL
+	if err != nil {
+		ttl = c.o.ErrorTTL
+	}
+	e.expires = c.o.Now().Add(ttl)
+	if ttl < 0 && c.entries[project] == e {
+		delete(c.entries, project)
+	}
+	close(e.done)
+}
