@@ -1,0 +1,96 @@
+package policy
+
+import (
+	"testing"
+	"time"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// benchPool is a 5-region pool: one provisioned region and four shared ones.
+func benchPool() table.Pool {
+	return pool(
+		provisioned("europe-west4", table.Capacity{GSUs: 10}),
+		shared("europe-west1", 100), shared("europe-west2", 100),
+		shared("europe-west3", 50), shared("europe-north1", 0),
+	)
+}
+
+// benchSharedPool is a 5-region pool of shared regions only, where every
+// first attempt is a weighted draw.
+func benchSharedPool() table.Pool {
+	return pool(shared("europe-west1", 100), shared("europe-west2", 100),
+		shared("europe-west3", 50), shared("europe-north1", 0), shared("europe-west9", 0))
+}
+
+// benchClocks are the clocks benchmarks run with: the injected clock shows the
+// policy's own cost; time.Now adds two clock reads per call (Pick and Done),
+// which cost what the machine's clock source costs.
+var benchClocks = []struct {
+	name string
+	now  func() time.Time
+}{
+	{"clock=injected", newClock().Now},
+	{"clock=time.Now", time.Now},
+}
+
+// BenchmarkPickDone measures one call's Pick and Done, serially.
+func BenchmarkPickDone(b *testing.B) {
+	for _, pc := range []struct {
+		name string
+		pool table.Pool
+		new  func(table.Pool, Options) (Router, error)
+	}{
+		{"adaptive/provisioned+4shared", benchPool(), newAdaptive},
+		{"adaptive/5shared", benchSharedPool(), newAdaptive},
+		{"blocklist/provisioned+4shared", benchPool(), newBlocklistRouter},
+	} {
+		for _, clk := range benchClocks {
+			b.Run(pc.name+"/"+clk.name, func(b *testing.B) {
+				r, err := pc.new(pc.pool, Options{Now: clk.now, Seed: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					c := r.Start(Request{})
+					a, err := c.Pick()
+					if err != nil {
+						b.Fatal(err)
+					}
+					a.Done(Success)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkPickDoneParallel measures Pick and Done from every P at once, on
+// one pool: the hot path shares only atomics, so the time per call should not
+// grow with the number of Ps.
+func BenchmarkPickDoneParallel(b *testing.B) {
+	for _, clk := range benchClocks {
+		b.Run(clk.name, func(b *testing.B) {
+			p, err := New(benchPool(), Options{Now: clk.now, Seed: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					c := p.Start(Request{})
+					a, err := c.Pick()
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					a.Done(Success)
+				}
+			})
+		})
+	}
+}
+
+func newAdaptive(tp table.Pool, o Options) (Router, error) { return New(tp, o) }
+
+func newBlocklistRouter(tp table.Pool, o Options) (Router, error) { return NewBlocklist(tp, o) }

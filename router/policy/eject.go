@@ -1,0 +1,74 @@
+package policy
+
+// Ejection follows Envoy's failure-percentage outlier detection and gRFC A50,
+// evaluated when a failure is reported rather than on a timer:
+//
+//   - A region is failing when, over the ejection interval, it answered at
+//     least minRequests attempts (successes and failures; 429s do not count)
+//     and failures/answered >= failureRateThreshold.
+//   - Only an ejectable shared region is ejected. A provisioned region is never
+//     ejected: its capacity is paid for. A failing one is tried later on
+//     retries, but keeps its first attempts.
+//   - An ejection lasts min(baseEjectionTime × multiplier, maxEjectionTime),
+//     shortened by a random 0-10% so that regions ejected together do not
+//     return together. The multiplier grows by one per ejection and falls by one
+//     per ejection interval the region spent un-ejected (gRFC A50).
+//   - An ejection happens only if, after it, at most maxEjectedPercent of the
+//     pool's regions are ejected. maxEjectedPercent < 100, so one region is
+//     always left.
+//   - Panic (Envoy's healthy panic threshold): when fewer than half the
+//     regions are left un-ejected, ejections are ignored.
+
+// failing reports whether the region's failure rate over the ejection interval
+// reaches the threshold with enough answered attempts to count.
+func (r *region) failing(now int64, st *poolState) bool {
+	answered, failed := r.fails.Load().sum(now)
+	return answered >= st.minRequests && float64(failed) >= st.threshold*float64(answered)
+}
+
+// maybeEject ejects the region if it is ejectable, failing and the
+// maxEjectedPercent cap allows it. The check without the lock is the common,
+// cheap case; the decision is made again under p.mu.
+func (p *Pool) maybeEject(r *region, now int64) {
+	if r.ejectedUntil.Load() > now || !r.failing(now, r.cfg.Load().st) {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.st.Load()
+	s := r.cfg.Load()
+	if s.st != st || !s.ejectable || r.ejectedUntil.Load() > now || !r.failing(now, st) {
+		return
+	}
+	if (st.ejected(now)+1)*100 > st.maxEjectedPct*len(st.slots) {
+		return
+	}
+	if last := r.ejectedUntil.Load(); last > 0 {
+		healthy := (now - last) / int64(st.interval)
+		r.multiplier = max(r.multiplier-healthy, 0)
+	}
+	r.multiplier++
+	d := st.maxEjection
+	if r.multiplier < d/st.baseEjection {
+		d = st.baseEjection * r.multiplier
+	}
+	d -= int64(float64(d) * 0.1 * p.rnd.float())
+	r.ejectedUntil.Store(now + d)
+	r.timesEjected.Add(1)
+	r.fails.Load().reset()
+}
+
+// capEjections lifts ejections, soonest-ending first, until at most
+// maxEjectedPercent of the regions are ejected: after an update that removed
+// regions or lowered the cap. Caller must hold p.mu.
+func (st *poolState) capEjections(now int64) {
+	for (st.ejected(now))*100 > st.maxEjectedPct*len(st.slots) {
+		var first *region
+		for _, s := range st.slots {
+			if u := s.r.ejectedUntil.Load(); u > now && (first == nil || u < first.ejectedUntil.Load()) {
+				first = s.r
+			}
+		}
+		first.ejectedUntil.Store(now)
+	}
+}

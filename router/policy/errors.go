@@ -1,0 +1,96 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors that Call.Pick returns. Test them with errors.Is; over-capacity and
+// shed errors are *CapacityError values that also carry a Retry-After.
+var (
+	// ErrOverCapacity: no region has headroom for the call now. The router
+	// answers 429 with Retry-After rather than push the call on a region that
+	// cannot take it.
+	ErrOverCapacity = errors.New("over capacity: no region has headroom")
+	// ErrShed: the call's priority is over its share of a concurrency limit; a
+	// call of higher priority would have been let through.
+	ErrShed = errors.New("shed: over the concurrency limit for this priority")
+	// ErrBudgetExhausted: a retry was refused because the process's retry
+	// budget is spent.
+	ErrBudgetExhausted = errors.New("retry budget exhausted")
+	// ErrAttemptsExhausted: the call has made the pool's maxAttempts attempts.
+	ErrAttemptsExhausted = errors.New("attempts exhausted")
+	// ErrDeadlineExceeded: the call's overall deadline has passed. It matches
+	// context.DeadlineExceeded too.
+	ErrDeadlineExceeded = fmt.Errorf("request deadline exceeded: %w", context.DeadlineExceeded)
+	// ErrNotRetryable: the last attempt succeeded, was the caller's fault or
+	// was cancelled, so there is nothing to retry.
+	ErrNotRetryable = errors.New("last outcome is not retryable")
+	// ErrNoRegions is the baselines' error when every region is blocked. The
+	// adaptive Pool never returns it.
+	ErrNoRegions = errors.New("no regions to run")
+	// errNotStarted: Pick on a Call that no router started.
+	errNotStarted = errors.New("call was not started by a router")
+)
+
+// CapacityError refuses a call that no region can take now, or that is shed
+// for its priority. It unwraps to ErrOverCapacity or ErrShed. The server
+// answers it with HTTP 429 and a Retry-After header.
+type CapacityError struct {
+	// Err is ErrOverCapacity or ErrShed.
+	Err error
+	// RetryAfter is when headroom is expected back: at least one second,
+	// in whole seconds, as the Retry-After header carries it.
+	RetryAfter time.Duration
+	// Priority is the refused call's priority.
+	Priority Priority
+}
+
+// Error says what was refused and when to come back.
+func (e *CapacityError) Error() string {
+	return fmt.Sprintf("%v (priority %s); retry after %s", e.Err, e.Priority, e.RetryAfter)
+}
+
+// Unwrap returns ErrOverCapacity or ErrShed.
+func (e *CapacityError) Unwrap() error { return e.Err }
+
+// RetryAfter returns the Retry-After of an over-capacity or shed error, and
+// false for any other error.
+func RetryAfter(err error) (time.Duration, bool) {
+	var ce *CapacityError
+	if errors.As(err, &ce) {
+		return ce.RetryAfter, true
+	}
+	return 0, false
+}
+
+// retryAfterSeconds rounds a wait up to whole seconds, at least one.
+func retryAfterSeconds(wait int64) time.Duration {
+	d := (time.Duration(wait) + time.Second - 1).Truncate(time.Second)
+	return max(d, time.Second)
+}
+
+// refusal gathers why regions refused a call, to build the error when all did.
+// The zero value has seen no refusal.
+type refusal struct {
+	wait int64 // shortest wait any region gave, in nanoseconds; 0: none known
+	shed bool  // some region refused only because of the call's priority
+}
+
+// note records that a region refused and when it expects headroom back.
+func (r *refusal) note(wait int64) {
+	if wait > 0 && (r.wait == 0 || wait < r.wait) {
+		r.wait = wait
+	}
+}
+
+// err is the error for a call that every region refused.
+func (r *refusal) err(pr Priority) error {
+	e := ErrOverCapacity
+	if r.shed {
+		e = ErrShed
+	}
+	return &CapacityError{Err: e, RetryAfter: retryAfterSeconds(r.wait), Priority: pr}
+}

@@ -1,0 +1,136 @@
+package policy
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// fakeClock is a clock that tests move by hand.
+type fakeClock struct{ t time.Time }
+
+func newClock() *fakeClock { return &fakeClock{t: time.Unix(1_700_000_000, 0).UTC()} }
+
+func (c *fakeClock) Now() time.Time          { return c.t }
+func (c *fakeClock) Advance(d time.Duration) { c.t = c.t.Add(d) }
+
+// provisioned is a provisioned region with capacity c.
+func provisioned(name string, c table.Capacity) table.Region {
+	return table.Region{Name: name, Tier: table.TierProvisioned, Capacity: c}
+}
+
+// shared is an ejectable shared region with a requests-per-second hint (0: none).
+func shared(name string, rps float64) table.Region {
+	return table.Region{Name: name, Tier: table.TierShared, Ejectable: true, Capacity: table.Capacity{RequestsPerSecond: rps}}
+}
+
+// pool is a pool of the given regions with default policy.
+func pool(regions ...table.Region) table.Pool {
+	return table.Pool{Project: "proj", Publisher: "google", Model: "gemini-2.5-flash", Regions: regions}
+}
+
+// mustNew returns the adaptive policy for tp on clk.
+func mustNew(t testing.TB, tp table.Pool, clk *fakeClock) *Pool {
+	t.Helper()
+	p, err := New(tp, Options{Now: clk.Now, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// once makes one attempt of a new call and reports o; it returns the region.
+func once(t testing.TB, r Router, o Outcome) string {
+	t.Helper()
+	c := r.Start(Request{})
+	a, err := c.Pick()
+	if err != nil {
+		t.Fatalf("pick: %v", err)
+	}
+	a.Done(o)
+	return a.Region
+}
+
+// serveFunc answers an attempt on a region at a time.
+type serveFunc func(region string, now time.Time) Outcome
+
+// simStats is what a simulated run observed.
+type simStats struct {
+	requests, ok, attempts int
+	noRegions              int
+	errs                   map[string]int
+	byRegion               map[string]int
+}
+
+// simulate sends rps requests per second for d through r, each retried as the
+// policy allows, with attempts that complete at once. each, if set, sees every
+// request's elapsed time and attempts.
+func simulate(r Router, clk *fakeClock, rps int, d time.Duration, serve serveFunc, each func(elapsed time.Duration, attempts []string)) simStats {
+	s := simStats{errs: map[string]int{}, byRegion: map[string]int{}}
+	step := time.Second / time.Duration(rps)
+	begin := clk.Now()
+	var tried []string
+	for clk.Now().Sub(begin) < d {
+		s.requests++
+		c := r.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
+		tried = tried[:0]
+		for {
+			a, err := c.Pick()
+			if err != nil {
+				s.errs[errName(err)]++
+				if errors.Is(err, ErrNoRegions) {
+					s.noRegions++
+				}
+				break
+			}
+			s.attempts++
+			s.byRegion[a.Region]++
+			tried = append(tried, a.Region)
+			o := serve(a.Region, clk.Now())
+			a.Done(o)
+			if o == Success {
+				s.ok++
+				break
+			}
+		}
+		if each != nil {
+			each(clk.Now().Sub(begin), tried)
+		}
+		clk.Advance(step)
+	}
+	return s
+}
+
+// errName is a short label for a Pick error, for logs.
+func errName(err error) string {
+	for _, e := range []error{ErrOverCapacity, ErrShed, ErrBudgetExhausted, ErrAttemptsExhausted, ErrDeadlineExceeded, ErrNotRetryable, ErrNoRegions} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return err.Error()
+}
+
+// quota answers Success up to rps per second (a token bucket with a
+// one-second burst) and 429 beyond.
+type quota struct {
+	rps    float64
+	tokens float64
+	last   time.Time
+}
+
+func (q *quota) serve(now time.Time) Outcome {
+	if !q.last.IsZero() {
+		q.tokens = min(q.tokens+now.Sub(q.last).Seconds()*q.rps, q.rps)
+	} else {
+		q.tokens = q.rps
+	}
+	q.last = now
+	if q.tokens >= 1 {
+		q.tokens--
+		return Success
+	}
+	return Capacity
+}

@@ -1,0 +1,496 @@
+package policy
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// Options are the parts of a router that tests inject.
+type Options struct {
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Seed seeds every random choice: weighted picks, throttle draws and
+	// ejection jitter. Two routers with the same seed, table, clock and
+	// sequence of calls make the same choices.
+	Seed uint64
+	// Budget is the retry budget. Routers given the same Budget share it, as
+	// a process should. Nil: the router has a budget of its own.
+	Budget *Budget
+}
+
+// Pool is the adaptive policy for one pool of regions: provisioned regions
+// first up to their capacity, spill to shared regions by their capacity hints,
+// a throttle per region fed by 429s, failure-rate ejection of shared regions,
+// budgeted retries and adaptive in-flight limits. It is safe for concurrent
+// use; Pick and Done take no lock.
+type Pool struct {
+	now    func() time.Time
+	rnd    rng
+	budget *Budget
+
+	_        [64]byte
+	inFlight atomic.Int64 // calls in flight in the whole pool
+	_        [56]byte
+	st       atomic.Pointer[poolState]
+
+	mu     sync.Mutex // serialises Update and ejections
+	nextID uint32     // Guarded by mu.
+}
+
+var _ Router = (*Pool)(nil)
+
+// poolState is one version of a pool's config, in the units the hot path
+// uses. It never changes once published; Update publishes a new one.
+type poolState struct {
+	pool  table.Pool
+	slots []*slot
+
+	threshold     float64 // failure rate that ejects, in (0, 1]
+	minRequests   uint64
+	interval      time.Duration
+	baseEjection  int64
+	maxEjection   int64
+	maxEjectedPct int
+	maxAttempts   int
+	budgetPct     int64
+	minRetries    int64
+	maxInFlight   int64
+	initialLimit  float64
+	maxLimit      float64
+}
+
+// slot is a region as one config version sees it: its live state and its
+// config. A slot never changes once published.
+type slot struct {
+	r  *region
+	st *poolState
+
+	name        string
+	endpoint    string
+	header      string
+	provisioned bool
+	ejectable   bool
+	weight      float64 // share of traffic within the region's tier
+	reqCost     int64   // nanoseconds per request at the RPS hint; 0: no hint
+	tokCost     float64 // nanoseconds per token at TokensPerSecond; 0: none
+}
+
+// rateTolerance is the burst a capacity allows: one second of it.
+const rateTolerance = int64(time.Second)
+
+// region is the live state of one region, kept across table updates.
+type region struct {
+	p    *Pool
+	id   uint32
+	name string
+	cfg  atomic.Pointer[slot] // the slot of the latest config that holds the region
+
+	inFlight     atomic.Int64
+	limit        aimd
+	reqRate      gcra
+	tokRate      gcra
+	fails        atomic.Pointer[window] // a: answered, b: failed; over the ejection interval
+	thr          window                 // a: answered, b: accepted (not 429); over throttleWindow
+	lastCapacity atomic.Int64           // when the region last answered 429
+	ejectedUntil atomic.Int64           // 0 or a time; ejected while in the future
+	timesEjected atomic.Int64
+	multiplier   int64 // ejection multiplier (gRFC A50). Guarded by p.mu.
+}
+
+// New returns the adaptive policy for pool tp. The pool is defaulted and
+// validated; an invalid pool is an error.
+func New(tp table.Pool, o Options) (*Pool, error) {
+	p := &Pool{now: o.Now, budget: o.Budget}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if p.budget == nil {
+		p.budget = NewBudget()
+	}
+	p.rnd.seed = o.Seed
+	if err := p.Update(tp); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// nanos is the clock's reading in nanoseconds since the Unix epoch.
+func (p *Pool) nanos() int64 { return p.now().UnixNano() }
+
+// prepare copies, defaults and validates a pool from a table.
+func prepare(tp table.Pool) (table.Pool, error) {
+	tp.Regions = append([]table.Region(nil), tp.Regions...)
+	tp.Default()
+	if err := tp.Validate(); err != nil {
+		return table.Pool{}, fmt.Errorf("pool %s/%s/%s: %w", tp.Project, tp.Publisher, tp.Model, err)
+	}
+	return tp, nil
+}
+
+// newState converts a prepared pool's policy into hot-path units.
+func newState(tp table.Pool) *poolState {
+	pol := tp.Policy
+	return &poolState{
+		pool:          tp,
+		threshold:     pol.Ejection.FailureRateThreshold,
+		minRequests:   uint64(pol.Ejection.MinRequests),
+		interval:      pol.Ejection.Interval.Duration,
+		baseEjection:  int64(pol.Ejection.BaseEjectionTime.Duration),
+		maxEjection:   int64(pol.Ejection.MaxEjectionTime.Duration),
+		maxEjectedPct: pol.Ejection.MaxEjectedPercent,
+		maxAttempts:   pol.Retry.MaxAttempts,
+		budgetPct:     int64(pol.Retry.BudgetPercent),
+		minRetries:    int64(pol.Retry.MinRetriesPerSecond),
+		maxInFlight:   int64(pol.Concurrency.MaxInFlight),
+		initialLimit:  float64(pol.Concurrency.RegionInitialLimit),
+		maxLimit:      float64(pol.Concurrency.RegionMaxLimit),
+	}
+}
+
+// requestType is the X-Vertex-AI-LLM-Request-Type value for a region: none for
+// provisioned with spillover, "dedicated" for provisioned only, and "shared"
+// (pay-as-you-go only) for a shared region, so that a shared region never
+// draws on provisioned capacity bought for another route.
+func requestType(r table.Region, pol table.Policy) string {
+	if r.Tier != table.TierProvisioned {
+		return "shared"
+	}
+	if pol.Provisioned.RequestType == table.RequestTypeDedicated {
+		return string(table.RequestTypeDedicated)
+	}
+	return ""
+}
+
+// newSlots builds the slots of state st from its pool, reusing live regions
+// by name through find.
+func (st *poolState) buildSlots(find func(name string) *region) {
+	tp := st.pool
+	var hinted, hintSum float64
+	for _, r := range tp.Regions {
+		if r.Tier != table.TierProvisioned && r.Capacity.RequestsPerSecond > 0 {
+			hinted++
+			hintSum += r.Capacity.RequestsPerSecond
+		}
+	}
+	unhinted := 1.0
+	if hinted > 0 {
+		unhinted = hintSum / hinted
+	}
+	st.slots = make([]*slot, 0, len(tp.Regions))
+	for _, r := range tp.Regions {
+		s := &slot{
+			r:           find(r.Name),
+			st:          st,
+			name:        r.Name,
+			endpoint:    r.Endpoint,
+			header:      requestType(r, tp.Policy),
+			provisioned: r.Tier == table.TierProvisioned,
+			ejectable:   r.Ejectable && r.Tier != table.TierProvisioned,
+		}
+		c := r.Capacity
+		switch {
+		case c.RequestsPerSecond > 0:
+			s.reqCost = max(int64(float64(time.Second)/c.RequestsPerSecond), 1)
+		case s.provisioned && c.TokensPerSecond > 0:
+			s.tokCost = float64(time.Second) / c.TokensPerSecond
+		}
+		switch {
+		case c.RequestsPerSecond > 0:
+			s.weight = c.RequestsPerSecond
+		case !s.provisioned:
+			s.weight = unhinted
+		case c.TokensPerSecond > 0:
+			s.weight = c.TokensPerSecond
+		case c.GSUs > 0:
+			s.weight = float64(c.GSUs)
+		default:
+			s.weight = 1
+		}
+		st.slots = append(st.slots, s)
+	}
+}
+
+// Update applies a new config for the pool. Regions still present keep their
+// live state: failure counts, ejection, throttle, in-flight limit and rate.
+// A region that is no longer ejectable (it became provisioned, or the table
+// says so) is un-ejected at once; if the new pool has fewer regions, ejections
+// are lifted, soonest-ending first, until at most maxEjectedPercent remain. A
+// region whose ejection interval changed starts its failure count afresh.
+// An invalid pool is an error and changes nothing.
+func (p *Pool) Update(tp table.Pool) error {
+	tp, err := prepare(tp)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.nanos()
+	old := p.st.Load()
+	st := newState(tp)
+	st.buildSlots(func(name string) *region {
+		if old != nil {
+			for _, s := range old.slots {
+				if s.name == name {
+					return s.r
+				}
+			}
+		}
+		return p.newRegion(name, st)
+	})
+	for _, s := range st.slots {
+		r := s.r
+		if r.fails.Load().width != bucketWidth(st.interval) {
+			r.fails.Store(newWindow(st.interval))
+		}
+		r.limit.clamp(st.maxLimit)
+		if !s.ejectable && r.ejectedUntil.Load() > now {
+			r.ejectedUntil.Store(now)
+		}
+		r.cfg.Store(s)
+	}
+	st.capEjections(now)
+	p.st.Store(st)
+	return nil
+}
+
+// newRegion returns the live state of a region new to the pool.
+// Caller must hold p.mu.
+func (p *Pool) newRegion(name string, st *poolState) *region {
+	r := &region{p: p, id: p.nextID, name: name}
+	p.nextID++
+	r.limit.set(st.initialLimit)
+	r.fails.Store(newWindow(st.interval))
+	r.thr.init(throttleWindow)
+	return r
+}
+
+// Start begins a call.
+func (p *Pool) Start(req Request) Call { return Call{r: p, st: start(req)} }
+
+// pick chooses the region for the next attempt of a call. Caps are checked
+// from the widest to the narrowest: deadline, attempts, retry budget, the
+// pool's in-flight cap, then each region's ejection, in-flight limit,
+// throttle and capacity.
+func (p *Pool) pick(cs callState) (callState, Attempt, error) {
+	st := p.st.Load()
+	now := p.nanos()
+	if err := cs.check(now, st.maxAttempts); err != nil {
+		return cs, Attempt{}, err
+	}
+	retry := cs.n > 0
+	if retry && !p.budget.allow(now, st.budgetPct, st.minRetries) {
+		return cs, Attempt{}, ErrBudgetExhausted
+	}
+	if g := p.inFlight.Add(1); g > ceiling(st.maxInFlight, cs.prio) {
+		p.inFlight.Add(-1)
+		ref := refusal{shed: g <= st.maxInFlight}
+		return cs, Attempt{}, ref.err(cs.prio)
+	}
+	s, err := p.choose(st, &cs, now, retry)
+	if err != nil {
+		p.inFlight.Add(-1)
+		return cs, Attempt{}, err
+	}
+	if retry {
+		p.budget.retry(now)
+	} else {
+		p.budget.request(now)
+	}
+	n := cs.record(s.r.id, s.r)
+	return cs, Attempt{Region: s.name, Endpoint: s.endpoint, RequestType: s.header, n: n}, nil
+}
+
+// panicThreshold is Envoy's healthy panic threshold, in percent: when fewer
+// than this share of a pool's regions are not ejected, ejections are ignored
+// and every region takes traffic again.
+const panicThreshold = 50
+
+// Ranks of regions for one attempt, best first. A region the call already
+// tried ranks after every untried one (rank + rankTried).
+const (
+	rankProvisioned = iota // provisioned, or on a retry provisioned and not failing
+	rankShared             // shared, not ejected (or in panic)
+	rankFailing            // on a retry, a provisioned region that is failing
+	rankTried
+	rankCount = 2 * rankTried
+	rankNone  = -1 // not a candidate: ejected, or refused this pick
+)
+
+// inPanic reports whether too few regions are left un-ejected for ejection to
+// be honoured.
+func (st *poolState) inPanic(now int64) bool {
+	ejected := st.ejected(now)
+	n := len(st.slots)
+	return ejected > 0 && (n-ejected)*100 < panicThreshold*n
+}
+
+// ejected counts the regions ejected at now.
+func (st *poolState) ejected(now int64) int {
+	k := 0
+	for _, s := range st.slots {
+		if s.r.ejectedUntil.Load() > now {
+			k++
+		}
+	}
+	return k
+}
+
+// choose ranks the regions for this attempt and takes the first, in rank order
+// and by weight within a rank, that admits the call. When none does it returns
+// a *CapacityError.
+func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool) (*slot, error) {
+	var ranks [table.MaxRegions]int8
+	var ref refusal
+	panicking := st.inPanic(now)
+	for i, s := range st.slots {
+		r := s.r
+		if until := r.ejectedUntil.Load(); until > now && !panicking {
+			ranks[i] = rankNone
+			ref.note(until - now)
+			continue
+		}
+		rank := int8(rankShared)
+		if s.provisioned {
+			rank = rankProvisioned
+			if retry && r.failing(now, st) {
+				rank = rankFailing
+			}
+		}
+		if retry && cs.hasTried(r.id) {
+			rank += rankTried
+		}
+		ranks[i] = rank
+	}
+	for rank := int8(0); rank < rankCount; rank++ {
+		for {
+			i := p.weighted(st, &ranks, rank)
+			if i < 0 {
+				break
+			}
+			if s := st.slots[i]; p.admit(s, cs.prio, now, &ref) {
+				return s, nil
+			}
+			ranks[i] = rankNone
+		}
+	}
+	return nil, ref.err(cs.prio)
+}
+
+// weighted draws one region of the given rank, in proportion to the regions'
+// weights, or returns -1 when the rank has none. A lone candidate costs no
+// draw.
+func (p *Pool) weighted(st *poolState, ranks *[table.MaxRegions]int8, rank int8) int {
+	var total float64
+	last, k := -1, 0
+	for i, s := range st.slots {
+		if ranks[i] == rank {
+			total += s.weight
+			last = i
+			k++
+		}
+	}
+	if k <= 1 {
+		return last
+	}
+	x := p.rnd.float() * total
+	for i, s := range st.slots {
+		if ranks[i] == rank {
+			if x -= s.weight; x < 0 {
+				return i
+			}
+		}
+	}
+	return last
+}
+
+// admit takes a place for the call in region s if the region has headroom:
+// room under its in-flight limit for the call's priority, a throttle draw that
+// lets it through, and room under its capacity. On refusal it notes why in ref
+// and takes nothing.
+func (p *Pool) admit(s *slot, pr Priority, now int64, ref *refusal) bool {
+	r := s.r
+	limit := int64(r.limit.get())
+	if n := r.inFlight.Add(1); n > ceiling(limit, pr) {
+		r.inFlight.Add(-1)
+		ref.shed = ref.shed || n <= limit
+		ref.note(int64(time.Second))
+		return false
+	}
+	if q := r.throttleP(now); q > 0 && p.rnd.float() < q {
+		r.inFlight.Add(-1)
+		ref.note(int64(time.Second))
+		return false
+	}
+	if s.tokCost > 0 {
+		if ok, wait := r.tokRate.peek(now, rateTolerance); !ok {
+			r.inFlight.Add(-1)
+			ref.note(wait)
+			return false
+		}
+	}
+	if s.reqCost > 0 {
+		if ok, wait := r.reqRate.take(now, s.reqCost, max(rateTolerance-s.reqCost, 0)); !ok {
+			r.inFlight.Add(-1)
+			ref.note(wait)
+			return false
+		}
+	}
+	return true
+}
+
+// done learns from an attempt's outcome. Success and 429 feed the throttle;
+// success and failure feed the failure rate; 429 and timeouts shrink the
+// in-flight limit and success grows it; caller faults and cancellations only
+// free the attempt's place.
+func (r *region) done(rep Report) {
+	p := r.p
+	now := p.nanos()
+	n := r.inFlight.Add(-1) + 1
+	p.inFlight.Add(-1)
+	s := r.cfg.Load()
+	switch rep.Outcome {
+	case Success:
+		r.fails.Load().add(now, 1, 0)
+		r.thr.add(now, 1, 1)
+		r.limit.grow(n, s.st.maxLimit)
+	case Capacity:
+		r.thr.add(now, 1, 0)
+		r.lastCapacity.Store(now)
+		r.limit.shrink()
+	case Failure:
+		r.fails.Load().add(now, 1, 1)
+		if rep.Timeout {
+			r.limit.shrink()
+		}
+		if s.ejectable {
+			p.maybeEject(r, now)
+		}
+	}
+	if rep.Tokens > 0 && s.tokCost > 0 {
+		r.tokRate.charge(now, int64(float64(rep.Tokens)*s.tokCost))
+	}
+}
+
+// rng draws random numbers without a lock: SplitMix64 over an atomic counter,
+// so a seed fixes the whole sequence.
+type rng struct {
+	seed uint64
+	_    [56]byte
+	n    atomic.Uint64
+	_    [56]byte
+}
+
+// next returns the next 64 random bits.
+func (g *rng) next() uint64 {
+	z := g.seed + g.n.Add(1)*0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// float returns a random number in [0, 1).
+func (g *rng) float() float64 { return float64(g.next()>>11) / (1 << 53) }

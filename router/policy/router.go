@@ -1,0 +1,229 @@
+package policy
+
+import (
+	"context"
+	"time"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// maxAttemptsLimit is the most attempts one call can make: the table's bound on
+// retry.maxAttempts.
+const maxAttemptsLimit = 5
+
+// Router is a region-selection policy for one pool. The adaptive Pool and the
+// baselines (Blocklist, Allowlist) all implement it, so a replay harness drives
+// any of them the same way:
+//
+//	call := r.Start(policy.Request{Priority: pr, Deadline: d})
+//	for {
+//		a, err := call.Pick()
+//		if err != nil {
+//			return err // over capacity, shed, budget, attempts, deadline
+//		}
+//		o := send(a.Region, a.RequestType)
+//		a.Done(o)
+//		if o != policy.Capacity && o != policy.Failure {
+//			return nil
+//		}
+//	}
+//
+// A Router is safe for concurrent use; a Call is not: it belongs to one request.
+// The interface is sealed: only this package implements it.
+type Router interface {
+	// Start begins one request. It does not pick a region yet.
+	Start(Request) Call
+	// Update applies a new pool config, keeping the live state of regions that
+	// are still present. A pool that does not validate changes nothing.
+	Update(table.Pool) error
+	// Snapshot returns the live state of every region.
+	Snapshot() Snapshot
+
+	// pick chooses the region for the next attempt of the call whose state is
+	// cs, and returns the state updated.
+	pick(cs callState) (callState, Attempt, error)
+}
+
+// Request is what the router knows of a call before it picks a region.
+type Request struct {
+	// Priority orders calls for shedding. Zero is PriorityDefault.
+	Priority Priority
+	// Deadline bounds every attempt of the call; zero means none. It is read
+	// against the router's clock.
+	Deadline time.Time
+}
+
+// NewRequest returns a request of priority pr bounded by ctx's deadline.
+func NewRequest(ctx context.Context, pr Priority) Request {
+	d, _ := ctx.Deadline()
+	return Request{Priority: pr, Deadline: d}
+}
+
+// Call is one request's bookkeeping across its attempts: how many it made,
+// which regions it tried, how the last one went and the overall deadline. It is
+// a value: starting a call allocates nothing.
+type Call struct {
+	r  Router
+	st callState
+}
+
+// callState is the part of a Call that policies read and update.
+type callState struct {
+	deadline int64 // nanoseconds since the Unix epoch; 0: none
+	prio     Priority
+	n        uint8 // attempts picked so far
+	done     uint8 // bit i: attempt i has been reported
+	last     Outcome
+	tried    [maxAttemptsLimit]uint32 // ids of the regions tried, in order
+	targets  [maxAttemptsLimit]target // the regions tried, in order
+}
+
+// start returns the state of a new call.
+func start(req Request) callState {
+	cs := callState{prio: req.Priority}
+	if !req.Deadline.IsZero() {
+		cs.deadline = req.Deadline.UnixNano()
+	}
+	return cs
+}
+
+// Pick chooses the region for the call's next attempt. The first Pick is the
+// first attempt; each later one is a retry, allowed only after a Capacity or
+// Failure outcome (or while the previous attempt is still running), within the
+// pool's maxAttempts, the deadline and the retry budget. A retry prefers a
+// region the call has not tried.
+func (c *Call) Pick() (Attempt, error) {
+	if c.r == nil {
+		return Attempt{}, errNotStarted
+	}
+	st, a, err := c.r.pick(c.st)
+	c.st = st
+	if err == nil {
+		a.call = c
+	}
+	return a, err
+}
+
+// Attempts is how many attempts the call has picked.
+func (c *Call) Attempts() int { return int(c.st.n) }
+
+// check refuses a further attempt after a final outcome, past maxAttempts or
+// past the deadline.
+func (cs *callState) check(now int64, maxAttempts int) error {
+	if cs.deadline != 0 && now >= cs.deadline {
+		return ErrDeadlineExceeded
+	}
+	if cs.n == 0 {
+		return nil
+	}
+	if cs.done&(1<<(cs.n-1)) != 0 && cs.last != Capacity && cs.last != Failure {
+		return ErrNotRetryable
+	}
+	if int(cs.n) >= min(maxAttempts, maxAttemptsLimit) {
+		return ErrAttemptsExhausted
+	}
+	return nil
+}
+
+// hasTried reports whether the call already tried the region with this id.
+func (cs *callState) hasTried(id uint32) bool {
+	for i := range int(cs.n) {
+		if cs.tried[i] == id {
+			return true
+		}
+	}
+	return false
+}
+
+// record counts an attempt on region t, whose id is id.
+func (cs *callState) record(id uint32, t target) uint8 {
+	n := cs.n
+	cs.tried[n] = id
+	cs.targets[n] = t
+	cs.n++
+	return n
+}
+
+// target is the region an attempt went to; it learns the attempt's outcome.
+type target interface {
+	done(Report)
+}
+
+// Report is how an attempt went, with what the caller measured.
+type Report struct {
+	// Outcome is what happened.
+	Outcome Outcome
+	// Tokens is how many tokens the attempt consumed, if known. It counts
+	// against a provisioned region's TokensPerSecond.
+	Tokens int64
+	// Timeout marks a Failure that was a timeout (DEADLINE_EXCEEDED, or the
+	// region did not answer in time): a sign of overload that shrinks the
+	// region's in-flight limit, as a 429 does.
+	Timeout bool
+}
+
+// Attempt is one try of a call against one region. Every attempt must be
+// reported exactly once, with Done, DoneTokens or Finish; an abandoned attempt
+// is reported as Cancelled. Later reports of the same attempt are ignored.
+type Attempt struct {
+	// Region is the location to call, e.g. "europe-west1".
+	Region string
+	// Endpoint is the region's host:port from the table.
+	Endpoint string
+	// RequestType is the value of the X-Vertex-AI-LLM-Request-Type header to
+	// send; empty means send none (provisioned with spillover).
+	RequestType string
+
+	// The attempt's region is call.st.targets[n]: reached through the Call,
+	// not held here, so that reporting the attempt does not make the Call
+	// escape to the heap.
+	call *Call
+	n    uint8
+}
+
+// Number is the attempt's place in its call: 1 for the first attempt.
+func (a *Attempt) Number() int { return int(a.n) + 1 }
+
+// Done reports how the attempt went.
+func (a *Attempt) Done(o Outcome) { a.Finish(Report{Outcome: o}) }
+
+// DoneTokens reports how the attempt went and how many tokens it consumed.
+func (a *Attempt) DoneTokens(o Outcome, tokens int64) {
+	a.Finish(Report{Outcome: o, Tokens: tokens})
+}
+
+// Finish reports how the attempt went, with everything the caller measured.
+func (a *Attempt) Finish(r Report) {
+	if a.call == nil || a.call.st.targets[a.n] == nil {
+		return
+	}
+	bit := uint8(1) << a.n
+	if a.call.st.done&bit != 0 {
+		return
+	}
+	a.call.st.done |= bit
+	if a.n+1 == a.call.st.n {
+		a.call.st.last = r.Outcome
+	}
+	a.call.st.targets[a.n].done(r)
+}
+
+// priorityShare is the percentage of a concurrency limit that calls of a
+// priority may fill: sheddable calls are refused first, at 75%, default calls
+// at 90%, critical calls only at the limit itself.
+func priorityShare(pr Priority) int64 {
+	switch pr {
+	case PriorityCritical:
+		return 100
+	case PrioritySheddable:
+		return 75
+	default:
+		return 90
+	}
+}
+
+// ceiling is how many calls of priority pr may be in flight under limit; at
+// least one, so that a limit of one still admits every priority.
+func ceiling(limit int64, pr Priority) int64 {
+	return max(limit*priorityShare(pr)/100, 1)
+}
