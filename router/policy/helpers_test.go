@@ -26,9 +26,9 @@ func shared(name string, rps float64) table.Region {
 	return table.Region{Name: name, Tier: table.TierShared, Ejectable: true, Capacity: table.Capacity{RequestsPerSecond: rps}}
 }
 
-// pool is a pool of the given regions with default policy.
+// pool is a pool of the given regions with the default policy.
 func pool(regions ...table.Region) table.Pool {
-	return table.Pool{Project: "proj", Publisher: "google", Model: "gemini-2.5-flash", Regions: regions}
+	return table.Pool{Project: "proj", Publisher: "google", Model: "gemini-2.5-flash", Regions: regions, Policy: table.DefaultPolicy()}
 }
 
 // mustNew returns the adaptive policy for tp on clk.
