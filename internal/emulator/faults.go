@@ -36,7 +36,7 @@ func streamSeed(seed uint64, parts ...string) uint64 {
 // probability p = r / (r + burst*(1-r)), which keeps the long-run failure
 // fraction at r: a cycle holds burst failures and on average (1-p)/p
 // successes, and burst / (burst + (1-p)/p) = r.
-// Not safe for concurrent use; the region serialises calls to it.
+// Not safe for concurrent use; the region serializes calls to it.
 type burstProcess struct {
 	rng       *rand.Rand
 	start     float64 // probability that a call outside a run starts one
@@ -71,7 +71,7 @@ func (b *burstProcess) fail() bool {
 }
 
 // latencySampler draws latencies from a region's distribution.
-// Not safe for concurrent use; the region serialises calls to it.
+// Not safe for concurrent use; the region serializes calls to it.
 type latencySampler struct {
 	rng       *rand.Rand
 	mu, sigma float64 // of ln(latency in ns)

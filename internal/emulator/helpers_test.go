@@ -60,7 +60,7 @@ func start(t *testing.T, sc *emulator.Scenario, seed uint64) (*emulator.Emulator
 	return e, clock
 }
 
-func regionAddr(t *testing.T, e *emulator.Emulator, name string) emulator.RegionAddr {
+func regionAddr(t testing.TB, e *emulator.Emulator, name string) emulator.RegionAddr {
 	t.Helper()
 	for _, r := range e.Regions() {
 		if r.Name == name {
@@ -80,7 +80,7 @@ func dialOptions(addr string) []option.ClientOption {
 }
 
 // client dials a region with the real aiplatform client.
-func client(t *testing.T, e *emulator.Emulator, region string) *aiplatform.PredictionClient {
+func client(t testing.TB, e *emulator.Emulator, region string) *aiplatform.PredictionClient {
 	t.Helper()
 	c, err := aiplatform.NewPredictionClient(context.Background(), dialOptions(regionAddr(t, e, region).GRPC)...)
 	if err != nil {

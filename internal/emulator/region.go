@@ -122,7 +122,7 @@ type faultState struct {
 	proc *burstProcess
 }
 
-// region is one emulated region's behaviour, shared by its gRPC and REST
+// region is one emulated region's behavior, shared by its gRPC and REST
 // surfaces. Every decision about a call is taken under mu, so decisions
 // follow arrival order.
 type region struct {

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"reflect"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -245,6 +248,9 @@ func LoadScenario(path string) (*Scenario, error) {
 func ParseScenario(data []byte) (*Scenario, error) {
 	var s Scenario
 	if err := yaml.UnmarshalStrict(data, &s); err != nil {
+		if paths := unknownFields(data); len(paths) > 0 {
+			return nil, fmt.Errorf("scenario: unknown field %s", strings.Join(paths, ", "))
+		}
 		return nil, fmt.Errorf("scenario: %s", cleanYAMLError(err))
 	}
 	s.Default()
@@ -262,6 +268,62 @@ func cleanYAMLError(err error) string {
 		msg = strings.ReplaceAll(msg, p, "")
 	}
 	return msg
+}
+
+// unknownFields lists the paths of the fields in a scenario document that
+// Scenario does not have, e.g. `regions[0].capacty`, so the error points at
+// the line to fix. It returns nil when the document does not parse.
+func unknownFields(data []byte) []string {
+	var doc any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil
+	}
+	var out []string
+	walkUnknown(doc, reflect.TypeFor[Scenario](), "", &out)
+	return out
+}
+
+func walkUnknown(v any, t reflect.Type, path string, out *[]string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		if t.Kind() != reflect.Struct || t == reflect.TypeFor[Duration]() {
+			return
+		}
+		fields := map[string]reflect.Type{}
+		for i := range t.NumField() {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			if name != "" && name != "-" {
+				fields[name] = t.Field(i).Type
+			}
+		}
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			ft, ok := fields[k]
+			if !ok {
+				*out = append(*out, strconv.Quote(p))
+				continue
+			}
+			walkUnknown(v[k], ft, p, out)
+		}
+	case []any:
+		if t.Kind() != reflect.Slice {
+			return
+		}
+		for i, e := range v {
+			walkUnknown(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), out)
+		}
+	}
 }
 
 // Default fills every zero field with its default.

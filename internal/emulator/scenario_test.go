@@ -37,8 +37,9 @@ func TestParseScenarioRefusesBadFiles(t *testing.T) {
 		to      string // ...by this
 		wantErr string // the error must contain this, naming the field
 	}{
-		{name: "unknown field", from: "tier: shared", to: "tier: shared\n  weight: 3", wantErr: `unknown field "weight"`},
+		{name: "unknown field", from: "tier: shared", to: "tier: shared\n  weight: 3", wantErr: `unknown field "regions[1].weight"`},
 		{name: "unknown top-level field", from: "name: unit", to: "name: unit\nregion: x", wantErr: `unknown field "region"`},
+		{name: "unknown nested field", from: "p50: 100ms}", to: "p50: 100ms, p95: 1s}", wantErr: `unknown field "regions[0].latency.p95"`},
 		{name: "bad tier", from: "tier: shared", to: "tier: premium", wantErr: `regions[1].tier: must be provisioned or shared`},
 		{name: "duplicate region", from: "name: europe-west4", to: "name: europe-west1", wantErr: `regions[1].name: duplicate region "europe-west1"`},
 		{name: "bad location", from: "name: europe-west4", to: "name: Europe West", wantErr: `regions[1].name: must be a Vertex AI location`},
