@@ -249,7 +249,9 @@ func TestNewMonitoringSourceWithoutCredentialsSaysWhatToDo(t *testing.T) {
 // TestPointValues checks that limits and consumption read INT64 and DOUBLE
 // points alike, as Google may publish either.
 func TestPointValues(t *testing.T) {
-	at := func(sec int64) *timestamppb.Timestamp { return timestamppb.New(t0.Add(time.Duration(sec) * time.Second)) }
+	at := func(sec int64) *timestamppb.Timestamp {
+		return timestamppb.New(t0.Add(time.Duration(sec) * time.Second))
+	}
 	i64 := func(v int64) *monitoringpb.TypedValue {
 		return &monitoringpb.TypedValue{Value: &monitoringpb.TypedValue_Int64Value{Int64Value: v}}
 	}
