@@ -176,9 +176,9 @@ func (r *blockRegion) done(rep Report) {
 	now := r.b.now().UnixNano()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	oldest := r.fail[r.next]
 	r.fail[r.next] = now
 	r.next = (r.next + 1) % blocklistFailures
+	oldest := r.fail[r.next] // the sixth most recent, now included
 	if oldest == 0 || now-oldest > int64(blocklistWindow) {
 		return
 	}

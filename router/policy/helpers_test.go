@@ -134,3 +134,14 @@ func (q *quota) serve(now time.Time) Outcome {
 	}
 	return Capacity
 }
+
+// report feeds k outcomes o to the pool's i-th region, as if k attempts had
+// been picked there and ended.
+func report(p *Pool, i int, o Outcome, k int) {
+	r := p.st.Load().slots[i].r
+	for range k {
+		r.inFlight.Add(1)
+		p.inFlight.Add(1)
+		r.done(Report{Outcome: o})
+	}
+}

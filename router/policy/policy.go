@@ -165,7 +165,7 @@ func requestType(r table.Region, pol table.Policy) string {
 	return ""
 }
 
-// newSlots builds the slots of state st from its pool, reusing live regions
+// buildSlots builds the slots of state st from its pool, reusing live regions
 // by name through find.
 func (st *poolState) buildSlots(find func(name string) *region) {
 	tp := st.pool

@@ -49,9 +49,6 @@ func bucketWidth(span time.Duration) int64 {
 	return max(int64(span)/windowBuckets, 1)
 }
 
-// span is the time the window covers.
-func (w *window) span() time.Duration { return time.Duration(w.width * windowBuckets) }
-
 // add adds da and db to the bucket that holds now.
 func (w *window) add(now int64, da, db uint64) {
 	idx := uint64(now) / uint64(w.width)

@@ -1,0 +1,75 @@
+package policy
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// TestBudgetAllows checks the budget formula on known counts.
+func TestBudgetAllows(t *testing.T) {
+	now := int64(1_700_000_000) * int64(time.Second)
+	for _, tc := range []struct {
+		requests, retries  int
+		percent, minPerSec int64
+		want               bool
+	}{
+		{0, 0, 10, 0, false},
+		{0, 9, 10, 1, true},
+		{0, 10, 10, 1, false},
+		{100, 19, 10, 1, true},
+		{100, 20, 10, 1, false},
+		{1000, 99, 10, 0, true},
+		{1000, 100, 10, 0, false},
+		{10, 10, 100, 0, false},
+	} {
+		b := NewBudget()
+		for range tc.requests {
+			b.request(now)
+		}
+		for range tc.retries {
+			b.retry(now)
+		}
+		if got := b.allow(now, tc.percent, tc.minPerSec); got != tc.want {
+			t.Errorf("%d requests, %d retries, %d%% + %d/s: allow = %v, want %v", tc.requests, tc.retries, tc.percent, tc.minPerSec, got, tc.want)
+		}
+	}
+}
+
+// TestBudgetShared checks that two pools given one budget spend it together.
+func TestBudgetShared(t *testing.T) {
+	clk := newClock()
+	b := NewBudget()
+	tp := pool(shared("europe-west1", 0), shared("europe-west2", 0))
+	tp.Policy.Retry = table.Retry{MaxAttempts: 2, BudgetPercent: 0, MinRetriesPerSecond: 1}
+	var pools [2]*Pool
+	for i := range pools {
+		p, err := New(tp, Options{Now: clk.Now, Budget: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pools[i] = p
+	}
+	retries := 0
+	for i := range 40 {
+		c := pools[i%2].Start(Request{})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Done(Failure)
+		a, err = c.Pick()
+		switch {
+		case err == nil:
+			retries++
+			a.Done(Failure)
+		case !errors.Is(err, ErrBudgetExhausted):
+			t.Fatalf("retry: %v", err)
+		}
+	}
+	if retries != 10 {
+		t.Errorf("two pools sharing a budget of 1 retry/s made %d retries in one second, want 10 (the 10 s floor)", retries)
+	}
+}

@@ -1,0 +1,170 @@
+package policy
+
+import (
+	"testing"
+	"time"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// ejectPool is four shared regions with minRequests 10, threshold 0.5 and
+// ejection times of 10 s base, 60 s max.
+func ejectPool(maxEjectedPct int) table.Pool {
+	tp := pool(shared("europe-west1", 0), shared("europe-west2", 0), shared("europe-west3", 0), shared("europe-west4", 0))
+	e := &tp.Policy.Ejection
+	e.MinRequests = 10
+	e.FailureRateThreshold = 0.5
+	e.Interval.Duration = 10 * time.Second
+	e.BaseEjectionTime.Duration = 10 * time.Second
+	e.MaxEjectionTime.Duration = 60 * time.Second
+	e.MaxEjectedPercent = maxEjectedPct
+	return tp
+}
+
+// TestEjectionThreshold checks the failure-rate rule: at or over the
+// threshold with at least minRequests answered, and only then.
+func TestEjectionThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		ok, failed    int
+		wantEjected   bool
+		provisionedTo bool
+	}{
+		{"under minRequests", 0, 9, false, false},
+		{"at the threshold", 5, 5, true, false},
+		{"under the threshold", 6, 4, false, false},
+		{"all failing", 0, 30, true, false},
+		{"provisioned all failing", 0, 30, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			tp := ejectPool(50)
+			if tc.provisionedTo {
+				tp.Regions[0].Tier, tp.Regions[0].Ejectable = table.TierProvisioned, false
+			}
+			p := mustNew(t, tp, clk)
+			report(p, 0, Success, tc.ok)
+			report(p, 0, Failure, tc.failed)
+			rs := p.Snapshot().Regions[0]
+			if rs.Ejected != tc.wantEjected {
+				t.Errorf("ejected = %v, want %v (%+v)", rs.Ejected, tc.wantEjected, rs)
+			}
+			if tc.provisionedTo && !rs.Failing {
+				t.Errorf("provisioned region not reported failing: %+v", rs)
+			}
+		})
+	}
+}
+
+// TestEjectionTime checks that each ejection lasts base × multiplier, capped
+// at max, less at most 10% jitter, and that the multiplier decays while the
+// region stays healthy.
+func TestEjectionTime(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, ejectPool(50), clk)
+	ejectedFor := func() time.Duration {
+		report(p, 0, Failure, 10)
+		rs := p.Snapshot().Regions[0]
+		if !rs.Ejected {
+			t.Fatalf("not ejected after 10 failures: %+v", rs)
+		}
+		d := rs.EjectedUntil.Sub(clk.Now())
+		clk.Advance(d)
+		return d
+	}
+	for i, base := range []time.Duration{10, 20, 30, 40, 50, 60, 60, 60} {
+		want := base * time.Second
+		if d := ejectedFor(); d > want || d < want*9/10 {
+			t.Errorf("ejection %d lasted %v, want within [%v, %v]", i+1, d, want*9/10, want)
+		}
+	}
+	// Eight ejections so far; 5 healthy intervals bring the multiplier to 3,
+	// so the next ejection is the 4th step: 40 s.
+	clk.Advance(5*10*time.Second + time.Second)
+	if d := ejectedFor(); d > 40*time.Second || d < 36*time.Second {
+		t.Errorf("after 5 healthy intervals the ejection lasted %v, want about 40s", d)
+	}
+	if n := p.Snapshot().Regions[0].TimesEjected; n != 9 {
+		t.Errorf("times ejected = %d, want 9", n)
+	}
+}
+
+// TestMaxEjectedPercent checks that the cap is applied after the ejection and
+// that the panic threshold brings ejected regions back into use.
+func TestMaxEjectedPercent(t *testing.T) {
+	for _, tc := range []struct {
+		pct, wantEjected int
+		wantPanic        bool
+	}{
+		{0, 0, false},
+		{24, 0, false},
+		{25, 1, false},
+		{50, 2, false},
+		{74, 2, false},
+		{75, 3, true},
+		{99, 3, true},
+	} {
+		clk := newClock()
+		p := mustNew(t, ejectPool(tc.pct), clk)
+		for i := range 4 {
+			report(p, i, Failure, 10)
+		}
+		snap := p.Snapshot()
+		ejected := 0
+		for _, rs := range snap.Regions {
+			if rs.Ejected {
+				ejected++
+			}
+		}
+		if ejected != tc.wantEjected || snap.Panic != tc.wantPanic {
+			t.Errorf("maxEjectedPercent %d: %d ejected, panic %v; want %d, %v", tc.pct, ejected, snap.Panic, tc.wantEjected, tc.wantPanic)
+		}
+		if tc.wantPanic {
+			seen := map[string]bool{}
+			for range 200 {
+				seen[once(t, p, Success)] = true
+			}
+			if len(seen) != 4 {
+				t.Errorf("maxEjectedPercent %d: in panic, calls reached %d regions, want all 4", tc.pct, len(seen))
+			}
+		}
+	}
+}
+
+// TestFailingProvisionedRegion checks that a failing provisioned region keeps
+// its first attempts, while retries go elsewhere first.
+func TestFailingProvisionedRegion(t *testing.T) {
+	clk := newClock()
+	tp := pool(provisioned("europe-west4", table.Capacity{}), provisioned("us-central1", table.Capacity{}), shared("europe-west1", 0))
+	tp.Policy.Retry = table.Retry{MaxAttempts: 3, BudgetPercent: 100}
+	p := mustNew(t, tp, clk)
+	report(p, 0, Failure, 100)
+	if rs := p.Snapshot().Regions[0]; !rs.Failing || rs.Ejected {
+		t.Fatalf("failing provisioned region: %+v", rs)
+	}
+	firsts := map[string]int{}
+	for range 200 {
+		c := p.Start(Request{})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		firsts[a.Region]++
+		if a.Region == "europe-west4" {
+			a.Done(Failure)
+			b, err := c.Pick()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Region != "us-central1" {
+				t.Errorf("retry after the failing provisioned region went to %s, want the healthy provisioned region", b.Region)
+			}
+			b.Done(Success)
+		} else {
+			a.Done(Success)
+		}
+	}
+	if firsts["europe-west4"] < 60 || firsts["europe-west1"] != 0 {
+		t.Errorf("first attempts %v: want the failing provisioned region to keep about half, the shared region none", firsts)
+	}
+}

@@ -1,0 +1,102 @@
+package policy
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// TestAIMD checks additive increase while the limit is in use, none while idle,
+// and multiplicative decrease to the floor.
+func TestAIMD(t *testing.T) {
+	var l aimd
+	l.set(10)
+	l.grow(2, 100) // under half used: no change
+	if got := l.get(); got != 10 {
+		t.Errorf("grow while idle: %v, want 10", got)
+	}
+	for range 10 {
+		l.grow(10, 100)
+	}
+	if got := l.get(); got < 10.9 || got > 11 {
+		t.Errorf("ten successes at full use: %v, want about 11", got)
+	}
+	l.grow(20, 11)
+	if got := l.get(); got != 11 {
+		t.Errorf("grow over max: %v, want 11", got)
+	}
+	l.shrink()
+	if got := l.get(); got != 11*limitDecrease {
+		t.Errorf("shrink: %v, want %v", got, 11*limitDecrease)
+	}
+	for range 100 {
+		l.shrink()
+	}
+	if got := l.get(); got != limitMin {
+		t.Errorf("shrink to the floor: %v, want %v", got, limitMin)
+	}
+}
+
+// TestShedding fills a region's in-flight limit and checks that sheddable
+// calls are refused first, then default ones, and critical ones last, with
+// ErrShed while a higher priority still fits and ErrOverCapacity at the limit.
+func TestShedding(t *testing.T) {
+	clk := newClock()
+	tp := pool(shared("europe-west1", 0))
+	tp.Policy.Concurrency = table.Concurrency{MaxInFlight: 1000, RegionInitialLimit: 20, RegionMaxLimit: 20}
+	p := mustNew(t, tp, clk)
+	var held []*Attempt
+	admitted := map[Priority]int{}
+	var firstErr = map[Priority]error{}
+	for _, pr := range []Priority{PrioritySheddable, PriorityDefault, PriorityCritical} {
+		for {
+			c := p.Start(Request{Priority: pr})
+			a, err := c.Pick()
+			if err != nil {
+				firstErr[pr] = err
+				break
+			}
+			held = append(held, &a)
+			admitted[pr]++
+		}
+	}
+	if admitted[PrioritySheddable] != 15 || admitted[PriorityDefault] != 3 || admitted[PriorityCritical] != 2 {
+		t.Errorf("admitted %v, want sheddable to 75%% (15), default to 90%% (3 more), critical to 100%% (2 more)", admitted)
+	}
+	if !errors.Is(firstErr[PrioritySheddable], ErrShed) || !errors.Is(firstErr[PriorityDefault], ErrShed) {
+		t.Errorf("refusals below the limit: %v, %v; want ErrShed", firstErr[PrioritySheddable], firstErr[PriorityDefault])
+	}
+	if err := firstErr[PriorityCritical]; !errors.Is(err, ErrOverCapacity) {
+		t.Errorf("refusal at the limit: %v, want ErrOverCapacity", err)
+	}
+	if d, ok := RetryAfter(firstErr[PriorityCritical]); !ok || d < 1e9 {
+		t.Errorf("Retry-After = %v, %v; want at least 1s", d, ok)
+	}
+	for _, a := range held {
+		a.Done(Cancelled)
+	}
+	if n := p.Snapshot().InFlight; n != 0 {
+		t.Errorf("%d in flight after every attempt ended", n)
+	}
+}
+
+// TestGlobalCap checks that the pool-wide cap sheds before any region's limit
+// is reached.
+func TestGlobalCap(t *testing.T) {
+	clk := newClock()
+	tp := pool(shared("europe-west1", 0), shared("europe-west2", 0))
+	tp.Policy.Concurrency = table.Concurrency{MaxInFlight: 10, RegionInitialLimit: 100, RegionMaxLimit: 100}
+	p := mustNew(t, tp, clk)
+	n := 0
+	var err error
+	for ; n < 100; n++ {
+		c := p.Start(Request{Priority: PriorityCritical})
+		if _, err = c.Pick(); err != nil {
+			break
+		}
+	}
+	if n != 10 || !errors.Is(err, ErrOverCapacity) {
+		t.Errorf("admitted %d critical calls then %v; want 10 then ErrOverCapacity", n, err)
+	}
+}

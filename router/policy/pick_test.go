@@ -1,0 +1,161 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// TestTiers sends 100 calls per second for 20 s to a provisioned region of 50
+// requests per second and shared regions hinted 30 and 10: the provisioned
+// region takes its capacity, the overflow splits 3:1 over the shared regions,
+// no region gets more than its capacity (over 20 s, plus the one-second burst
+// its rate limit allows), and the rest is refused as over capacity.
+func TestTiers(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(provisioned("europe-west4", table.Capacity{RequestsPerSecond: 50}), shared("europe-west1", 30), shared("europe-west2", 10)), clk)
+	const secs = 20
+	s := simulate(p, clk, 100, secs*time.Second, func(string, time.Time) Outcome { return Success }, nil)
+	t.Logf("calls in %d s: %v, refused %d", secs, s.byRegion, s.errs[ErrOverCapacity.Error()])
+	for _, tc := range []struct {
+		region string
+		rps    int
+	}{{"europe-west4", 50}, {"europe-west1", 30}, {"europe-west2", 10}} {
+		if got, hi := s.byRegion[tc.region], (secs+1)*tc.rps+1; got > hi || got < secs*tc.rps*9/10 {
+			t.Errorf("%s took %d calls in %d s, want about %d and at most %d", tc.region, got, secs, secs*tc.rps, hi)
+		}
+	}
+	if got, want := s.errs[ErrOverCapacity.Error()], s.requests-(secs+1)*90-3; got < want {
+		t.Errorf("%d calls refused over capacity, want at least %d", got, want)
+	}
+}
+
+// TestRequestType checks the header each kind of region gets.
+func TestRequestType(t *testing.T) {
+	for _, tc := range []struct {
+		rt   table.RequestType
+		want string
+	}{{table.RequestTypeSpillover, ""}, {table.RequestTypeDedicated, "dedicated"}} {
+		tp := pool(provisioned("europe-west4", table.Capacity{}), shared("europe-west1", 0))
+		tp.Policy.Provisioned.RequestType = tc.rt
+		tp.Policy.Retry.BudgetPercent = 100
+		p := mustNew(t, tp, newClock())
+		c := p.Start(Request{})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Region != "europe-west4" || a.RequestType != tc.want || a.Endpoint != "europe-west4-aiplatform.googleapis.com:443" {
+			t.Errorf("%s: first attempt %+v, want europe-west4 with header %q", tc.rt, a, tc.want)
+		}
+		a.Done(Capacity)
+		b, err := c.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Region != "europe-west1" || b.RequestType != "shared" || b.Number() != 2 {
+			t.Errorf("%s: retry %+v, want europe-west1 with header \"shared\", attempt 2", tc.rt, b)
+		}
+	}
+}
+
+// TestRetryRules checks when a call may retry and where.
+func TestRetryRules(t *testing.T) {
+	regions := []table.Region{shared("europe-west1", 0), shared("europe-west2", 0), shared("europe-west3", 0)}
+	for _, tc := range []struct {
+		name     string
+		outcomes []Outcome
+		wantErr  error
+	}{
+		{"caller fault is final", []Outcome{CallerFault}, ErrNotRetryable},
+		{"cancelled is final", []Outcome{Cancelled}, ErrNotRetryable},
+		{"success is final", []Outcome{Success}, ErrNotRetryable},
+		{"failures up to maxAttempts", []Outcome{Failure, Capacity, Failure}, ErrAttemptsExhausted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tp := pool(regions...)
+			tp.Policy.Retry = table.Retry{MaxAttempts: 3, BudgetPercent: 100, MinRetriesPerSecond: 10}
+			p := mustNew(t, tp, newClock())
+			c := p.Start(Request{})
+			seen := map[string]bool{}
+			for _, o := range tc.outcomes {
+				a, err := c.Pick()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if seen[a.Region] {
+					t.Errorf("retried %s while an untried region was free", a.Region)
+				}
+				seen[a.Region] = true
+				a.Done(o)
+				a.Done(Success) // a second report is ignored
+			}
+			if _, err := c.Pick(); !errors.Is(err, tc.wantErr) {
+				t.Errorf("Pick after %v = %v, want %v", tc.outcomes, err, tc.wantErr)
+			}
+			if n := p.Snapshot().InFlight; n != 0 {
+				t.Errorf("%d in flight after every attempt ended", n)
+			}
+		})
+	}
+}
+
+// TestDeadline checks that no attempt starts past the call's deadline, and that
+// the error matches context.DeadlineExceeded.
+func TestDeadline(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(shared("europe-west1", 0), shared("europe-west2", 0)), clk)
+	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(time.Second))
+	defer cancel()
+	c := p.Start(NewRequest(ctx, PriorityCritical))
+	a, err := c.Pick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	a.Done(Failure)
+	_, err = c.Pick()
+	if !errors.Is(err, ErrDeadlineExceeded) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("retry past the deadline: %v, want ErrDeadlineExceeded", err)
+	}
+}
+
+// TestTokenCapacity checks that a provisioned region with only a token limit
+// takes calls while the tokens reported fit, then spills.
+func TestTokenCapacity(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(provisioned("europe-west4", table.Capacity{TokensPerSecond: 1000}), shared("europe-west1", 0)), clk)
+	var byRegion = map[string]int{}
+	for range 100 {
+		c := p.Start(Request{})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		byRegion[a.Region]++
+		a.DoneTokens(Success, 100)
+		clk.Advance(50 * time.Millisecond)
+	}
+	// 5 s at 1000 tokens/s with a 1 s burst: about 60 calls of 100 tokens.
+	if got := byRegion["europe-west4"]; math.Abs(float64(got)-60) > 3 {
+		t.Errorf("provisioned region took %d calls of 100 tokens in 5 s at 1000 tokens/s, want about 60 (%v)", got, byRegion)
+	}
+}
+
+// TestOverCapacityRetryAfter checks the Retry-After of a refusal: when the only
+// region is over its hint, it says when the hint has room again.
+func TestOverCapacityRetryAfter(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(shared("europe-west1", 0.25)), clk)
+	once(t, p, Success)
+	c := p.Start(Request{})
+	_, err := c.Pick()
+	d, ok := RetryAfter(err)
+	if !errors.Is(err, ErrOverCapacity) || !ok || d != 4*time.Second {
+		t.Errorf("second call at 0.25/s: %v (Retry-After %v), want over capacity, Retry-After 4s", err, d)
+	}
+}
