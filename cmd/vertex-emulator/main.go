@@ -24,7 +24,10 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "vertex-emulator:", err)
 		os.Exit(1)
 	}
@@ -87,7 +90,8 @@ type RegionAddress struct {
 	REST string        `json:"rest"`
 }
 
-func run(args []string, stdout, stderr io.Writer) error {
+// run serves until ctx ends, then prints the final stats.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
@@ -105,8 +109,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if err := e.Start(ctx); err != nil {
 		return err
 	}

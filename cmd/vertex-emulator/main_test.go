@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const scenarioFile = "../../test/scenarios/provisioned-region-incident.yaml"
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestRunServesUntilCancelled(t *testing.T) {
+	dir := t.TempDir()
+	addrFile := filepath.Join(dir, "addresses.json")
+	statsFile := filepath.Join(dir, "stats.json")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--scenario", scenarioFile, "--seed", "3", "--scale", "1",
+			"--addresses-file", addrFile, "--stats-file", statsFile}, &out, io.Discard)
+	}()
+
+	// Wait for the addresses file: it is written once everything listens.
+	var addrs Addresses
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if b, err := os.ReadFile(addrFile); err == nil {
+			if err := json.Unmarshal(b, &addrs); err != nil {
+				t.Fatalf("addresses file: %v", err)
+			}
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("run ended early: %v\n%s", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no addresses file; output:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(addrs.Regions) != 4 || addrs.Monitoring == "" || addrs.Regions["europe-west1"].Tier != "provisioned" {
+		t.Fatalf("addresses %+v", addrs)
+	}
+	for name, r := range addrs.Regions {
+		if !strings.Contains(out.String(), r.GRPC) || !strings.Contains(out.String(), r.REST) {
+			t.Errorf("%s's addresses are not printed:\n%s", name, out.String())
+		}
+	}
+
+	url := "http://" + addrs.Regions["europe-west4"].REST +
+		"/v1/projects/demo-project/locations/europe-west4/publishers/google/models/gemini-2.5-flash-lite:generateContent"
+	resp, err := http.Post(url, "application/json", strings.NewReader(`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if !strings.Contains(out.String(), "final stats:") {
+		t.Errorf("no final stats printed:\n%s", out.String())
+	}
+	var st struct {
+		Regions []struct {
+			Name   string           `json:"name"`
+			ByCode map[string]int64 `json:"byCode"`
+		} `json:"regions"`
+	}
+	b, err := os.ReadFile(statsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Regions[1].Name != "europe-west4" || st.Regions[1].ByCode["OK"] != 1 {
+		t.Errorf("final stats %+v, want one OK call in europe-west4", st.Regions)
+	}
+}
+
+func TestRunRefusesBadInput(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("name: x\nproject: p\nmodel: m\nduration: 1m\nload: {requestsPerSecond: 1}\nregions:\n- name: europe-west1\n  tier: shared\n  capacty: {requestsPerSecond: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{args: nil, want: "--scenario is required"},
+		{args: []string{"--scenario", bad}, want: `unknown field "regions[0].capacty"`},
+		{args: []string{"--scenario", filepath.Join(dir, "missing.yaml")}, want: "no such file"},
+		{args: []string{"--scenario", scenarioFile, "--scale", "-1"}, want: "--scale must not be negative"},
+	}
+	for _, tt := range tests {
+		err := run(context.Background(), tt.args, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("args %q: error %v, want one containing %q", tt.args, err, tt.want)
+		}
+	}
+}
