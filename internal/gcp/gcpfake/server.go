@@ -299,7 +299,8 @@ func parseQuery(req *monitoringpb.ListTimeSeriesRequest) (query, error) {
 			}
 			q.resourceLabels[name] = append(q.resourceLabels[name], c.value)
 		case strings.HasPrefix(c.field, "metric.labels."):
-			q.metricLabels[strings.TrimPrefix(c.field, "metric.labels.")] = append(q.metricLabels[strings.TrimPrefix(c.field, "metric.labels.")], c.value)
+			name := strings.TrimPrefix(c.field, "metric.labels.")
+			q.metricLabels[name] = append(q.metricLabels[name], c.value)
 		default:
 			return q, fmt.Errorf("unsupported filter field %q", c.field)
 		}
