@@ -31,8 +31,7 @@ type Blocklist struct {
 	keepProvisioned bool
 	st              atomic.Pointer[blockState]
 
-	mu     sync.Mutex // serialises Update
-	nextID uint32     // Guarded by mu.
+	mu sync.Mutex // serialises Update
 }
 
 var _ Router = (*Blocklist)(nil)
@@ -56,7 +55,6 @@ type blockSlot struct {
 // blockRegion is the baseline's live state of one region.
 type blockRegion struct {
 	b    *Blocklist
-	id   uint32
 	cfg  atomic.Pointer[blockSlot]
 	mu   sync.Mutex
 	fail [blocklistFailures]int64 // ring of the latest failure times. Guarded by mu.
@@ -111,8 +109,7 @@ func (b *Blocklist) Update(tp table.Pool) error {
 			}
 		}
 		if r == nil {
-			r = &blockRegion{b: b, id: b.nextID}
-			b.nextID++
+			r = &blockRegion{b: b}
 		}
 		s := &blockSlot{
 			r:           r,
@@ -147,7 +144,7 @@ func (b *Blocklist) pick(cs callState) (callState, Attempt, error) {
 		if s.r.removedUntil.Load() > now {
 			continue
 		}
-		if cs.hasTried(s.r.id) {
+		if cs.hasTried(s.r) {
 			if pickTried == nil {
 				pickTried = s
 			}
@@ -163,7 +160,7 @@ func (b *Blocklist) pick(cs callState) (callState, Attempt, error) {
 
 // attempt records an attempt of the call on s.
 func (b *Blocklist) attempt(cs *callState, s *blockSlot) Attempt {
-	n := cs.record(s.r.id, s.r)
+	n := cs.record(s.r)
 	return Attempt{Region: s.name, Endpoint: s.endpoint, RequestType: s.header, n: n}
 }
 

@@ -52,14 +52,16 @@ func BenchmarkPickDone(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.ReportAllocs()
-				for b.Loop() {
-					c := r.Start(Request{})
-					a, err := c.Pick()
-					if err != nil {
-						b.Fatal(err)
+				reportCPU(b, func() {
+					for b.Loop() {
+						c := r.Start(Request{})
+						a, err := c.Pick()
+						if err != nil {
+							b.Fatal(err)
+						}
+						a.Done(Success)
 					}
-					a.Done(Success)
-				}
+				})
 			})
 		}
 	}

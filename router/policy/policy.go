@@ -37,8 +37,7 @@ type Pool struct {
 	_        [56]byte
 	st       atomic.Pointer[poolState]
 
-	mu     sync.Mutex // serialises Update and ejections
-	nextID uint32     // Guarded by mu.
+	mu sync.Mutex // serialises Update and ejections
 }
 
 var _ Router = (*Pool)(nil)
@@ -84,10 +83,8 @@ const rateTolerance = int64(time.Second)
 
 // region is the live state of one region, kept across table updates.
 type region struct {
-	p    *Pool
-	id   uint32
-	name string
-	cfg  atomic.Pointer[slot] // the slot of the latest config that holds the region
+	p   *Pool
+	cfg atomic.Pointer[slot] // the slot of the latest config that holds the region
 
 	inFlight     atomic.Int64
 	limit        aimd
@@ -239,7 +236,7 @@ func (p *Pool) Update(tp table.Pool) error {
 				}
 			}
 		}
-		return p.newRegion(name, st)
+		return p.newRegion(st)
 	})
 	for _, s := range st.slots {
 		r := s.r
@@ -258,10 +255,8 @@ func (p *Pool) Update(tp table.Pool) error {
 }
 
 // newRegion returns the live state of a region new to the pool.
-// Caller must hold p.mu.
-func (p *Pool) newRegion(name string, st *poolState) *region {
-	r := &region{p: p, id: p.nextID, name: name}
-	p.nextID++
+func (p *Pool) newRegion(st *poolState) *region {
+	r := &region{p: p}
 	r.limit.set(st.initialLimit)
 	r.fails.Store(newWindow(st.interval))
 	r.thr.init(throttleWindow)
@@ -300,7 +295,7 @@ func (p *Pool) pick(cs callState) (callState, Attempt, error) {
 	} else {
 		p.budget.request(now)
 	}
-	n := cs.record(s.r.id, s.r)
+	n := cs.record(s.r)
 	return cs, Attempt{Region: s.name, Endpoint: s.endpoint, RequestType: s.header, n: n}, nil
 }
 
@@ -345,25 +340,23 @@ func (st *poolState) ejected(now int64) int {
 func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool) (*slot, error) {
 	var ranks [table.MaxRegions]int8
 	var ref refusal
-	panicking := st.inPanic(now)
+	ejected := 0
 	for i, s := range st.slots {
 		r := s.r
-		if until := r.ejectedUntil.Load(); until > now && !panicking {
+		if until := r.ejectedUntil.Load(); until > now {
+			ejected++
 			ranks[i] = rankNone
 			ref.note(until - now)
 			continue
 		}
-		rank := int8(rankShared)
-		if s.provisioned {
-			rank = rankProvisioned
-			if retry && r.failing(now, st) {
-				rank = rankFailing
+		ranks[i] = rankOf(s, st, cs, now, retry)
+	}
+	if n := len(st.slots); ejected > 0 && (n-ejected)*100 < panicThreshold*n {
+		for i, s := range st.slots {
+			if ranks[i] == rankNone {
+				ranks[i] = rankOf(s, st, cs, now, retry)
 			}
 		}
-		if retry && cs.hasTried(r.id) {
-			rank += rankTried
-		}
-		ranks[i] = rank
 	}
 	for rank := int8(0); rank < rankCount; rank++ {
 		for {
@@ -378,6 +371,22 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool) (*slo
 		}
 	}
 	return nil, ref.err(cs.prio)
+}
+
+// rankOf is the rank of a region that is not ejected (or in panic) for this
+// attempt.
+func rankOf(s *slot, st *poolState, cs *callState, now int64, retry bool) int8 {
+	rank := int8(rankShared)
+	if s.provisioned {
+		rank = rankProvisioned
+		if retry && s.r.failing(now, st) {
+			rank = rankFailing
+		}
+	}
+	if retry && cs.hasTried(s.r) {
+		rank += rankTried
+	}
+	return rank
 }
 
 // weighted draws one region of the given rank, in proportion to the regions'

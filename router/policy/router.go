@@ -74,7 +74,6 @@ type callState struct {
 	n        uint8 // attempts picked so far
 	done     uint8 // bit i: attempt i has been reported
 	last     Outcome
-	tried    [maxAttemptsLimit]uint32 // ids of the regions tried, in order
 	targets  [maxAttemptsLimit]target // the regions tried, in order
 }
 
@@ -125,20 +124,19 @@ func (cs *callState) check(now int64, maxAttempts int) error {
 	return nil
 }
 
-// hasTried reports whether the call already tried the region with this id.
-func (cs *callState) hasTried(id uint32) bool {
+// hasTried reports whether the call already tried region t.
+func (cs *callState) hasTried(t target) bool {
 	for i := range int(cs.n) {
-		if cs.tried[i] == id {
+		if cs.targets[i] == t {
 			return true
 		}
 	}
 	return false
 }
 
-// record counts an attempt on region t, whose id is id.
-func (cs *callState) record(id uint32, t target) uint8 {
+// record counts an attempt on region t.
+func (cs *callState) record(t target) uint8 {
 	n := cs.n
-	cs.tried[n] = id
 	cs.targets[n] = t
 	cs.n++
 	return n
