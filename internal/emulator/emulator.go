@@ -62,11 +62,13 @@ type Emulator struct {
 	monitoring *monitoring
 }
 
-// New builds an emulator for a valid scenario; nothing listens until Start.
+// New builds an emulator for a scenario, filling its defaults and refusing it
+// if invalid; nothing listens until Start.
 func New(sc *Scenario, opts Options) (*Emulator, error) {
 	if sc == nil {
 		return nil, errors.New("emulator: nil scenario")
 	}
+	sc.Default()
 	if err := sc.Validate(); err != nil {
 		return nil, fmt.Errorf("emulator: scenario %q: %w", sc.Name, err)
 	}
