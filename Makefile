@@ -1,0 +1,98 @@
+# regionwarden: keep LLM traffic routed by the capacity that was really bought.
+
+# Tool versions, pinned. Tools are built from the Go module proxy into bin/.
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
+GOLANGCI_LINT_VERSION ?= v2.15.0
+
+LOCALBIN ?= $(shell pwd)/bin
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+
+# Go test flags; TEST_PKGS narrows the packages (default: all).
+TEST_PKGS ?= ./...
+TEST_FLAGS ?= -count=1 -timeout 25m
+
+SHELL = /usr/bin/env bash -o pipefail
+.SHELLFLAGS = -ec
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Show the targets.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: controller-gen ## Generate the CRDs and RBAC from the API types and markers.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=true webhook paths="./api/..." paths="./controllers/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+.PHONY: generate
+generate: controller-gen ## Generate deepcopy code.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+
+.PHONY: fmt
+fmt: ## Run go fmt.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: lint
+lint: golangci-lint ## Run golangci-lint.
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: verify
+verify: generate manifests ## Regenerate code and manifests; fail if the committed tree differs.
+	@hack/verify-clean.sh api config
+
+.PHONY: envtest
+envtest: ## Build (once) the test control plane: kube-apiserver, etcd and kubectl from Go sources.
+	@hack/setup-envtest.sh >/dev/null
+
+.PHONY: test
+test: vet ## Run the tests against a real kube-apiserver and etcd (built on first use).
+	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go test $(TEST_FLAGS) $(TEST_PKGS)
+
+.PHONY: bench
+bench: ## Run the benchmarks and print their numbers.
+	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go test -run '^$$' -bench . -benchmem -count=1 -timeout 30m $(TEST_PKGS)
+
+##@ Build
+
+.PHONY: build
+build: ## Build the manager, router and emulator binaries into bin/.
+	go build -o $(LOCALBIN)/ ./cmd/...
+
+.PHONY: run
+run: manifests generate ## Run the manager against the cluster in the current kubeconfig.
+	go run ./cmd/manager
+
+##@ Tools
+
+.PHONY: controller-gen
+controller-gen: $(CONTROLLER_GEN)
+$(CONTROLLER_GEN):
+	$(call go-install-tool,$(CONTROLLER_GEN),sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION))
+
+.PHONY: golangci-lint
+golangci-lint: $(GOLANGCI_LINT)
+$(GOLANGCI_LINT):
+	$(call go-install-tool,$(GOLANGCI_LINT),github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
+
+# go-install-tool installs a pinned Go tool into bin/ under a versioned name,
+# so a version bump in this file installs the new version.
+define go-install-tool
+@[ -f "$(1)" ] || { \
+set -e; \
+package=$(2)@$(3) ;\
+echo "Installing $${package}" ;\
+rm -f "$(1)" ;\
+GOBIN="$(LOCALBIN)" go install $${package} ;\
+mv "$(LOCALBIN)/$$(basename $(2))" "$(1)" ;\
+}
+endef

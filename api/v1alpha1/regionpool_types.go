@@ -1,0 +1,301 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RequestType is how calls to a provisioned region ask for its capacity.
+// +kubebuilder:validation:Enum=Spillover;Dedicated
+type RequestType string
+
+const (
+	// RequestTypeSpillover uses the provisioned capacity first and lets GCP serve
+	// the excess as pay-as-you-go.
+	RequestTypeSpillover RequestType = "Spillover"
+	// RequestTypeDedicated uses only the provisioned capacity; GCP answers 429
+	// beyond it and the router takes the call elsewhere.
+	RequestTypeDedicated RequestType = "Dedicated"
+)
+
+// RegionPoolSpec is the set of regions that serve one publisher model of one
+// project, and how the router treats them.
+type RegionPoolSpec struct {
+	// Project is the GCP project ID the calls go to, e.g. "acme-prod".
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9-]{4,28}[a-z0-9]$`
+	Project string `json:"project"`
+
+	// Publisher is the model's publisher.
+	// +kubebuilder:default=google
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9-]{0,62}$`
+	// +optional
+	Publisher string `json:"publisher,omitempty"`
+
+	// Model is the publisher model ID the pool serves, e.g. "gemini-2.5-flash-lite".
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9.-]{0,126}[a-z0-9])?$`
+	Model string `json:"model"`
+
+	// Regions the router may send calls to, unique by name. Locations with a
+	// ready ProvisionedThroughput are added to the routing table even when not
+	// listed here.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	Regions []PoolRegion `json:"regions"`
+
+	// ProvisionedThroughputSelector selects the ProvisionedThroughput objects of
+	// this namespace that protect regions of this pool. When empty, every
+	// ProvisionedThroughput of the namespace with the pool's project, publisher
+	// and model is selected.
+	// +optional
+	ProvisionedThroughputSelector *metav1.LabelSelector `json:"provisionedThroughputSelector,omitempty"`
+
+	// Policy is how the router picks regions, ejects failing ones and retries.
+	// +kubebuilder:default={}
+	// +optional
+	Policy RoutingPolicy `json:"policy,omitempty"`
+
+	// Output says where the routing table is written.
+	// +kubebuilder:default={}
+	// +optional
+	Output Output `json:"output,omitempty"`
+}
+
+// PoolRegion is one Vertex AI location of a pool.
+type PoolRegion struct {
+	// Name is the location: a GCP region such as "europe-west4", or "global",
+	// "eu" or "us".
+	// +kubebuilder:validation:Pattern=`^([a-z]+-[a-z]+[0-9]{1,2}|global|eu|us)$`
+	Name string `json:"name"`
+
+	// RequestsPerSecond is a hint of the region's capacity for this model; the
+	// router never sends the region more. Unset means unknown: the region's own
+	// 429 answers bound it.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	RequestsPerSecond *int32 `json:"requestsPerSecond,omitempty"`
+
+	// Endpoint overrides the aiplatform host:port for this region, for private
+	// endpoints and emulators. Default: Google's endpoint for the location.
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?:[0-9]{1,5}$`
+	// +kubebuilder:validation:MaxLength=261
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+}
+
+// RoutingPolicy holds the router's knobs for a pool.
+type RoutingPolicy struct {
+	// Ejection removes failing pay-as-you-go regions for a while.
+	// +kubebuilder:default={}
+	// +optional
+	Ejection EjectionPolicy `json:"ejection,omitempty"`
+	// Retry bounds retries.
+	// +kubebuilder:default={}
+	// +optional
+	Retry RetryPolicy `json:"retry,omitempty"`
+	// Provisioned says how provisioned regions are called.
+	// +kubebuilder:default={}
+	// +optional
+	Provisioned ProvisionedPolicy `json:"provisioned,omitempty"`
+}
+
+// EjectionPolicy is failure-rate outlier detection for pay-as-you-go regions.
+// Provisioned regions are never ejected.
+// +kubebuilder:validation:XValidation:rule="duration(self.maxEjectionTime) >= duration(self.baseEjectionTime)",message="maxEjectionTime must be at least baseEjectionTime",fieldPath=".maxEjectionTime"
+type EjectionPolicy struct {
+	// FailureRateThreshold in (0, 1]: a region whose failure rate over the
+	// interval reaches it is ejected. 429 answers never count as failures.
+	// +kubebuilder:default=0.5
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:ExclusiveMinimum=true
+	// +kubebuilder:validation:Maximum=1
+	// +optional
+	FailureRateThreshold float64 `json:"failureRateThreshold,omitempty"`
+
+	// MinRequests is how many calls the interval must hold before its failure
+	// rate counts.
+	// +kubebuilder:default=20
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	MinRequests int32 `json:"minRequests,omitempty"`
+
+	// Interval is the sliding window failures are counted over, 1s to 1h.
+	// +kubebuilder:default="10s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="interval must be between 1s and 1h"
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// BaseEjectionTime times the number of times a region was ejected is how
+	// long an ejection lasts, 1s to 1h.
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="baseEjectionTime must be between 1s and 1h"
+	// +optional
+	BaseEjectionTime *metav1.Duration `json:"baseEjectionTime,omitempty"`
+
+	// MaxEjectionTime caps an ejection, at most 24h.
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('24h')",message="maxEjectionTime must be at most 24h"
+	// +optional
+	MaxEjectionTime *metav1.Duration `json:"maxEjectionTime,omitempty"`
+
+	// MaxEjectedPercent in [0, 100): never more than this share of the pool's
+	// regions is ejected at once. 0 turns ejection off.
+	// +kubebuilder:default=50
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=99
+	// +optional
+	MaxEjectedPercent *int32 `json:"maxEjectedPercent,omitempty"`
+}
+
+// RetryPolicy bounds retries so that they cannot multiply load.
+type RetryPolicy struct {
+	// MaxAttempts per call, the first included, each to another region where
+	// one is left.
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=5
+	// +optional
+	MaxAttempts int32 `json:"maxAttempts,omitempty"`
+
+	// BudgetPercent of recent calls that may be retries, 0 to 100.
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	BudgetPercent *int32 `json:"budgetPercent,omitempty"`
+
+	// MinRetriesPerSecond is a floor of retries allowed whatever the ratio.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	MinRetriesPerSecond *int32 `json:"minRetriesPerSecond,omitempty"`
+}
+
+// ProvisionedPolicy says how provisioned regions are called.
+type ProvisionedPolicy struct {
+	// RequestType is Spillover (provisioned capacity first, GCP serves the
+	// excess as pay-as-you-go) or Dedicated (provisioned capacity only; the
+	// router takes the excess elsewhere).
+	// +kubebuilder:default=Spillover
+	// +optional
+	RequestType RequestType `json:"requestType,omitempty"`
+}
+
+// Output says where the routing table is written.
+type Output struct {
+	// ConfigMapName is the ConfigMap, in the pool's namespace, that receives the
+	// routing table. Default: "<pool name>-routing".
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	ConfigMapName string `json:"configMapName,omitempty"`
+}
+
+// RegionStatus is how the routing table treats one region.
+type RegionStatus struct {
+	// Name is the location.
+	Name string `json:"name"`
+	// Tier is provisioned or shared.
+	Tier string `json:"tier"`
+	// Ejectable says whether the router may eject the region.
+	Ejectable bool `json:"ejectable"`
+	// Source says why the region has its tier: spec, declared (a ready
+	// ProvisionedThroughput) or discovered.
+	// +optional
+	Source string `json:"source,omitempty"`
+	// ProvisionedThroughput names the object that makes the region provisioned.
+	// +optional
+	ProvisionedThroughput string `json:"provisionedThroughput,omitempty"`
+}
+
+// RegionPoolStatus is what the operator rendered.
+type RegionPoolStatus struct {
+	// Conditions: Ready, Reconciling and Stalled.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ObservedGeneration is the generation last fully reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// ProtectedRegions are the regions routed as provisioned, never ejected.
+	// +optional
+	ProtectedRegions []string `json:"protectedRegions,omitempty"`
+	// Regions is every region of the routing table with its tier.
+	// +optional
+	Regions []RegionStatus `json:"regions,omitempty"`
+	// ConfigMapName is the ConfigMap that holds the routing table.
+	// +optional
+	ConfigMapName string `json:"configMapName,omitempty"`
+	// TableHash is the hash of the routing table last written.
+	// +optional
+	TableHash string `json:"tableHash,omitempty"`
+}
+
+// RegionPool is the set of Vertex AI regions that serve one model of one
+// project. The operator renders it, with the ProvisionedThroughput objects that
+// select it, into a routing-table ConfigMap that routers read.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rpool,categories=regionwarden
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.model`
+// +kubebuilder:printcolumn:name="Regions",type=string,JSONPath=`.spec.regions[*].name`
+// +kubebuilder:printcolumn:name="Protected",type=string,JSONPath=`.status.protectedRegions[*]`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type RegionPool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the pool's regions and policy.
+	Spec RegionPoolSpec `json:"spec"`
+	// Status is what the operator rendered.
+	// +optional
+	Status RegionPoolStatus `json:"status,omitempty"`
+}
+
+// RegionPoolList is a list of RegionPool.
+// +kubebuilder:object:root=true
+type RegionPoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RegionPool `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&RegionPool{}, &RegionPoolList{})
+}
+
+// GetPublisher returns the publisher, defaulted.
+func (p *RegionPool) GetPublisher() string {
+	if p.Spec.Publisher == "" {
+		return DefaultPublisher
+	}
+	return p.Spec.Publisher
+}
+
+// GetConfigMapName returns the output ConfigMap's name, defaulted to "<name>-routing".
+func (p *RegionPool) GetConfigMapName() string {
+	if p.Spec.Output.ConfigMapName != "" {
+		return p.Spec.Output.ConfigMapName
+	}
+	return p.Name + "-routing"
+}
+
+// GetConditions returns the status conditions.
+func (p *RegionPool) GetConditions() []metav1.Condition { return p.Status.Conditions }
+
+// SetConditions replaces the status conditions.
+func (p *RegionPool) SetConditions(c []metav1.Condition) { p.Status.Conditions = c }

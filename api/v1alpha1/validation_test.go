@@ -1,0 +1,230 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// goodPT is a valid ProvisionedThroughput that each bad case breaks in one place.
+func goodPT(ns string) map[string]any {
+	return map[string]any{
+		"apiVersion": "capacity.regionwarden.io/v1alpha1",
+		"kind":       "ProvisionedThroughput",
+		"metadata":   map[string]any{"generateName": "pt-", "namespace": ns},
+		"spec": map[string]any{
+			"project":  "demo-project",
+			"location": "europe-west1",
+			"model":    "gemini-2.5-flash-lite",
+			"gsus":     int64(10),
+			"term": map[string]any{
+				"start": "2026-01-01T00:00:00Z",
+				"end":   "2027-01-01T00:00:00Z",
+			},
+		},
+	}
+}
+
+// goodPool is a valid RegionPool that each bad case breaks in one place.
+func goodPool(ns string) map[string]any {
+	return map[string]any{
+		"apiVersion": "capacity.regionwarden.io/v1alpha1",
+		"kind":       "RegionPool",
+		"metadata":   map[string]any{"generateName": "pool-", "namespace": ns},
+		"spec": map[string]any{
+			"project": "demo-project",
+			"model":   "gemini-2.5-flash-lite",
+			"regions": []any{
+				map[string]any{"name": "europe-west1"},
+				map[string]any{"name": "europe-west4", "requestsPerSecond": int64(8)},
+			},
+		},
+	}
+}
+
+// set writes value at a dotted path of obj, creating maps on the way.
+func set(obj map[string]any, path string, value any) {
+	parts := strings.Split(path, ".")
+	m := obj
+	for _, p := range parts[:len(parts)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[p] = next
+		}
+		m = next
+	}
+	m[parts[len(parts)-1]] = value
+}
+
+func del(obj map[string]any, path string) {
+	parts := strings.Split(path, ".")
+	m := obj
+	for _, p := range parts[:len(parts)-1] {
+		m = m[p].(map[string]any)
+	}
+	delete(m, parts[len(parts)-1])
+}
+
+func manyRegions(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = map[string]any{"name": fmt.Sprintf("europe-west%d", i+1)}
+	}
+	return out
+}
+
+// TestBadObjectsAreRefused creates objects that break one rule each and checks
+// that the API server refuses them with a message naming the field at fault.
+func TestBadObjectsAreRefused(t *testing.T) {
+	ns := newNamespace(t)
+	cases := []struct {
+		name   string
+		base   func(string) map[string]any
+		mutate func(map[string]any)
+		field  string
+	}{
+		{"term end before start", goodPT, func(o map[string]any) {
+			set(o, "spec.term.end", "2025-06-01T00:00:00Z")
+		}, "spec.term.end"},
+		{"term end equal to start", goodPT, func(o map[string]any) {
+			set(o, "spec.term.end", "2026-01-01T00:00:00Z")
+		}, "spec.term.end"},
+		{"location not a location", goodPT, func(o map[string]any) {
+			set(o, "spec.location", "Europe_West1")
+		}, "spec.location"},
+		{"project with capitals", goodPT, func(o map[string]any) {
+			set(o, "spec.project", "Demo_Project")
+		}, "spec.project"},
+		{"no model", goodPT, func(o map[string]any) {
+			del(o, "spec.model")
+		}, "spec.model"},
+		{"zero GSUs", goodPT, func(o map[string]any) {
+			set(o, "spec.gsus", int64(0))
+		}, "spec.gsus"},
+		{"too many GSUs", goodPT, func(o map[string]any) {
+			set(o, "spec.gsus", int64(100001))
+		}, "spec.gsus"},
+		{"unknown verification policy", goodPT, func(o map[string]any) {
+			set(o, "spec.verification.policy", "Sometimes")
+		}, "spec.verification.policy"},
+		{"malformed interval", goodPT, func(o map[string]any) {
+			set(o, "spec.verification.interval", "5 minutes")
+		}, "spec.verification.interval"},
+		{"interval under 30s", goodPT, func(o map[string]any) {
+			set(o, "spec.verification.interval", "10s")
+		}, "spec.verification.interval"},
+		{"malformed grace period", goodPT, func(o map[string]any) {
+			set(o, "spec.verification.gracePeriod", "one hour")
+		}, "spec.verification.gracePeriod"},
+		{"duplicate region", goodPool, func(o map[string]any) {
+			set(o, "spec.regions", []any{
+				map[string]any{"name": "europe-west1"},
+				map[string]any{"name": "europe-west1", "requestsPerSecond": int64(3)},
+			})
+		}, "spec.regions[1]"},
+		{"no regions", goodPool, func(o map[string]any) {
+			set(o, "spec.regions", []any{})
+		}, "spec.regions"},
+		{"33 regions", goodPool, func(o map[string]any) {
+			set(o, "spec.regions", manyRegions(33))
+		}, "spec.regions"},
+		{"region not a location", goodPool, func(o map[string]any) {
+			set(o, "spec.regions", []any{map[string]any{"name": "EU West"}})
+		}, "spec.regions[0].name"},
+		{"zero requests per second", goodPool, func(o map[string]any) {
+			set(o, "spec.regions", []any{map[string]any{"name": "europe-west4", "requestsPerSecond": int64(0)}})
+		}, "spec.regions[0].requestsPerSecond"},
+		{"endpoint without port", goodPool, func(o map[string]any) {
+			set(o, "spec.regions", []any{map[string]any{"name": "europe-west4", "endpoint": "localhost"}})
+		}, "spec.regions[0].endpoint"},
+		{"failure rate threshold zero", goodPool, func(o map[string]any) {
+			set(o, "spec.policy.ejection.failureRateThreshold", 0.0)
+		}, "spec.policy.ejection.failureRateThreshold"},
+		{"failure rate threshold over one", goodPool, func(o map[string]any) {
+			set(o, "spec.policy.ejection.failureRateThreshold", 1.5)
+		}, "spec.policy.ejection.failureRateThreshold"},
+		{"max ejected percent 100", goodPool, func(o map[string]any) {
+			set(o, "spec.policy.ejection.maxEjectedPercent", int64(100))
+		}, "spec.policy.ejection.maxEjectedPercent"},
+		{"max ejection time under base", goodPool, func(o map[string]any) {
+			set(o, "spec.policy.ejection.baseEjectionTime", "2m")
+			set(o, "spec.policy.ejection.maxEjectionTime", "1m")
+		}, "spec.policy.ejection.maxEjectionTime"},
+		{"malformed ejection interval", goodPool, func(o map[string]any) {
+			set(o, "spec.policy.ejection.interval", "ten seconds")
+		}, "spec.policy.ejection.interval"},
+		{"six attempts", goodPool, func(o map[string]any) {
+			set(o, "spec.policy.retry.maxAttempts", int64(6))
+		}, "spec.policy.retry.maxAttempts"},
+		{"retry budget over 100", goodPool, func(o map[string]any) {
+			set(o, "spec.policy.retry.budgetPercent", int64(101))
+		}, "spec.policy.retry.budgetPercent"},
+		{"unknown request type", goodPool, func(o map[string]any) {
+			set(o, "spec.policy.provisioned.requestType", "Shared")
+		}, "spec.policy.provisioned.requestType"},
+		{"configmap name not a name", goodPool, func(o map[string]any) {
+			set(o, "spec.output.configMapName", "Routing_Table")
+		}, "spec.output.configMapName"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := tc.base(ns)
+			tc.mutate(obj)
+			err := k8s.Create(context.Background(), &unstructured.Unstructured{Object: obj})
+			if err == nil {
+				t.Fatalf("the API server accepted a bad object; want a refusal naming %s", tc.field)
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("want an Invalid refusal, got %v", err)
+			}
+			if !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("refusal does not name %s: %v", tc.field, err)
+			}
+		})
+	}
+}
+
+// TestIdentityIsImmutable shows that a ProvisionedThroughput cannot be moved to
+// another project, location, publisher or model: that is another commitment.
+func TestIdentityIsImmutable(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	obj := &unstructured.Unstructured{Object: goodPT(ns)}
+	if err := k8s.Create(ctx, obj); err != nil {
+		t.Fatalf("creating: %v", err)
+	}
+	for field, value := range map[string]string{
+		"project":   "other-project",
+		"location":  "europe-west4",
+		"publisher": "anthropic",
+		"model":     "gemini-2.5-pro",
+	} {
+		t.Run(field, func(t *testing.T) {
+			changed := obj.DeepCopy()
+			if err := unstructured.SetNestedField(changed.Object, value, "spec", field); err != nil {
+				t.Fatal(err)
+			}
+			err := k8s.Update(ctx, changed)
+			if err == nil {
+				t.Fatalf("the API server accepted a change of spec.%s", field)
+			}
+			if !strings.Contains(err.Error(), "spec."+field) || !strings.Contains(err.Error(), "immutable") {
+				t.Fatalf("refusal does not say spec.%s is immutable: %v", field, err)
+			}
+		})
+	}
+	t.Run("gsus can change", func(t *testing.T) {
+		changed := obj.DeepCopy()
+		if err := unstructured.SetNestedField(changed.Object, int64(20), "spec", "gsus"); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.Update(ctx, changed); err != nil {
+			t.Fatalf("changing the GSUs bought was refused: %v", err)
+		}
+	})
+}
