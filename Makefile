@@ -34,6 +34,10 @@ manifests: controller-gen ## Generate the CRDs and RBAC from the API types and m
 generate: controller-gen ## Generate deepcopy code.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
+.PHONY: docs
+docs: manifests ## Generate the CRD reference (docs/crd-reference.md) from the CRDs.
+	go run ./hack/crd-docs -o docs/crd-reference.md config/crd/bases/*.yaml
+
 .PHONY: fmt
 fmt: ## Run go fmt.
 	go fmt ./...
@@ -47,8 +51,8 @@ lint: golangci-lint ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: verify
-verify: generate manifests ## Regenerate code and manifests; fail if the committed tree differs.
-	@hack/verify-clean.sh api config
+verify: generate manifests docs ## Regenerate code, manifests and the CRD reference; fail if the committed tree differs.
+	@hack/verify-clean.sh api config docs/crd-reference.md
 
 .PHONY: envtest
 envtest: ## Build (once) the test control plane: kube-apiserver, etcd and kubectl from Go sources.
@@ -96,3 +100,30 @@ GOBIN="$(LOCALBIN)" go install $${package} ;\
 mv "$(LOCALBIN)/$$(basename $(2))" "$(1)" ;\
 }
 endef
+
+##@ Deployment
+
+IMG_REGISTRY ?= regionwarden
+IMG_TAG ?= latest
+KUBECTL ?= kubectl
+
+.PHONY: docker-build
+docker-build: ## Build the manager and router images (needs a Docker engine).
+	docker build -f build/manager.Dockerfile -t $(IMG_REGISTRY)/manager:$(IMG_TAG) .
+	docker build -f build/router.Dockerfile -t $(IMG_REGISTRY)/router:$(IMG_TAG) .
+
+.PHONY: install
+install: manifests ## Install the CRDs into the cluster in the current kubeconfig.
+	$(KUBECTL) apply --server-side -k config/crd
+
+.PHONY: uninstall
+uninstall: ## Remove the CRDs (and with them every ProvisionedThroughput and RegionPool).
+	$(KUBECTL) delete --ignore-not-found -k config/crd
+
+.PHONY: deploy
+deploy: manifests ## Deploy the CRDs, the operator and the routers (config/default).
+	$(KUBECTL) apply --server-side -k config/default
+
+.PHONY: undeploy
+undeploy: ## Remove what deploy applied.
+	$(KUBECTL) delete --ignore-not-found -k config/default

@@ -1,0 +1,198 @@
+// Package manifests_test renders the kustomize bases with kubectl and applies
+// the result, as a server-side dry run, to a real kube-apiserver: a manifest
+// the API server would refuse fails the tests, not a deployment.
+package manifests_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+var (
+	cfg      *rest.Config
+	warnings = &warningRecorder{}
+)
+
+// warningRecorder keeps the warnings the API server sends, such as Pod
+// Security admission's about a pod template that breaks the namespace's level.
+type warningRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, text)
+}
+
+func (w *warningRecorder) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.msgs
+	w.msgs = nil
+	return out
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds the test control plane (hack/setup-envtest.sh)")
+		os.Exit(1)
+	}
+	env := &envtest.Environment{}
+	var err error
+	cfg, err = env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
+		os.Exit(1)
+	}
+	cfg.WarningHandler = warnings
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the test control plane:", err)
+	}
+	os.Exit(code)
+}
+
+// kustomize renders a kustomization folder with the kubectl of the test
+// control plane.
+func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
+	var out, stderr bytes.Buffer
+	cmd := exec.Command(kubectl, "kustomize", dir)
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, stderr.String())
+	}
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(&out, 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatalf("decoding the rendered manifests: %v", err)
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
+		}
+	}
+	return objs
+}
+
+// dryRunApply applies every object with server-side apply as a dry run and
+// returns the refusals by object. Namespaces are created for real first, since
+// a dry run cannot place objects in a namespace that does not exist.
+func dryRunApply(t *testing.T, objs []*unstructured.Unstructured) map[string]error {
+	t.Helper()
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.GetName()}}
+			if err := c.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
+				t.Fatalf("creating namespace %s: %v", o.GetName(), err)
+			}
+		}
+	}
+	refused := map[string]error{}
+	for _, o := range objs {
+		o.SetManagedFields(nil)
+		key := o.GetKind() + "/" + o.GetName()
+		err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("manifests-test"), client.ForceOwnership, client.DryRunAll)
+		if err != nil {
+			refused[key] = err
+		}
+	}
+	return refused
+}
+
+// TestDefaultManifestsApply renders config/default and shows the API server
+// accepts every object, with no Pod Security warning about the workloads.
+func TestDefaultManifestsApply(t *testing.T) {
+	objs := kustomize(t, filepath.Join("..", "..", "config", "default"))
+	kinds := map[string]int{}
+	for _, o := range objs {
+		kinds[o.GetKind()]++
+	}
+	for _, want := range []string{"CustomResourceDefinition", "Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy", "ServiceAccount", "Role", "ClusterRole"} {
+		if kinds[want] == 0 {
+			t.Errorf("config/default renders no %s; kinds: %v", want, kinds)
+		}
+	}
+	warnings.take()
+	for key, err := range dryRunApply(t, objs) {
+		t.Errorf("the API server refused %s: %v", key, err)
+	}
+	for _, w := range warnings.take() {
+		if strings.Contains(w, "violate PodSecurity") {
+			t.Errorf("a workload breaks the restricted Pod Security Standard: %s", w)
+		}
+	}
+}
+
+// TestRouterMayOnlyReadConfigMaps checks the router's least privilege: it
+// reads ConfigMaps in its own namespace and can do nothing else.
+func TestRouterMayOnlyReadConfigMaps(t *testing.T) {
+	objs := kustomize(t, filepath.Join("..", "..", "config", "default"))
+	found := false
+	for _, o := range objs {
+		if o.GetLabels()["app.kubernetes.io/component"] != "router" {
+			continue
+		}
+		switch o.GetKind() {
+		case "ClusterRole", "ClusterRoleBinding":
+			t.Errorf("the router has cluster-wide RBAC: %s %s", o.GetKind(), o.GetName())
+		case "Role":
+			found = true
+			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+			for _, r := range rules {
+				rule := r.(map[string]any)
+				res := fmt.Sprint(rule["resources"])
+				verbs := fmt.Sprint(rule["verbs"])
+				if res != "[configmaps]" || verbs != "[get list watch]" {
+					t.Errorf("router Role grants %s on %s; want only get, list, watch on configmaps", verbs, res)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatal("config/default renders no Role for the router")
+	}
+}
+
+// TestBrokenManifestIsRefused shows the check bites: a fixture with a
+// Deployment the API server must refuse is refused.
+func TestBrokenManifestIsRefused(t *testing.T) {
+	objs := kustomize(t, filepath.Join("testdata", "broken"))
+	refused := dryRunApply(t, objs)
+	err, ok := refused["Deployment/broken-router"]
+	if !ok {
+		t.Fatalf("the broken Deployment was accepted; refusals: %v", refused)
+	}
+	if !strings.Contains(err.Error(), "selector") {
+		t.Errorf("refusal does not name the bad field: %v", err)
+	}
+}
