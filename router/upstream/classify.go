@@ -1,0 +1,170 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/regionwarden/regionwarden/router/policy"
+)
+
+// Classify says what an upstream call's error teaches the router:
+//
+//   - nil: Success.
+//   - RESOURCE_EXHAUSTED: Capacity. The region has no capacity now (429); it
+//     is not broken.
+//   - UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, UNKNOWN, DATA_LOSS, ABORTED and
+//     errors that carry no gRPC status (connection errors): Failure.
+//   - PERMISSION_DENIED and UNAUTHENTICATED: Failure. The router calls with its
+//     own credentials, never the caller's, so Google refusing them means the
+//     router's identity or its grants are wrong in that region: nothing the
+//     caller did, and something another region may not share.
+//   - INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION,
+//     OUT_OF_RANGE: CallerFault. The request itself is wrong and would be
+//     wrong in every region.
+//   - UNIMPLEMENTED: CallerFault. The caller asked for a method or feature the
+//     API does not serve; every region answers the same, so neither a retry
+//     nor an ejection would help.
+//   - CANCELED and context.Canceled: Cancelled.
+//
+// Classify cannot tell a DEADLINE_EXCEEDED the region returned from the
+// caller's own deadline running out, nor a cancellation by the caller from one
+// by the connection: use ClassifyContext with the caller's context for that.
+func Classify(err error) policy.Outcome {
+	if err == nil {
+		return policy.Success
+	}
+	if errors.Is(err, context.Canceled) {
+		return policy.Cancelled
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return policy.Failure
+	}
+	s, ok := status.FromError(err)
+	if !ok {
+		// No status: the call never got an answer (dial or transport error).
+		return policy.Failure
+	}
+	switch s.Code() {
+	case codes.OK:
+		return policy.Success
+	case codes.ResourceExhausted:
+		return policy.Capacity
+	case codes.Canceled:
+		return policy.Cancelled
+	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
+		codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented:
+		return policy.CallerFault
+	default:
+		// Unavailable, DeadlineExceeded, Internal, Unknown, DataLoss, Aborted,
+		// PermissionDenied, Unauthenticated, and any code added later.
+		return policy.Failure
+	}
+}
+
+// ClassifyContext is Classify for a call made under the caller's context ctx.
+// If ctx is done, the caller gave up or ran out of its own time: the call is
+// Cancelled whatever error it ended with, and the region is not blamed. If ctx
+// is not done, a CANCELED error came from the connection or the region, not
+// the caller, and is a Failure.
+//
+// Pass the caller's context, not a per-attempt one the router derived with a
+// timeout of its own: a per-attempt timeout running out is the region being
+// slow, a Failure.
+func ClassifyContext(ctx context.Context, err error) policy.Outcome {
+	if err == nil {
+		return policy.Success
+	}
+	if ctx.Err() != nil {
+		return policy.Cancelled
+	}
+	o := Classify(err)
+	if o == policy.Cancelled {
+		return policy.Failure
+	}
+	return o
+}
+
+// Code is the gRPC code of err: OK for nil, Canceled and DeadlineExceeded for
+// the context errors, Unknown for an error without a status.
+func Code(err error) codes.Code {
+	switch {
+	case err == nil:
+		return codes.OK
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return codes.DeadlineExceeded
+	}
+	return status.Code(err)
+}
+
+// codeInfo is the HTTP status and the REST status name of each gRPC code, as
+// Google's APIs map them (google.rpc.Code).
+var codeInfo = [...]struct {
+	http int
+	name string
+}{
+	codes.OK:                 {http.StatusOK, "OK"},
+	codes.Canceled:           {499, "CANCELLED"},
+	codes.Unknown:            {http.StatusInternalServerError, "UNKNOWN"},
+	codes.InvalidArgument:    {http.StatusBadRequest, "INVALID_ARGUMENT"},
+	codes.DeadlineExceeded:   {http.StatusGatewayTimeout, "DEADLINE_EXCEEDED"},
+	codes.NotFound:           {http.StatusNotFound, "NOT_FOUND"},
+	codes.AlreadyExists:      {http.StatusConflict, "ALREADY_EXISTS"},
+	codes.PermissionDenied:   {http.StatusForbidden, "PERMISSION_DENIED"},
+	codes.ResourceExhausted:  {http.StatusTooManyRequests, "RESOURCE_EXHAUSTED"},
+	codes.FailedPrecondition: {http.StatusBadRequest, "FAILED_PRECONDITION"},
+	codes.Aborted:            {http.StatusConflict, "ABORTED"},
+	codes.OutOfRange:         {http.StatusBadRequest, "OUT_OF_RANGE"},
+	codes.Unimplemented:      {http.StatusNotImplemented, "UNIMPLEMENTED"},
+	codes.Internal:           {http.StatusInternalServerError, "INTERNAL"},
+	codes.Unavailable:        {http.StatusServiceUnavailable, "UNAVAILABLE"},
+	codes.DataLoss:           {http.StatusInternalServerError, "DATA_LOSS"},
+	codes.Unauthenticated:    {http.StatusUnauthorized, "UNAUTHENTICATED"},
+}
+
+// HTTPStatus is the HTTP status Google's REST APIs answer for code; 500 for a
+// code it does not know.
+func HTTPStatus(code codes.Code) int {
+	if int(code) < len(codeInfo) {
+		return codeInfo[code].http
+	}
+	return http.StatusInternalServerError
+}
+
+// StatusName is the REST status name of code, e.g. "RESOURCE_EXHAUSTED";
+// "UNKNOWN" for a code it does not know.
+func StatusName(code codes.Code) string {
+	if int(code) < len(codeInfo) {
+		return codeInfo[code].name
+	}
+	return "UNKNOWN"
+}
+
+// googleError is the body of a Google REST error.
+type googleError struct {
+	Error googleErrorBody `json:"error"`
+}
+
+type googleErrorBody struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Status  string `json:"status"`
+}
+
+// GoogleError is a JSON error body shaped like Google's REST errors, which
+// Google's client libraries parse:
+// {"error":{"code":429,"message":"...","status":"RESOURCE_EXHAUSTED"}}.
+func GoogleError(code codes.Code, message string) []byte {
+	b, err := json.Marshal(googleError{Error: googleErrorBody{Code: HTTPStatus(code), Message: message, Status: StatusName(code)}})
+	if err != nil {
+		// Marshalling strings and ints cannot fail.
+		panic(err)
+	}
+	return b
+}
