@@ -5,7 +5,7 @@
 // Monitoring: for the monitored resource aiplatform.googleapis.com/PublisherModel,
 // the gauges dedicated_gsu_limit (GSUs bought) and dedicated_token_limit
 // (tokens/s they buy) and the delta consumed_token_throughput (tokens used,
-// labelled by request_type). A location and model with no dedicated_gsu_limit
+// labeled by request_type). A location and model with no dedicated_gsu_limit
 // series has no active PT.
 //
 // Source is the one question the operator asks: the PT facts of one project.

@@ -32,7 +32,7 @@ func (c *clock) Add(d time.Duration) {
 }
 
 // startFake serves a fake Monitoring on loopback with the clock, and returns a
-// MonitoringSource dialled to it with the same clock.
+// MonitoringSource dialed to it with the same clock.
 func startFake(tb testing.TB, clk *clock) (*gcpfake.MetricServer, *MonitoringSource) {
 	tb.Helper()
 	fake := gcpfake.NewMetricServer()

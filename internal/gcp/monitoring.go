@@ -29,7 +29,7 @@ const (
 	MetricGSULimit = "aiplatform.googleapis.com/publisher/online_serving/dedicated_gsu_limit"
 	// MetricTokenLimit is the tokens per second that the PT buys, a gauge.
 	MetricTokenLimit = "aiplatform.googleapis.com/publisher/online_serving/dedicated_token_limit"
-	// MetricConsumed is the tokens used per sample, a delta labelled request_type.
+	// MetricConsumed is the tokens used per sample, a delta labeled request_type.
 	MetricConsumed = "aiplatform.googleapis.com/publisher/online_serving/consumed_token_throughput"
 
 	// ScopeMonitoringRead is the OAuth scope that reading time series needs.

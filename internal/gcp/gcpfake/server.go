@@ -6,9 +6,9 @@
 // series shaped like Google's: resource type aiplatform.googleapis.com/PublisherModel
 // with its five resource labels, dedicated_gsu_limit as an INT64 gauge,
 // dedicated_token_limit as a DOUBLE gauge and consumed_token_throughput as INT64
-// delta points (tokens per 60 s sample) labelled by request_type.
+// delta points (tokens per 60 s sample) labeled by request_type.
 //
-// The fake honours the filter (equality clauses joined by AND; anything it
+// The fake honors the filter (equality clauses joined by AND; anything it
 // cannot parse is refused with InvalidArgument, so a wrong query fails the
 // test), the interval and paging. It keeps no history: a declared PT has data
 // at every sample time until it is deleted, always with its current values.
