@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"sort"
 	"strings"
@@ -78,17 +79,34 @@ func Parse(data []byte) (*Table, error) {
 	if err := dec.Decode(&t); err != nil {
 		return nil, fmt.Errorf("routing table: %w", err)
 	}
-	if dec.More() {
+	// Only white space may follow the document. (Decoder.More alone lets a
+	// stray closing bracket or brace through.)
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("routing table: trailing data after the JSON document")
 	}
 	if t.Version != Version {
 		return nil, fmt.Errorf("routing table: version: unsupported version %d (this build reads %d)", t.Version, Version)
 	}
-	t.Default()
-	if err := t.Validate(); err != nil {
+	if err := t.fillAndValidate(); err != nil {
 		return nil, fmt.Errorf("routing table: %w", err)
 	}
 	return &t, nil
+}
+
+// fillAndValidate fills defaults, validates and only then sorts the regions,
+// so that an error's path (pools[0].regions[2]) is the index in the caller's
+// document, not in the sorted result.
+func (t *Table) fillAndValidate() error {
+	for i := range t.Pools {
+		t.Pools[i].fill()
+	}
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	for i := range t.Pools {
+		SortRegions(t.Pools[i].Regions)
+	}
+	return nil
 }
 
 // Default fills every zero field with its default and sorts the regions.
@@ -100,6 +118,13 @@ func (t *Table) Default() {
 
 // Default fills every zero field of the pool with its default and sorts the regions.
 func (p *Pool) Default() {
+	p.fill()
+	SortRegions(p.Regions)
+}
+
+// fill fills every zero field of the pool with its default, keeping the
+// regions in their order.
+func (p *Pool) fill() {
 	if p.Publisher == "" {
 		p.Publisher = "google"
 	}
@@ -122,7 +147,6 @@ func (p *Pool) Default() {
 			r.Ejectable = false
 		}
 	}
-	SortRegions(p.Regions)
 	p.Policy.Default()
 }
 
@@ -340,7 +364,9 @@ func (p *Policy) Validate() error {
 func Render(t *Table) ([]byte, error) {
 	c := t.clone()
 	c.Version = Version
-	c.Default()
+	if err := c.fillAndValidate(); err != nil {
+		return nil, fmt.Errorf("routing table: %w", err)
+	}
 	sort.SliceStable(c.Pools, func(i, j int) bool {
 		a, b := c.Pools[i].Key(), c.Pools[j].Key()
 		if a.Project != b.Project {
@@ -351,9 +377,6 @@ func Render(t *Table) ([]byte, error) {
 		}
 		return a.Model < b.Model
 	})
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("routing table: %w", err)
-	}
 	out, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		return nil, err
