@@ -1,0 +1,286 @@
+// Command router serves Vertex AI's REST surface for publisher models and
+// routes each call to a region of its pool, as the routing table says:
+// applications point their genai SDK at it and change nothing else.
+//
+//	router --table-file /etc/regionwarden/tables          # a mounted ConfigMap folder
+//	router --table-configmaps regionwarden-system         # ConfigMaps watched through the API
+//
+// See router/server for the surface and router/policy for the routing rules.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/regionwarden/regionwarden/router/metrics"
+	"github.com/regionwarden/regionwarden/router/server"
+	"github.com/regionwarden/regionwarden/router/source"
+	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stderr, nil)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "router:", err)
+		os.Exit(1)
+	}
+}
+
+// config is the command line.
+type config struct {
+	listen            string
+	opsListen         string
+	tableFile         string
+	tableConfigMaps   string
+	kubeconfig        string
+	upstreamInsecure  bool
+	requestTimeout    time.Duration
+	shutdownGrace     time.Duration
+	maxBodyBytes      int64
+	readHeaderTimeout time.Duration
+	idleTimeout       time.Duration
+	logLevel          string
+	logFormat         string
+	clockScale        float64
+	seed              uint64
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("router", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: router (--table-file PATH | --table-configmaps NAMESPACE) [flags]")
+		fmt.Fprintln(fs.Output(), "\nServes Vertex AI's REST surface and routes each call to a region of its pool.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.listen, "listen", ":8080", "address of the Vertex AI REST surface (and of the operations endpoints unless --ops-listen is set)")
+	fs.StringVar(&c.opsListen, "ops-listen", "", "address of /metrics, /debug/pools, /healthz and /readyz; empty serves them on --listen")
+	fs.StringVar(&c.tableFile, "table-file", "", "routing table file, or a mounted ConfigMap folder holding "+table.DataKey+"; followed as the kubelet updates it")
+	fs.StringVar(&c.tableConfigMaps, "table-configmaps", "", "namespace whose ConfigMaps labelled "+source.Selector()+" hold the routing tables (needs get, list, watch on configmaps there)")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig for --table-configmaps; empty uses the in-cluster config")
+	fs.BoolVar(&c.upstreamInsecure, "upstream-insecure", false, "call regions over plaintext gRPC without credentials: for emulators and tests only")
+	fs.DurationVar(&c.requestTimeout, "request-timeout", server.DefaultRequestTimeout, "overall deadline of a request, every attempt included")
+	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long in-flight requests and streams may take to finish")
+	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body; larger ones are answered 413")
+	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", 10*time.Second, "how long a client may take to send request headers")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "how long an idle keep-alive connection is kept")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error; debug logs every request")
+	fs.StringVar(&c.logFormat, "log-format", "json", "json or text")
+	fs.Float64Var(&c.clockScale, "clock-scale", 1, "for replays only: the routing policy's clock runs this many times faster than real time")
+	fs.Uint64Var(&c.seed, "seed", 0, "for replays only: seed of the policy's random choices; 0 picks one")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	case c.tableFile == "" && c.tableConfigMaps == "":
+		return c, errors.New("no routing table source: give --table-file PATH or --table-configmaps NAMESPACE")
+	case c.tableFile != "" && c.tableConfigMaps != "":
+		return c, errors.New("give one routing table source, not both --table-file and --table-configmaps")
+	case c.clockScale <= 0:
+		return c, fmt.Errorf("--clock-scale must be positive, got %v", c.clockScale)
+	case c.requestTimeout <= 0:
+		return c, fmt.Errorf("--request-timeout must be positive, got %s", c.requestTimeout)
+	case c.maxBodyBytes <= 0:
+		return c, fmt.Errorf("--max-body-bytes must be positive, got %d", c.maxBodyBytes)
+	case c.shutdownGrace < 0:
+		return c, fmt.Errorf("--shutdown-grace must not be negative, got %s", c.shutdownGrace)
+	}
+	if c.tableFile != "" {
+		if err := checkTableFile(c.tableFile); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// checkTableFile fails early on a table file that cannot be read, so that a
+// wrong path is a clear startup error rather than a router that never turns
+// ready. A table that reads but is bad is refused later, like any bad update.
+func checkTableFile(path string) error {
+	name := path
+	if fi, err := os.Stat(path); err != nil {
+		return fmt.Errorf("--table-file: %w", err)
+	} else if fi.IsDir() {
+		name = filepath.Join(path, table.DataKey)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return fmt.Errorf("--table-file: %w", err)
+	}
+	return f.Close()
+}
+
+func newLogger(c config, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(c.logFormat) {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is neither json nor text", c.logFormat)
+}
+
+// tableSource is a routing table source as the router uses it.
+type tableSource interface {
+	Run(ctx context.Context) error
+	Subscribe(fn func(*table.Table)) (unsubscribe func())
+	Current() *table.Table
+}
+
+// listening is told the addresses the router listens on, once it does; tests
+// use it to find a router started on port 0.
+type listening func(api, ops string)
+
+// run runs the router until ctx ends, then shuts down gracefully.
+func run(ctx context.Context, args []string, stderr io.Writer, onListen listening) error {
+	c, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(c, stderr)
+	if err != nil {
+		return err
+	}
+
+	m := metrics.New()
+	clients := upstream.New(upstream.Options{Insecure: c.upstreamInsecure})
+	defer func() { _ = clients.Close() }()
+	srv, err := server.New(server.Options{
+		Upstream:       clients,
+		Metrics:        m,
+		Logger:         log,
+		Now:            server.ScaledClock(c.clockScale),
+		ClockScale:     c.clockScale,
+		Seed:           c.seed,
+		RequestTimeout: c.requestTimeout,
+		MaxBodyBytes:   c.maxBodyBytes,
+	})
+	if err != nil {
+		return err
+	}
+
+	var src tableSource
+	if c.tableFile != "" {
+		src = source.NewFileSource(c.tableFile, source.FileOptions{Logger: log, Observer: m})
+	} else {
+		kc, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+		if err != nil {
+			return fmt.Errorf("kubeconfig: %w", err)
+		}
+		kc.UserAgent = "regionwarden-router"
+		client, err := kubernetes.NewForConfig(kc)
+		if err != nil {
+			return fmt.Errorf("kubernetes client: %w", err)
+		}
+		src = source.NewConfigMapSource(client, c.tableConfigMaps, source.ConfigMapOptions{Logger: log, Observer: m})
+	}
+	apply := func(t *table.Table) {
+		if err := srv.Apply(t); err != nil {
+			log.Error("routing table applied in part", "error", err)
+		}
+	}
+	unsubscribe := src.Subscribe(apply)
+	defer unsubscribe()
+
+	// The source runs until the server has drained: streams still in flight
+	// keep routing on the table they started with, and later tables are still
+	// applied.
+	srcCtx, stopSource := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSource()
+	srcErr := make(chan error, 1)
+	go func() { srcErr <- src.Run(srcCtx) }()
+
+	apiLn, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	servers := []*http.Server{}
+	newServer := func(h http.Handler) *http.Server {
+		hs := &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: c.readHeaderTimeout,
+			IdleTimeout:       c.idleTimeout,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+		servers = append(servers, hs)
+		return hs
+	}
+	serveErr := make(chan error, 2)
+	opsAddr := apiLn.Addr().String()
+	if c.opsListen == "" {
+		go func() { serveErr <- newServer(srv.Handler()).Serve(apiLn) }()
+	} else {
+		opsLn, err := net.Listen("tcp", c.opsListen)
+		if err != nil {
+			_ = apiLn.Close()
+			return fmt.Errorf("--ops-listen: %w", err)
+		}
+		opsAddr = opsLn.Addr().String()
+		go func() { serveErr <- newServer(srv.APIHandler()).Serve(apiLn) }()
+		go func() { serveErr <- newServer(srv.OpsHandler()).Serve(opsLn) }()
+	}
+	log.Info("router listening", "api", apiLn.Addr().String(), "ops", opsAddr,
+		"tableFile", c.tableFile, "tableConfigMaps", c.tableConfigMaps, "clockScale", c.clockScale)
+	if onListen != nil {
+		onListen(apiLn.Addr().String(), opsAddr)
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down, draining in-flight requests", "grace", c.shutdownGrace)
+	case err := <-serveErr:
+		runErr = fmt.Errorf("serving: %w", err)
+	case err := <-srcErr:
+		if err == nil {
+			err = errors.New("stopped")
+		}
+		runErr = fmt.Errorf("routing table source: %w", err)
+	}
+	shutdown(log, servers, c.shutdownGrace)
+	stopSource()
+	return runErr
+}
+
+// shutdown stops accepting requests and waits up to grace for those in flight,
+// streams included, to finish; then it closes what is left, which cancels the
+// remaining requests and their upstream calls.
+func shutdown(log *slog.Logger, servers []*http.Server, grace time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	for _, hs := range servers {
+		if err := hs.Shutdown(ctx); err != nil {
+			log.Warn("grace period over, closing the requests still in flight", "error", err)
+			_ = hs.Close()
+		}
+	}
+}

@@ -1,0 +1,187 @@
+// Package metrics is the router's Prometheus instrumentation, on a registry
+// of its own so that what /metrics serves is exactly what the router counts.
+//
+// Counters and histograms are recorded on the request path; the live state
+// of every pool (ejections, panic, in-flight limits, throttle) is read from
+// the policy's snapshots at scrape time, so the hot path pays nothing for it.
+// Labels are bounded: pools and regions come from the routing table, outcomes,
+// tiers, priorities and reasons are fixed words.
+//
+// Metrics never carry prompts, responses or credentials.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/regionwarden/regionwarden/router/policy"
+)
+
+// Namespace prefixes every metric name.
+const Namespace = "regionwarden_router"
+
+// latencyBuckets span a fast countTokens call to a long generation, in seconds.
+var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// Metrics holds every metric the router records. It implements
+// source.Observer, so table loads and refusals are counted where they happen.
+// It is safe for concurrent use.
+type Metrics struct {
+	registry *prometheus.Registry
+
+	requests        *prometheus.CounterVec
+	requestDuration *prometheus.HistogramVec
+	attempts        *prometheus.CounterVec
+	attemptDuration *prometheus.HistogramVec
+	retriesRefused  *prometheus.CounterVec
+	shed            *prometheus.CounterVec
+	inFlight        *prometheus.GaugeVec
+	trafficType     *prometheus.CounterVec
+	tableLoads      prometheus.Counter
+	tableRejections *prometheus.CounterVec
+	tableInfo       *prometheus.GaugeVec
+
+	pools *poolCollector
+
+	mu       sync.Mutex // serializes tableInfo updates
+	lastHash string
+}
+
+// New returns the router's metrics on a fresh registry that also carries the
+// Go runtime and process collectors.
+func New() *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "requests_total",
+			Help: "Requests answered, by pool, method and HTTP status code.",
+		}, []string{"pool", "method", "code"}),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "request_duration_seconds",
+			Help:    "Time from a request's arrival to its last byte, all attempts included, by pool and method.",
+			Buckets: latencyBuckets,
+		}, []string{"pool", "method"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "attempts_total",
+			Help: "Attempts sent to regions, by pool, region, tier and outcome (success, capacity, failure, caller_fault, cancelled).",
+		}, []string{"pool", "region", "tier", "outcome"}),
+		attemptDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "attempt_duration_seconds",
+			Help:    "Time one attempt spent with its region, by pool, region and tier.",
+			Buckets: latencyBuckets,
+		}, []string{"pool", "region", "tier"}),
+		retriesRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "retries_refused_total",
+			Help: "Retries the policy refused, by pool and reason (budget, attempts, deadline, capacity).",
+		}, []string{"pool", "reason"}),
+		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "shed_total",
+			Help: "Requests refused with 429 before any attempt, by pool, priority and reason (shed: over the concurrency share of the priority; over_capacity: no region has headroom).",
+		}, []string{"pool", "priority", "reason"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "in_flight_requests",
+			Help: "Requests being served, by pool.",
+		}, []string{"pool"}),
+		trafficType: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "traffic_type_total",
+			Help: "Answers by the usageMetadata.trafficType the region reported (PROVISIONED_THROUGHPUT, ON_DEMAND, ...), by pool and region: what share provisioned capacity really served.",
+		}, []string{"pool", "region", "traffic_type"}),
+		tableLoads: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "table_loads_total",
+			Help: "Routing tables that started serving.",
+		}),
+		tableRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "table_rejections_total",
+			Help: "Routing tables refused (the last good one kept serving), by reason.",
+		}, []string{"reason"}),
+		tableInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "table_info",
+			Help: "1 for the hash of the routing table being served.",
+		}, []string{"hash"}),
+		pools: newPoolCollector(),
+	}
+	m.registry.MustRegister(
+		m.requests, m.requestDuration, m.attempts, m.attemptDuration,
+		m.retriesRefused, m.shed, m.inFlight, m.trafficType,
+		m.tableLoads, m.tableRejections, m.tableInfo, m.pools,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// Registry is the registry the metrics are registered on.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// Loaded counts a routing table that started serving and records its hash.
+func (m *Metrics) Loaded(_, hash string) {
+	m.tableLoads.Inc()
+	m.setHash(hash)
+}
+
+// Rejected counts a refused routing table under its reason.
+func (m *Metrics) Rejected(_, reason string, _ error) {
+	m.tableRejections.WithLabelValues(reason).Inc()
+}
+
+func (m *Metrics) setHash(hash string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if hash == m.lastHash {
+		return
+	}
+	if m.lastHash != "" {
+		m.tableInfo.DeleteLabelValues(m.lastHash)
+	}
+	m.tableInfo.WithLabelValues(hash).Set(1)
+	m.lastHash = hash
+}
+
+// Request counts one answered request.
+func (m *Metrics) Request(pool, method string, code int, d time.Duration) {
+	m.requests.WithLabelValues(pool, method, strconv.Itoa(code)).Inc()
+	if pool != "" {
+		m.requestDuration.WithLabelValues(pool, method).Observe(d.Seconds())
+	}
+}
+
+// Attempt counts one attempt on a region and how long it took.
+func (m *Metrics) Attempt(pool, region, tier string, o policy.Outcome, d time.Duration) {
+	m.attempts.WithLabelValues(pool, region, tier, o.String()).Inc()
+	m.attemptDuration.WithLabelValues(pool, region, tier).Observe(d.Seconds())
+}
+
+// RetryRefused counts a retry the policy refused; reason is budget, attempts,
+// deadline or capacity.
+func (m *Metrics) RetryRefused(pool, reason string) {
+	m.retriesRefused.WithLabelValues(pool, reason).Inc()
+}
+
+// Shed counts a request refused before any attempt; reason is shed or
+// over_capacity.
+func (m *Metrics) Shed(pool string, pr policy.Priority, reason string) {
+	m.shed.WithLabelValues(pool, pr.String(), reason).Inc()
+}
+
+// InFlight returns the in-flight gauge of a pool, to Inc and Dec around a request.
+func (m *Metrics) InFlight(pool string) prometheus.Gauge { return m.inFlight.WithLabelValues(pool) }
+
+// TrafficType counts one answer by the traffic type that served it.
+func (m *Metrics) TrafficType(pool, region, trafficType string) {
+	m.trafficType.WithLabelValues(pool, region, trafficType).Inc()
+}
+
+// WatchPools makes every scrape read the live state of the pools that
+// snapshots returns. Only the last function given is used.
+func (m *Metrics) WatchPools(snapshots func() []policy.Snapshot) { m.pools.set(snapshots) }

@@ -1,0 +1,85 @@
+package metrics
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/regionwarden/regionwarden/router/policy"
+)
+
+// PoolLabel is how a pool is named in metric labels: project/publisher/model.
+func PoolLabel(project, publisher, model string) string {
+	return project + "/" + publisher + "/" + model
+}
+
+// poolCollector turns the policy's snapshots into gauges and counters at
+// scrape time.
+type poolCollector struct {
+	snapshots atomic.Pointer[func() []policy.Snapshot]
+
+	ejected      *prometheus.Desc
+	timesEjected *prometheus.Desc
+	panic        *prometheus.Desc
+	failureRate  *prometheus.Desc
+	throttle     *prometheus.Desc
+	regionFlight *prometheus.Desc
+	regionLimit  *prometheus.Desc
+	poolFlight   *prometheus.Desc
+}
+
+func newPoolCollector() *poolCollector {
+	region := []string{"pool", "region", "tier"}
+	d := func(name, help string, labels []string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)
+	}
+	return &poolCollector{
+		ejected:      d("region_ejected", "1 while the region is ejected for its failure rate.", region),
+		timesEjected: d("region_ejections_total", "Ejections of the region since the router started.", region),
+		panic:        d("pool_panic", "1 while too few regions are un-ejected for ejection to be honoured (every region takes traffic).", []string{"pool"}),
+		failureRate:  d("region_failure_rate", "Failures over answered attempts in the region's ejection interval.", region),
+		throttle:     d("region_throttle_probability", "Share of calls the region's 429 throttle turns away.", region),
+		regionFlight: d("region_in_flight", "Attempts in flight to the region.", region),
+		regionLimit:  d("region_in_flight_limit", "The region's adaptive in-flight limit.", region),
+		poolFlight:   d("pool_in_flight", "Calls in flight in the pool, as the policy counts them.", []string{"pool"}),
+	}
+}
+
+func (c *poolCollector) set(f func() []policy.Snapshot) { c.snapshots.Store(&f) }
+
+// Describe sends every descriptor.
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.ejected, c.timesEjected, c.panic, c.failureRate, c.throttle, c.regionFlight, c.regionLimit, c.poolFlight} {
+		ch <- d
+	}
+}
+
+// Collect reads the snapshots and sends one sample per pool and region.
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	f := c.snapshots.Load()
+	if f == nil {
+		return
+	}
+	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
+	for _, s := range (*f)() {
+		pool := PoolLabel(s.Project, s.Publisher, s.Model)
+		ch <- prometheus.MustNewConstMetric(c.panic, gauge, b2f(s.Panic), pool)
+		ch <- prometheus.MustNewConstMetric(c.poolFlight, gauge, float64(s.InFlight), pool)
+		for _, r := range s.Regions {
+			l := []string{pool, r.Name, string(r.Tier)}
+			ch <- prometheus.MustNewConstMetric(c.ejected, gauge, b2f(r.Ejected), l...)
+			ch <- prometheus.MustNewConstMetric(c.timesEjected, counter, float64(r.TimesEjected), l...)
+			ch <- prometheus.MustNewConstMetric(c.failureRate, gauge, r.FailureRate, l...)
+			ch <- prometheus.MustNewConstMetric(c.throttle, gauge, r.ThrottleProbability, l...)
+			ch <- prometheus.MustNewConstMetric(c.regionFlight, gauge, float64(r.InFlight), l...)
+			ch <- prometheus.MustNewConstMetric(c.regionLimit, gauge, float64(r.Limit), l...)
+		}
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

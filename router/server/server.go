@@ -1,0 +1,332 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+
+	"github.com/regionwarden/regionwarden/router/metrics"
+	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/source"
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// Defaults of Options.
+const (
+	// DefaultRequestTimeout bounds a request, every attempt included, when the
+	// caller's context sets no earlier deadline: long enough for a long
+	// generation.
+	DefaultRequestTimeout = 5 * time.Minute
+	// DefaultMaxBodyBytes bounds a request body: Vertex AI takes up to 20 MB
+	// of inline data, plus the JSON around it.
+	DefaultMaxBodyBytes = 32 << 20
+)
+
+// HeaderPriority is the request header that sets a call's priority for
+// shedding: critical, default or sheddable. Absent means default.
+const HeaderPriority = "X-Regionwarden-Priority"
+
+// Upstream calls one region for one pool. *upstream.Clients implements it:
+// the request's model is rewritten to the region, the request type set by the
+// region's tier, and the router's own credentials used.
+type Upstream interface {
+	GenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest, pool *table.Pool, region table.Region) (*aiplatformpb.GenerateContentResponse, error)
+	StreamGenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest, pool *table.Pool, region table.Region) (aiplatformpb.PredictionService_StreamGenerateContentClient, error)
+	CountTokens(ctx context.Context, req *aiplatformpb.CountTokensRequest, pool *table.Pool, region table.Region) (*aiplatformpb.CountTokensResponse, error)
+}
+
+// Options configures a Server. Every zero field but Upstream takes its default.
+type Options struct {
+	// Upstream calls the regions. Required.
+	Upstream Upstream
+	// Metrics records requests, attempts and pool state. Default: new metrics
+	// on a registry of their own.
+	Metrics *metrics.Metrics
+	// Logger receives request and table logs. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the policy's clock. Default time.Now.
+	Now func() time.Time
+	// ClockScale is how many times faster than real time Now runs, so that a
+	// request's real-time deadline is read right on the policy's clock.
+	// Default 1; see ScaledClock.
+	ClockScale float64
+	// Seed seeds the policies' random choices; each pool derives its own from
+	// it and its key. Default 0: seeded from the clock at New.
+	Seed uint64
+	// RequestTimeout bounds a request, all attempts included, unless the
+	// request's context ends earlier. Default DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// MaxBodyBytes bounds a request body; a larger one is answered 413.
+	// Default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+// Server routes Vertex AI calls to the regions of their pool. Make one with
+// New, give it tables with Apply and serve Handler. It is safe for concurrent
+// use; a request takes no lock.
+type Server struct {
+	up      Upstream
+	metrics *metrics.Metrics
+	log     *slog.Logger
+	now     func() time.Time
+	scale   float64
+	seed    uint64
+	timeout time.Duration
+	maxBody int64
+	budget  *policy.Budget
+
+	state atomic.Pointer[routing] // nil until the first Apply
+	mu    sync.Mutex              // serializes Apply
+}
+
+// routing is one applied table: the pools by key. It never changes once
+// published; Apply publishes a new one.
+type routing struct {
+	hash  string
+	pools map[table.Key]*poolEntry
+}
+
+// poolEntry is one pool of an applied table.
+type poolEntry struct {
+	router   *policy.Pool
+	table    table.Pool              // the pool as applied, defaults filled
+	label    string                  // metric label: project/publisher/model
+	regions  map[string]table.Region // by name
+	inFlight prometheus.Gauge
+}
+
+// New returns a server that serves no pool until Apply.
+func New(opts Options) (*Server, error) {
+	if opts.Upstream == nil {
+		return nil, errors.New("server: Options.Upstream is required")
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.New()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.ClockScale <= 0 {
+		opts.ClockScale = 1
+	}
+	if opts.Seed == 0 {
+		opts.Seed = uint64(time.Now().UnixNano())
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	s := &Server{
+		up:      opts.Upstream,
+		metrics: opts.Metrics,
+		log:     opts.Logger,
+		now:     opts.Now,
+		scale:   opts.ClockScale,
+		seed:    opts.Seed,
+		timeout: opts.RequestTimeout,
+		maxBody: opts.MaxBodyBytes,
+		budget:  policy.NewBudget(),
+	}
+	s.metrics.WatchPools(s.Snapshots)
+	return s, nil
+}
+
+// Metrics returns the server's metrics.
+func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
+
+// Apply installs table t. A pool already served is updated in place and keeps
+// the live state of its regions still present; a new pool starts fresh; a
+// pool that left the table is dropped (requests holding it finish on it). A
+// pool the policy refuses keeps its previous config, or is not served if it is
+// new; the error names it. t must not be modified afterwards.
+func (s *Server) Apply(t *table.Table) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var old map[table.Key]*poolEntry
+	if cur := s.state.Load(); cur != nil {
+		old = cur.pools
+	}
+	next := &routing{hash: source.HashTable(t), pools: make(map[table.Key]*poolEntry, len(t.Pools))}
+	var errs []error
+	for _, tp := range t.Pools {
+		key := tp.Key()
+		label := metrics.PoolLabel(key.Project, key.Publisher, key.Model)
+		var router *policy.Pool
+		if e := old[key]; e != nil {
+			router = e.router
+			if err := router.Update(tp); err != nil {
+				errs = append(errs, fmt.Errorf("pool %s: %w", label, err))
+				next.pools[key] = e
+				continue
+			}
+		} else {
+			p, err := policy.New(tp, policy.Options{Now: s.now, Seed: s.seed ^ keySeed(label), Budget: s.budget})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("pool %s: %w", label, err))
+				continue
+			}
+			router = p
+		}
+		next.pools[key] = s.entry(router, tp, label)
+	}
+	for key, e := range old {
+		if _, kept := next.pools[key]; !kept {
+			s.log.Info("pool left the routing table", "pool", e.label)
+		}
+	}
+	s.state.Store(next)
+	s.log.Info("routing table applied", "hash", next.hash, "pools", len(next.pools))
+	return errors.Join(errs...)
+}
+
+// entry builds the poolEntry of router for table pool tp.
+func (s *Server) entry(router *policy.Pool, tp table.Pool, label string) *poolEntry {
+	// The regions are copied before Default sorts them: the applied table is
+	// shared with the source.
+	tp.Regions = append([]table.Region(nil), tp.Regions...)
+	tp.Default()
+	e := &poolEntry{
+		router:   router,
+		table:    tp,
+		label:    label,
+		regions:  make(map[string]table.Region, len(tp.Regions)),
+		inFlight: s.metrics.InFlight(label),
+	}
+	for _, r := range tp.Regions {
+		e.regions[r.Name] = r
+	}
+	return e
+}
+
+// keySeed spreads the server's seed over pools.
+func keySeed(label string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(label))
+	return h.Sum64()
+}
+
+// Ready reports whether a table has been applied.
+func (s *Server) Ready() bool { return s.state.Load() != nil }
+
+// lookup returns the pool for key, or nil.
+func (s *Server) lookup(key table.Key) *poolEntry {
+	if st := s.state.Load(); st != nil {
+		return st.pools[key]
+	}
+	return nil
+}
+
+// Snapshots returns the live state of every pool, sorted by project,
+// publisher and model.
+func (s *Server) Snapshots() []policy.Snapshot {
+	st := s.state.Load()
+	if st == nil {
+		return nil
+	}
+	out := make([]policy.Snapshot, 0, len(st.pools))
+	for _, e := range st.pools {
+		out = append(out, e.router.Snapshot())
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		return metrics.PoolLabel(a.Project, a.Publisher, a.Model) < metrics.PoolLabel(b.Project, b.Publisher, b.Model)
+	})
+	return out
+}
+
+// request is the policy request for a call of priority pr under ctx: its
+// real-time deadline read onto the policy's clock.
+func (s *Server) request(ctx context.Context, pr policy.Priority) policy.Request {
+	req := policy.Request{Priority: pr}
+	if d, ok := ctx.Deadline(); ok {
+		req.Deadline = s.now().Add(time.Duration(float64(time.Until(d)) * s.scale))
+	}
+	return req
+}
+
+// Handler serves the Vertex AI surface and the operations endpoints on one
+// mux. APIHandler and OpsHandler serve them apart.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	s.routeOps(mux)
+	s.routeAPI(mux)
+	return mux
+}
+
+// APIHandler serves the Vertex AI surface alone.
+func (s *Server) APIHandler() http.Handler {
+	mux := http.NewServeMux()
+	s.routeAPI(mux)
+	return mux
+}
+
+// OpsHandler serves /metrics, /debug/pools, /healthz and /readyz alone.
+func (s *Server) OpsHandler() http.Handler {
+	mux := http.NewServeMux()
+	s.routeOps(mux)
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, codes.NotFound, "The requested URL was not found on this server.", 0)
+	})
+	return mux
+}
+
+func (s *Server) routeAPI(mux *http.ServeMux) {
+	mux.HandleFunc("POST /{version}/projects/{project}/locations/{location}/publishers/{publisher}/models/{modelMethod}", s.serveModel)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.metrics.Request("", "unknown", http.StatusNotFound, 0)
+		writeError(w, http.StatusNotFound, codes.NotFound, fmt.Sprintf("The requested URL %s was not found on this server.", r.URL.Path), 0)
+	})
+}
+
+func (s *Server) routeOps(mux *http.ServeMux) {
+	mux.Handle("GET /metrics", s.metrics.Handler())
+	mux.HandleFunc("GET /debug/pools", s.serveDebugPools)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.Ready() {
+			http.Error(w, "no routing table loaded yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+}
+
+// debugPools is the body of /debug/pools.
+type debugPools struct {
+	// TableHash is the hash of the table applied last; "" before the first.
+	TableHash string            `json:"tableHash"`
+	Pools     []policy.Snapshot `json:"pools"`
+}
+
+func (s *Server) serveDebugPools(w http.ResponseWriter, _ *http.Request) {
+	d := debugPools{Pools: s.Snapshots()}
+	if st := s.state.Load(); st != nil {
+		d.TableHash = st.hash
+	}
+	if d.Pools == nil {
+		d.Pools = []policy.Snapshot{}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(d)
+}
