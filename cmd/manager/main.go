@@ -3,21 +3,26 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
+	"github.com/regionwarden/regionwarden/controllers"
+	"github.com/regionwarden/regionwarden/internal/gcp"
 )
 
 var scheme = runtime.NewScheme()
@@ -47,6 +52,18 @@ func run() error {
 	flag.BoolVar(&enableLeaderElection, "leader-elect", false, "Elect a leader, so that only one of several replicas reconciles at a time.")
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election lease (default: the pod's namespace).")
 	flag.StringVar(&watchNamespace, "watch-namespace", "", "Reconcile objects in this namespace only (default: all namespaces).")
+	// ProvisionedThroughput verification against Cloud Monitoring.
+	var (
+		gcpVerify   bool
+		gcpEndpoint string
+		gcpInsecure bool
+		gcpTimeout  time.Duration
+	)
+	flag.BoolVar(&gcpVerify, "gcp-verify", true, "Verify ProvisionedThroughput objects against Cloud Monitoring. False makes no GCP calls and needs no credentials; objects then stay Verified Unknown and Ready by their term.")
+	flag.StringVar(&gcpEndpoint, "gcp-monitoring-endpoint", gcp.DefaultEndpoint, "Cloud Monitoring API host:port.")
+	flag.BoolVar(&gcpInsecure, "gcp-insecure", false, "Dial --gcp-monitoring-endpoint in plaintext without credentials: for emulators and tests only.")
+	flag.DurationVar(&gcpTimeout, "gcp-timeout", gcp.DefaultTimeout, "Bound on one project's Cloud Monitoring fetch, all pages included.")
+	// End of ProvisionedThroughput verification flags.
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -69,6 +86,23 @@ func run() error {
 	if watchNamespace != "" {
 		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{watchNamespace: {}}
 	}
+	// Cloud Monitoring for ProvisionedThroughput verification. Credentials are
+	// found now, so a manager that cannot verify stops here with advice, not
+	// at the first object.
+	var ptSource *gcp.MonitoringSource
+	if gcpInsecure && gcpEndpoint == gcp.DefaultEndpoint {
+		return fmt.Errorf("--gcp-insecure needs --gcp-monitoring-endpoint set to an emulator's host:port, never Google's")
+	}
+	if gcpVerify {
+		src, err := gcp.NewMonitoringSource(context.Background(), gcp.Options{Endpoint: gcpEndpoint, Insecure: gcpInsecure, Timeout: gcpTimeout})
+		if err != nil {
+			return fmt.Errorf("verifying ProvisionedThroughput needs Cloud Monitoring (or --gcp-verify=false): %w", err)
+		}
+		defer func() { _ = src.Close() }()
+		ptSource = src
+	}
+	// End of Cloud Monitoring.
+
 	restConfig, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("finding the cluster (kubeconfig or in-cluster config): %w", err)
@@ -83,6 +117,19 @@ func run() error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the readiness check: %w", err)
 	}
+
+	// The ProvisionedThroughput controller.
+	ptReconciler := &controllers.ProvisionedThroughputReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder(controllers.ProvisionedThroughputControllerName + "-controller"),
+	}
+	if ptSource != nil { // a nil *MonitoringSource must stay a nil Source
+		ptReconciler.Source = ptSource
+	}
+	if err := ptReconciler.SetupWithManager(mgr, controller.Options{}); err != nil {
+		return fmt.Errorf("setting up the ProvisionedThroughput controller: %w", err)
+	}
+	// End of the ProvisionedThroughput controller.
 
 	log.Info("starting the manager")
 	return mgr.Start(ctrl.SetupSignalHandler())

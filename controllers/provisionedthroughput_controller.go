@@ -1,0 +1,349 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
+	"github.com/regionwarden/regionwarden/internal/gcp"
+)
+
+// Timing of verification.
+const (
+	// VerificationJitter is the largest share of the interval added to a
+	// requeue, so objects created together drift apart instead of asking GCP
+	// in lockstep forever. It only ever lengthens the interval, so a shared
+	// answer cached for one interval serves a whole round.
+	VerificationJitter = 0.1
+	// SourceRetryInterval is the longest wait before asking GCP again after it
+	// could not be asked.
+	SourceRetryInterval = time.Minute
+	// SourceErrorTTL is how long a failed answer is shared per project, so an
+	// outage costs one call per project per SourceErrorTTL, not one per object.
+	SourceErrorTTL = 30 * time.Second
+)
+
+// ProvisionedThroughputReconciler verifies ProvisionedThroughput declarations
+// against what GCP reports and writes only their status.
+//
+// Ready means "route this location as provisioned". It turns False only when
+// the term has ended, or when the policy is Enforce and GCP has answered
+// NotFound continuously for longer than the grace period. Not being able to
+// ask GCP (an outage, a permission error, a timeout) never turns Ready False:
+// routing keeps the last verified truth.
+type ProvisionedThroughputReconciler struct {
+	// Client reads and patches ProvisionedThroughput objects.
+	Client client.Client
+	// Source tells what GCP shows; every call goes through a per-interval
+	// cache, so GCP is asked once per project per verification interval,
+	// whatever the number of objects. Nil means the manager runs without GCP:
+	// Warn and Enforce objects stay Verified Unknown and Ready by their term.
+	Source gcp.Source
+	// Recorder records events; nil records none.
+	Recorder events.EventRecorder
+	// Now is the clock for terms, grace periods and caches; nil means time.Now.
+	Now func() time.Time
+
+	initOnce sync.Once
+	facts    *sharedFacts
+}
+
+// +kubebuilder:rbac:groups=capacity.regionwarden.io,resources=provisionedthroughputs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=capacity.regionwarden.io,resources=provisionedthroughputs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile verifies one ProvisionedThroughput and writes its status, once,
+// on the way out.
+func (r *ProvisionedThroughputReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	r.init()
+	pt := &capacityv1alpha1.ProvisionedThroughput{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pt); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetPTMetrics(req.Namespace, req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	// Nothing outside the cluster belongs to the object, so it needs no
+	// finalizer: on deletion only its metrics go.
+	if !pt.DeletionTimestamp.IsZero() {
+		forgetPTMetrics(pt.Namespace, pt.Name)
+		return ctrl.Result{}, nil
+	}
+
+	before := pt.DeepCopy()
+	defer func() {
+		if err := r.patchStatus(ctx, before, pt); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+	return r.reconcile(ctx, pt)
+}
+
+// verification is the outcome of asking GCP about one object.
+type verification struct {
+	// skipped is true when the policy is Skip and GCP was not asked.
+	skipped bool
+	// err is why GCP could not be asked; nil when it answered or was skipped.
+	err error
+}
+
+// reconcile computes the status from the spec, GCP's answer and the clock.
+func (r *ProvisionedThroughputReconciler) reconcile(ctx context.Context, pt *capacityv1alpha1.ProvisionedThroughput) (ctrl.Result, error) {
+	now := r.now()
+	v := r.verify(ctx, pt)
+	r.setReady(pt, now)
+	r.setExpiring(pt, now)
+	finalizeStatus(pt, v)
+	if v.err != nil {
+		ctrl.LoggerFrom(ctx).Info("GCP could not be asked; routing keeps the last verified state", "code", gcp.Code(v.err).String(), "error", v.err.Error())
+	}
+	return ctrl.Result{RequeueAfter: requeueAfter(pt, v, now)}, nil
+}
+
+// verify asks GCP about the declaration and sets Verified, status.observed,
+// lastVerifiedTime, notFoundSince and the gauges from the answer. When GCP
+// cannot be asked, only Verified changes (to Unknown): what GCP last said stands.
+func (r *ProvisionedThroughputReconciler) verify(ctx context.Context, pt *capacityv1alpha1.ProvisionedThroughput) verification {
+	const verified = capacityv1alpha1.ConditionVerified
+	spec := &pt.Spec
+	labels := []string{pt.Namespace, pt.Name, spec.Location, spec.Model}
+
+	if pt.GetVerificationPolicy() == capacityv1alpha1.VerificationSkip {
+		setCondition(pt, verified, metav1.ConditionUnknown, capacityv1alpha1.ReasonSkipped,
+			"the verification policy is Skip: GCP is not asked")
+		pt.Status.NotFoundSince = nil
+		forgetPTObserved(pt.Namespace, pt.Name)
+		return verification{skipped: true}
+	}
+
+	facts, err := r.ask(ctx, spec.Project, pt.GetVerificationInterval())
+	if err != nil {
+		code := gcp.Code(err)
+		ptVerificationErrors.WithLabelValues(append(labels, code.String())...).Inc()
+		setCondition(pt, verified, metav1.ConditionUnknown, capacityv1alpha1.ReasonSourceUnavailable,
+			fmt.Sprintf("%s: Cloud Monitoring could not be asked about project %s: %v", code, spec.Project, err))
+		return verification{err: err}
+	}
+
+	// The last answer GCP gave, before this one, was the declared capacity.
+	wasObserved := pt.Status.LastVerifiedTime != nil && pt.Status.NotFoundSince == nil &&
+		pt.Status.Observed != nil && pt.Status.Observed.GSUs == spec.GSUs
+	pt.Status.LastVerifiedTime = stamp(facts.FetchedAt)
+
+	f, found := facts.Lookup(spec.Location, pt.GetPublisher(), spec.Model)
+	if !found || f.GSUs <= 0 {
+		if pt.Status.NotFoundSince == nil {
+			pt.Status.NotFoundSince = stamp(facts.FetchedAt)
+		}
+		pt.Status.Observed = nil
+		ptObservedGSUs.WithLabelValues(labels...).Set(0)
+		ptUtilization.WithLabelValues(labels...).Set(0)
+		ptSpilloverRatio.WithLabelValues(labels...).Set(0)
+		setConditionWithEvent(r.Recorder, pt, eventWarning, ActionVerify, verified, metav1.ConditionFalse, capacityv1alpha1.ReasonNotFound,
+			fmt.Sprintf("GCP shows no Provisioned Throughput for %s/%s in %s of project %s; %d GSUs are declared",
+				pt.GetPublisher(), spec.Model, spec.Location, spec.Project, spec.GSUs))
+		return verification{}
+	}
+
+	pt.Status.NotFoundSince = nil
+	pt.Status.Observed = &capacityv1alpha1.ObservedCapacity{
+		GSUs:            f.GSUs,
+		TokensPerSecond: f.TokensPerSecond,
+		Utilization:     f.Utilization(),
+		SpilloverRatio:  f.SpilloverRatio(),
+	}
+	ptObservedGSUs.WithLabelValues(labels...).Set(float64(f.GSUs))
+	ptUtilization.WithLabelValues(labels...).Set(f.Utilization())
+	ptSpilloverRatio.WithLabelValues(labels...).Set(f.SpilloverRatio())
+
+	if f.GSUs != spec.GSUs {
+		setConditionWithEvent(r.Recorder, pt, eventWarning, ActionVerify, verified, metav1.ConditionFalse, capacityv1alpha1.ReasonMismatch,
+			fmt.Sprintf("%d GSUs are declared but GCP shows %d GSUs for %s/%s in %s of project %s",
+				spec.GSUs, f.GSUs, pt.GetPublisher(), spec.Model, spec.Location, spec.Project))
+		return verification{}
+	}
+	msg := fmt.Sprintf("GCP shows the declared %d GSUs for %s/%s in %s of project %s",
+		spec.GSUs, pt.GetPublisher(), spec.Model, spec.Location, spec.Project)
+	// The Normal event tells that verification succeeded, once: a recovery
+	// from an outage that changed nothing in GCP's answer is not news.
+	if setCondition(pt, verified, metav1.ConditionTrue, capacityv1alpha1.ReasonObserved, msg) && !wasObserved {
+		recordEvent(r.Recorder, pt, eventNormal, capacityv1alpha1.ReasonObserved, ActionVerify, msg)
+	}
+	return verification{}
+}
+
+// setReady decides whether the location is routed as provisioned. Only the
+// term's end and, under Enforce, GCP's own NotFound answers for longer than
+// the grace period turn it False; the grace period is measured between GCP
+// answers, so time without answers (an outage) never counts toward it.
+func (r *ProvisionedThroughputReconciler) setReady(pt *capacityv1alpha1.ProvisionedThroughput, now time.Time) {
+	const ready = capacityv1alpha1.ConditionReady
+	spec, st := &pt.Spec, &pt.Status
+	if end := termEnd(pt); end != nil && !now.Before(end.Time) {
+		setConditionWithEvent(r.Recorder, pt, eventWarning, ActionReconcile, ready, metav1.ConditionFalse, capacityv1alpha1.ReasonExpired,
+			fmt.Sprintf("the term ended at %s: %s is no longer routed as provisioned", end.UTC().Format(time.RFC3339), spec.Location))
+		return
+	}
+	grace := pt.GetGracePeriod()
+	if pt.GetVerificationPolicy() == capacityv1alpha1.VerificationEnforce && st.NotFoundSince != nil && st.LastVerifiedTime != nil &&
+		st.LastVerifiedTime.Sub(st.NotFoundSince.Time) > grace {
+		setConditionWithEvent(r.Recorder, pt, eventWarning, ActionReconcile, ready, metav1.ConditionFalse, capacityv1alpha1.ReasonNotFound,
+			fmt.Sprintf("GCP has shown no Provisioned Throughput since %s, longer than the grace period of %s: the Enforce policy stops routing %s as provisioned",
+				st.NotFoundSince.UTC().Format(time.RFC3339), grace, spec.Location))
+		return
+	}
+	verified := conditionReason(pt, capacityv1alpha1.ConditionVerified)
+	setCondition(pt, ready, metav1.ConditionTrue, capacityv1alpha1.ReasonActive,
+		fmt.Sprintf("%s is routed as provisioned with %d GSUs (verification: %s)", spec.Location, spec.GSUs, verified))
+}
+
+// setExpiring warns, once, when the term's end is within ExpiringWindow.
+func (r *ProvisionedThroughputReconciler) setExpiring(pt *capacityv1alpha1.ProvisionedThroughput, now time.Time) {
+	const expiring = capacityv1alpha1.ConditionExpiring
+	end := termEnd(pt)
+	switch {
+	case end == nil:
+		setCondition(pt, expiring, metav1.ConditionFalse, capacityv1alpha1.ReasonActive, "the term has no end")
+	case !now.Before(end.Time):
+		setCondition(pt, expiring, metav1.ConditionFalse, capacityv1alpha1.ReasonExpired,
+			fmt.Sprintf("the term ended at %s", end.UTC().Format(time.RFC3339)))
+	case !now.Before(end.Add(-capacityv1alpha1.ExpiringWindow)):
+		setConditionWithEvent(r.Recorder, pt, eventWarning, ActionReconcile, expiring, metav1.ConditionTrue, capacityv1alpha1.ReasonExpiring,
+			fmt.Sprintf("the term ends at %s, within %d days: renew the commitment or plan for %s without it",
+				end.UTC().Format(time.RFC3339), int(capacityv1alpha1.ExpiringWindow/(24*time.Hour)), pt.Spec.Location))
+	default:
+		setCondition(pt, expiring, metav1.ConditionFalse, capacityv1alpha1.ReasonActive,
+			fmt.Sprintf("the term ends at %s", end.UTC().Format(time.RFC3339)))
+	}
+}
+
+// finalizeStatus sets the kstatus conditions and moves observedGeneration
+// when the object is fully reconciled: GCP answered, or was not to be asked.
+// A refusal that only a person can fix (permissions, a wrong project) stalls
+// the object; anything else is retried and shows as Reconciling. Neither
+// touches Ready.
+func finalizeStatus(pt *capacityv1alpha1.ProvisionedThroughput, v verification) {
+	pt.Status.ExpiresAt = termEnd(pt)
+	if v.err == nil {
+		markReconciled(pt)
+		pt.Status.ObservedGeneration = pt.Generation
+		return
+	}
+	code := gcp.Code(v.err)
+	switch code {
+	case codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument, codes.NotFound, codes.FailedPrecondition, codes.Unimplemented:
+		markStalled(pt, capacityv1alpha1.ReasonSourceUnavailable,
+			fmt.Sprintf("Cloud Monitoring refuses to answer (%s): the operator's Google service account needs roles/monitoring.viewer on project %s", code, pt.Spec.Project))
+	default:
+		markReconciling(pt, capacityv1alpha1.ReasonSourceUnavailable,
+			fmt.Sprintf("waiting for Cloud Monitoring to answer (%s)", code))
+	}
+}
+
+// requeueAfter is the next verification: the interval plus jitter, sooner
+// after GCP could not be asked, and never later than the moment the term
+// enters the Expiring window or ends, so those flip on time.
+func requeueAfter(pt *capacityv1alpha1.ProvisionedThroughput, v verification, now time.Time) time.Duration {
+	interval := pt.GetVerificationInterval()
+	if v.err != nil {
+		interval = min(interval, SourceRetryInterval)
+	}
+	next := interval + time.Duration(rand.Float64()*VerificationJitter*float64(interval))
+	if end := termEnd(pt); end != nil {
+		for _, at := range []time.Time{end.Add(-capacityv1alpha1.ExpiringWindow), end.Time} {
+			if d := at.Sub(now); d > 0 && d < next {
+				next = d
+			}
+		}
+	}
+	return next
+}
+
+// patchStatus writes the status computed from before: the one place the
+// object is written. An unchanged status is not written.
+func (r *ProvisionedThroughputReconciler) patchStatus(ctx context.Context, before, pt *capacityv1alpha1.ProvisionedThroughput) error {
+	if equality.Semantic.DeepEqual(before.Status, pt.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, pt, client.MergeFrom(before)); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("patching the status of %s/%s: %w", pt.Namespace, pt.Name, err))
+	}
+	return nil
+}
+
+// ask returns the project's facts, shared with every object of the project
+// with the same interval.
+func (r *ProvisionedThroughputReconciler) ask(ctx context.Context, project string, interval time.Duration) (*gcp.ProjectFacts, error) {
+	if r.Source == nil {
+		return nil, errNoSource
+	}
+	return r.facts.get(ctx, project, interval)
+}
+
+// errNoSource is the answer when the manager runs without GCP.
+var errNoSource = status.Error(codes.Unimplemented, "the manager runs without GCP verification (--gcp-verify=false)")
+
+func (r *ProvisionedThroughputReconciler) init() {
+	r.initOnce.Do(func() {
+		r.facts = &sharedFacts{src: r.Source, now: r.now, byInterval: map[time.Duration]*gcp.CachedSource{}}
+	})
+}
+
+func (r *ProvisionedThroughputReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func termEnd(pt *capacityv1alpha1.ProvisionedThroughput) *metav1.Time {
+	if pt.Spec.Term == nil || pt.Spec.Term.End == nil {
+		return nil
+	}
+	return pt.Spec.Term.End.DeepCopy()
+}
+
+// stamp is t as the API server keeps it: whole seconds, so a status read back
+// equals the one written.
+func stamp(t time.Time) *metav1.Time {
+	mt := metav1.NewTime(t.Truncate(time.Second))
+	return &mt
+}
+
+// sharedFacts shares GCP's answers per project among the objects that have
+// the same verification interval: one gcp.CachedSource per interval, with the
+// interval as its TTL. An object requeues after at least its interval, so one
+// call per project serves every object of a round, and no object is served an
+// answer older than its interval.
+type sharedFacts struct {
+	src gcp.Source
+	now func() time.Time
+
+	mu         sync.Mutex
+	byInterval map[time.Duration]*gcp.CachedSource
+}
+
+func (s *sharedFacts) get(ctx context.Context, project string, interval time.Duration) (*gcp.ProjectFacts, error) {
+	s.mu.Lock()
+	c := s.byInterval[interval]
+	if c == nil {
+		c = gcp.NewCachedSource(s.src, gcp.CacheOptions{TTL: interval, ErrorTTL: min(interval, SourceErrorTTL), Now: s.now})
+		s.byInterval[interval] = c
+	}
+	s.mu.Unlock()
+	return c.ProvisionedThroughput(ctx, project)
+}
