@@ -1,0 +1,386 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
+	"cloud.google.com/go/auth"
+	"google.golang.org/genai"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/regionwarden/regionwarden/router/metrics"
+	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/server"
+	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream"
+)
+
+const (
+	project   = "demo-project"
+	model     = "gemini-2.5-flash-lite"
+	callerTok = "caller-secret-token"
+)
+
+// seen is what a fake region saw of one call.
+type seen struct {
+	method      string
+	model       string
+	requestType string
+	auth        []string
+}
+
+// fakeRegion is one in-process Vertex AI region on loopback: a real gRPC
+// PredictionService and LlmUtilityService. It answers with text naming
+// itself, or as fault says.
+type fakeRegion struct {
+	name string
+	addr string
+	tier table.Tier
+
+	calls atomic.Int64
+	mu    sync.Mutex
+	seen  []seen
+	// fault, when set, decides each call's error from its number (1-based);
+	// nil answers normally.
+	fault func(n int64) error
+	// failAfterFirstChunk makes streams fail with UNAVAILABLE after one chunk.
+	failAfterFirstChunk bool
+	// block makes calls wait for their context to end, then send the
+	// context's error on cancelled.
+	block     bool
+	started   chan struct{}
+	cancelled chan error
+}
+
+type predictionServer struct {
+	aiplatformpb.UnimplementedPredictionServiceServer
+	f *fakeRegion
+}
+
+type utilityServer struct {
+	aiplatformpb.UnimplementedLlmUtilityServiceServer
+	f *fakeRegion
+}
+
+func startRegion(t testing.TB, name string, tier table.Tier) *fakeRegion {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeRegion{name: name, addr: lis.Addr().String(), tier: tier,
+		started: make(chan struct{}, 16), cancelled: make(chan error, 16)}
+	g := grpc.NewServer()
+	aiplatformpb.RegisterPredictionServiceServer(g, &predictionServer{f: f})
+	aiplatformpb.RegisterLlmUtilityServiceServer(g, &utilityServer{f: f})
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	return f
+}
+
+// set changes the region's behaviour under its lock.
+func (f *fakeRegion) set(fn func(f *fakeRegion)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+// record notes a call and returns the error the region answers it with.
+func (f *fakeRegion) record(ctx context.Context, method, model string) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	s := seen{method: method, model: model, auth: md.Get("authorization")}
+	if v := md.Get(upstream.RequestTypeHeader); len(v) > 0 {
+		s.requestType = v[0]
+	}
+	n := f.calls.Add(1)
+	f.mu.Lock()
+	f.seen = append(f.seen, s)
+	fault, block := f.fault, f.block
+	f.mu.Unlock()
+	if block {
+		f.started <- struct{}{}
+		<-ctx.Done()
+		f.cancelled <- ctx.Err()
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	if fault != nil {
+		return fault(n)
+	}
+	return nil
+}
+
+// saw returns what the region saw so far.
+func (f *fakeRegion) saw() []seen {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]seen(nil), f.seen...)
+}
+
+func (f *fakeRegion) trafficType() aiplatformpb.GenerateContentResponse_UsageMetadata_TrafficType {
+	if f.tier == table.TierProvisioned {
+		return aiplatformpb.GenerateContentResponse_UsageMetadata_PROVISIONED_THROUGHPUT
+	}
+	return aiplatformpb.GenerateContentResponse_UsageMetadata_ON_DEMAND
+}
+
+// answer is a region's reply: text, and usage on the last chunk.
+func (f *fakeRegion) answer(text string, last bool) *aiplatformpb.GenerateContentResponse {
+	r := &aiplatformpb.GenerateContentResponse{
+		Candidates: []*aiplatformpb.Candidate{{
+			Content: &aiplatformpb.Content{Role: "model", Parts: []*aiplatformpb.Part{{Data: &aiplatformpb.Part_Text{Text: text}}}},
+		}},
+		ModelVersion: "fake-" + f.name,
+	}
+	if last {
+		r.Candidates[0].FinishReason = aiplatformpb.Candidate_STOP
+		r.UsageMetadata = &aiplatformpb.GenerateContentResponse_UsageMetadata{
+			PromptTokenCount: 7, CandidatesTokenCount: 5, TotalTokenCount: 12, TrafficType: f.trafficType(),
+		}
+	}
+	return r
+}
+
+func (p *predictionServer) GenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest) (*aiplatformpb.GenerateContentResponse, error) {
+	if err := p.f.record(ctx, "GenerateContent", req.GetModel()); err != nil {
+		return nil, err
+	}
+	return p.f.answer(fmt.Sprintf("%s answers: %s", p.f.name, promptText(req)), true), nil
+}
+
+// streamChunks is how many chunks a streamed answer has.
+const streamChunks = 3
+
+func (p *predictionServer) StreamGenerateContent(req *aiplatformpb.GenerateContentRequest, st aiplatformpb.PredictionService_StreamGenerateContentServer) error {
+	if err := p.f.record(st.Context(), "StreamGenerateContent", req.GetModel()); err != nil {
+		return err
+	}
+	p.f.mu.Lock()
+	failAfter := p.f.failAfterFirstChunk
+	p.f.mu.Unlock()
+	for i := range streamChunks {
+		if err := st.Send(p.f.answer(fmt.Sprintf("[%s chunk %d]", p.f.name, i), i == streamChunks-1)); err != nil {
+			return err
+		}
+		if failAfter {
+			return status.Error(codes.Unavailable, "region lost the stream")
+		}
+	}
+	return nil
+}
+
+func (u *utilityServer) CountTokens(ctx context.Context, req *aiplatformpb.CountTokensRequest) (*aiplatformpb.CountTokensResponse, error) {
+	if err := u.f.record(ctx, "CountTokens", req.GetModel()); err != nil {
+		return nil, err
+	}
+	return &aiplatformpb.CountTokensResponse{TotalTokens: 42, TotalBillableCharacters: int32(len(u.f.name))}, nil
+}
+
+func promptText(req *aiplatformpb.GenerateContentRequest) string {
+	var b strings.Builder
+	for _, c := range req.GetContents() {
+		for _, p := range c.GetParts() {
+			b.WriteString(p.GetText())
+		}
+	}
+	return b.String()
+}
+
+// fakeClock is the policy's clock; tests move it.
+type fakeClock struct{ ns atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+func quietLogger() *slog.Logger              { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func region(f *fakeRegion, rps float64) table.Region {
+	return table.Region{Name: f.name, Endpoint: f.addr, Tier: f.tier, Ejectable: f.tier == table.TierShared,
+		Capacity: table.Capacity{RequestsPerSecond: rps}}
+}
+
+// generous is a policy whose budget lets every failed call retry once, so
+// that tests see the policy's choices and not the budget's.
+func generous() table.Policy {
+	p := table.DefaultPolicy()
+	p.Retry = table.Retry{MaxAttempts: 3, BudgetPercent: 100, MinRetriesPerSecond: 100}
+	return p
+}
+
+func poolOf(pol table.Policy, regions ...table.Region) table.Pool {
+	return table.Pool{Project: project, Publisher: "google", Model: model, Regions: regions, Policy: pol}
+}
+
+// router is a server in front of fake regions, on an httptest server.
+type router struct {
+	t       testing.TB
+	srv     *server.Server
+	http    *httptest.Server
+	clock   *fakeClock
+	metrics *metrics.Metrics
+}
+
+func startRouter(t testing.TB, pools ...table.Pool) *router {
+	t.Helper()
+	clients := upstream.New(upstream.Options{Insecure: true})
+	t.Cleanup(func() { _ = clients.Close() })
+	clock := newFakeClock()
+	m := metrics.New()
+	srv, err := server.New(server.Options{
+		Upstream: clients, Metrics: m, Logger: quietLogger(), Now: clock.Now, Seed: 1,
+		RequestTimeout: 20 * time.Second, MaxBodyBytes: 1 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pools) > 0 {
+		if err := srv.Apply(&table.Table{Version: table.Version, Pools: pools}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	return &router{t: t, srv: srv, http: hs, clock: clock, metrics: m}
+}
+
+// staticToken is the caller's credential: the router must never forward it.
+type staticToken struct{}
+
+func (staticToken) Token(context.Context) (*auth.Token, error) {
+	return &auth.Token{Value: callerTok, Type: "Bearer", Expiry: time.Now().Add(time.Hour)}, nil
+}
+
+// client is the official genai SDK pointed at the router. version "" is the
+// SDK's default, v1beta1.
+func (r *router) client(version string) *genai.Client {
+	r.t.Helper()
+	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+		Backend:     genai.BackendVertexAI,
+		Project:     project,
+		Location:    "europe-west1",
+		Credentials: auth.NewCredentials(&auth.CredentialsOptions{TokenProvider: staticToken{}}),
+		HTTPOptions: genai.HTTPOptions{BaseURL: r.http.URL, APIVersion: version},
+	})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return c
+}
+
+// generate calls generateContent through the SDK and returns the answer's text.
+func (r *router) generate(c *genai.Client, prompt string) (string, error) {
+	resp, err := c.Models.GenerateContent(context.Background(), model, genai.Text(prompt), nil)
+	if err != nil {
+		return "", err
+	}
+	return resp.Text(), nil
+}
+
+// post sends a raw request to the router.
+func (r *router) post(path, body string, header http.Header) (*http.Response, []byte) {
+	r.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, r.http.URL+path, strings.NewReader(body))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := r.http.Client().Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return resp, b
+}
+
+// googleErr parses Google's error JSON.
+func googleErr(t testing.TB, b []byte) (code int, message, status string) {
+	t.Helper()
+	var e struct {
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+			Status  string `json:"status"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatalf("not Google's error JSON: %v: %s", err, b)
+	}
+	return e.Error.Code, e.Error.Message, e.Error.Status
+}
+
+// snapshotOf returns the live state of region name in the only pool.
+func (r *router) snapshotOf(name string) policy.RegionSnapshot {
+	r.t.Helper()
+	for _, p := range r.srv.Snapshots() {
+		for _, rs := range p.Regions {
+			if rs.Name == name {
+				return rs
+			}
+		}
+	}
+	r.t.Fatalf("no region %s in the snapshots", name)
+	return policy.RegionSnapshot{}
+}
+
+// attempts reads the attempts counter of a region and outcome.
+func (r *router) attempts(region, tier string, o policy.Outcome) float64 {
+	return counter(r.t, r.metrics, "regionwarden_router_attempts_total", map[string]string{
+		"pool": project + "/google/" + model, "region": region, "tier": tier, "outcome": o.String()})
+}
+
+// counter reads one sample of a metric from the registry; 0 if absent.
+func counter(t testing.TB, m *metrics.Metrics, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, s := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, l := range s.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue next
+				}
+			}
+			switch {
+			case s.GetCounter() != nil:
+				return s.GetCounter().GetValue()
+			case s.GetGauge() != nil:
+				return s.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
+}
