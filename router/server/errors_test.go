@@ -1,0 +1,146 @@
+package server_test
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"google.golang.org/genai"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+const generatePath = "/v1beta1/projects/" + project + "/locations/europe-west1/publishers/google/models/" + model + ":generateContent"
+
+// TestErrorAnswers checks the answers to requests the router refuses itself:
+// status, Google's error JSON, and a message that says what was wrong.
+func TestErrorAnswers(t *testing.T) {
+	pt := startRegion(t, "europe-west1", table.TierProvisioned)
+	r := startRouter(t, poolOf(generous(), region(pt, 0)))
+	valid := `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`
+	tests := []struct {
+		name       string
+		path, body string
+		header     http.Header
+		code       int
+		status     string
+		message    []string // substrings of the message
+	}{
+		{"malformed JSON", generatePath, `{"contents": [`, nil, 400, "INVALID_ARGUMENT", []string{"Invalid JSON payload"}},
+		{"wrong field type", generatePath, `{"contents": "hi"}`, nil, 400, "INVALID_ARGUMENT", []string{"Invalid JSON payload", `"hi"`}},
+		{"unknown model", strings.Replace(generatePath, model, "gemini-0.1", 1), valid, nil, 404, "NOT_FOUND",
+			[]string{`project "` + project + `"`, `publisher "google"`, `model "gemini-0.1"`}},
+		{"unknown project", strings.Replace(generatePath, project, "other-project", 1), valid, nil, 404, "NOT_FOUND", []string{`project "other-project"`}},
+		{"unknown method", strings.Replace(generatePath, ":generateContent", ":predict", 1), valid, nil, 404, "NOT_FOUND", []string{`"predict"`}},
+		{"unknown API version", strings.Replace(generatePath, "v1beta1", "v2", 1), valid, nil, 404, "NOT_FOUND", []string{`"v2"`}},
+		{"unknown path", "/v1/models", valid, nil, 404, "NOT_FOUND", []string{"/v1/models"}},
+		{"body too large", generatePath, `{"contents":[{"parts":[{"text":"` + strings.Repeat("x", 2<<20) + `"}]}]}`, nil, 413, "INVALID_ARGUMENT", []string{"larger than 1048576 bytes"}},
+		{"unknown priority", generatePath, valid, http.Header{"X-Regionwarden-Priority": {"urgent"}}, 400, "INVALID_ARGUMENT", []string{`"urgent"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := r.post(tt.path, tt.body, tt.header)
+			if resp.StatusCode != tt.code {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.code, body)
+			}
+			code, msg, st := googleErr(t, body)
+			if code != tt.code || st != tt.status {
+				t.Errorf("error %d %s, want %d %s", code, st, tt.code, tt.status)
+			}
+			for _, want := range tt.message {
+				if !strings.Contains(msg, want) {
+					t.Errorf("message %q does not say %q", msg, want)
+				}
+			}
+		})
+	}
+	if n := pt.calls.Load(); n != 0 {
+		t.Errorf("refused requests reached the region %d times", n)
+	}
+}
+
+// TestUnknownModelThroughSDK: the SDK reads the router's 404 as an APIError.
+func TestUnknownModelThroughSDK(t *testing.T) {
+	pt := startRegion(t, "europe-west1", table.TierProvisioned)
+	r := startRouter(t, poolOf(generous(), region(pt, 0)))
+	_, err := r.client("").Models.GenerateContent(t.Context(), "gemini-0.1", genai.Text("hi"), nil)
+	var apiErr genai.APIError
+	if !errors.As(err, &apiErr) || apiErr.Code != 404 || !strings.Contains(apiErr.Message, `model "gemini-0.1"`) {
+		t.Fatalf("error %v, want a 404 APIError naming the model", err)
+	}
+}
+
+// TestOverCapacityAnswers429WithRetryAfter: when no region has headroom the
+// router sheds with 429 and Retry-After rather than push the call on.
+func TestOverCapacityAnswers429WithRetryAfter(t *testing.T) {
+	s := startRegion(t, "us-central1", table.TierShared)
+	r := startRouter(t, poolOf(generous(), region(s, 1))) // one request per second; the clock stands still
+	valid := `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`
+	var ok, refused int
+	for range 5 {
+		resp, body := r.post(generatePath, valid, nil)
+		switch resp.StatusCode {
+		case http.StatusOK:
+			ok++
+		case http.StatusTooManyRequests:
+			refused++
+			if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 {
+				t.Errorf("Retry-After %q, want whole seconds >= 1", resp.Header.Get("Retry-After"))
+			}
+			if _, _, st := googleErr(t, body); st != "RESOURCE_EXHAUSTED" {
+				t.Errorf("status %s", st)
+			}
+		default:
+			t.Fatalf("status %d: %s", resp.StatusCode, body)
+		}
+	}
+	if ok == 0 || refused == 0 || int64(ok) != s.calls.Load() {
+		t.Errorf("%d answered, %d refused, region saw %d calls: want both answers and refusals, and no refused call sent on", ok, refused, s.calls.Load())
+	}
+	if got := counter(t, r.metrics, "regionwarden_router_shed_total", map[string]string{"reason": "over_capacity"}); got != float64(refused) {
+		t.Errorf("shed_total over_capacity = %v, want %d", got, refused)
+	}
+}
+
+// TestUpstreamErrors: a caller fault is passed on and not retried; when every
+// attempt fails the caller gets the last region's error.
+func TestUpstreamErrors(t *testing.T) {
+	tests := []struct {
+		name       string
+		err        error
+		code       int
+		status     string
+		otherCalls int64 // calls the second region gets
+	}{
+		{"caller fault is not retried", status.Error(codes.InvalidArgument, "Request contains an invalid argument."), 400, "INVALID_ARGUMENT", 0},
+		{"failure is retried, then reported", status.Error(codes.Unavailable, "region down"), 503, "UNAVAILABLE", 1},
+		{"429 is retried, then reported", status.Error(codes.ResourceExhausted, "quota"), 429, "RESOURCE_EXHAUSTED", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pt := startRegion(t, "europe-west1", table.TierProvisioned)
+			other := startRegion(t, "us-central1", table.TierShared)
+			for _, f := range []*fakeRegion{pt, other} {
+				f.set(func(f *fakeRegion) { f.fault = func(int64) error { return tt.err } })
+			}
+			pol := generous()
+			pol.Retry.MaxAttempts = 2
+			r := startRouter(t, poolOf(pol, region(pt, 0), region(other, 0)))
+			resp, body := r.post(generatePath, `{"contents":[{"parts":[{"text":"hi"}]}]}`, nil)
+			code, msg, st := googleErr(t, body)
+			if resp.StatusCode != tt.code || code != tt.code || st != tt.status || msg != status.Convert(tt.err).Message() {
+				t.Errorf("answer %d %d %s %q, want %d %s %q", resp.StatusCode, code, st, msg, tt.code, tt.status, status.Convert(tt.err).Message())
+			}
+			if tt.code == 429 && resp.Header.Get("Retry-After") == "" {
+				t.Error("429 without Retry-After")
+			}
+			if got := other.calls.Load(); got != tt.otherCalls {
+				t.Errorf("second region got %d calls, want %d", got, tt.otherCalls)
+			}
+		})
+	}
+}
