@@ -1,0 +1,322 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
+	"cloud.google.com/go/auth"
+	"google.golang.org/genai"
+	"google.golang.org/grpc"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+func TestFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "routing.json")
+	if err := os.WriteFile(file, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no source", nil, "no routing table source"},
+		{"both sources", []string{"--table-file", file, "--table-configmaps", "ns"}, "not both"},
+		{"missing file", []string{"--table-file", filepath.Join(dir, "nope.json")}, "no such file"},
+		{"folder without the table", []string{"--table-file", t.TempDir()}, "routing.json"},
+		{"zero clock scale", []string{"--table-file", file, "--clock-scale", "0"}, "--clock-scale"},
+		{"stray argument", []string{"--table-file", file, "extra"}, "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseFlags(tt.args, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want one saying %q", err, tt.want)
+			}
+		})
+	}
+	var help bytes.Buffer
+	if _, err := parseFlags([]string{"-h"}, &help); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v", err)
+	}
+	for _, f := range []string{"--table-file", "--table-configmaps", "--upstream-insecure", "--clock-scale", "for replays only", "--shutdown-grace"} {
+		if !strings.Contains(help.String(), strings.TrimPrefix(f, "-")) {
+			t.Errorf("-h does not mention %s", f)
+		}
+	}
+}
+
+// region is a fake Vertex AI region on loopback that answers with its name.
+type region struct {
+	aiplatformpb.UnimplementedPredictionServiceServer
+	name string
+	addr string
+	// hold, when set, makes calls wait until it is closed.
+	mu      sync.Mutex
+	hold    chan struct{}
+	started chan struct{}
+}
+
+func startRegion(t *testing.T, name string) *region {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &region{name: name, addr: lis.Addr().String(), started: make(chan struct{}, 4)}
+	g := grpc.NewServer()
+	aiplatformpb.RegisterPredictionServiceServer(g, r)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	return r
+}
+
+func (r *region) GenerateContent(ctx context.Context, _ *aiplatformpb.GenerateContentRequest) (*aiplatformpb.GenerateContentResponse, error) {
+	r.mu.Lock()
+	hold := r.hold
+	r.mu.Unlock()
+	if hold != nil {
+		r.started <- struct{}{}
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return &aiplatformpb.GenerateContentResponse{Candidates: []*aiplatformpb.Candidate{{
+		Content: &aiplatformpb.Content{Role: "model", Parts: []*aiplatformpb.Part{{Data: &aiplatformpb.Part_Text{Text: r.name}}}},
+	}}}, nil
+}
+
+func renderTable(t *testing.T, r *region) []byte {
+	t.Helper()
+	b, err := table.Render(&table.Table{Pools: []table.Pool{{
+		Project: "demo-project", Publisher: "google", Model: "gemini-2.5-flash-lite",
+		Regions: []table.Region{{Name: r.name, Endpoint: r.addr, Tier: table.TierShared, Ejectable: true}},
+		Policy:  table.DefaultPolicy(),
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// kubeletWrite updates dir the way the kubelet's atomic writer updates a
+// mounted ConfigMap: a new timestamped folder, a ..data_tmp symlink to it
+// renamed over ..data, and routing.json linking through ..data.
+func kubeletWrite(t *testing.T, dir string, n int, data []byte) {
+	t.Helper()
+	ts := fmt.Sprintf("..2026_11_30_10_00_%02d.%09d", n, n)
+	if err := os.Mkdir(filepath.Join(dir, ts), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ts, table.DataKey), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := os.Readlink(filepath.Join(dir, "..data"))
+	if err := os.Symlink(ts, filepath.Join(dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, table.DataKey)); os.IsNotExist(err) {
+		if err := os.Symlink(filepath.Join("..data", table.DataKey), filepath.Join(dir, table.DataKey)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if old != "" {
+		if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+type token struct{}
+
+func (token) Token(context.Context) (*auth.Token, error) {
+	return &auth.Token{Value: "caller", Type: "Bearer", Expiry: time.Now().Add(time.Hour)}, nil
+}
+
+// started is a router run by run() in the background.
+type started struct {
+	api, ops string
+	done     chan error
+	stop     context.CancelFunc
+}
+
+func startRun(t *testing.T, args ...string) *started {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &started{done: make(chan error, 1), stop: cancel}
+	addrs := make(chan [2]string, 1)
+	go func() {
+		s.done <- run(ctx, append([]string{"--listen", "127.0.0.1:0", "--ops-listen", "127.0.0.1:0", "--upstream-insecure", "--log-format", "text"}, args...),
+			io.Discard, func(api, ops string) { addrs <- [2]string{api, ops} })
+	}()
+	select {
+	case a := <-addrs:
+		s.api, s.ops = a[0], a[1]
+	case err := <-s.done:
+		t.Fatalf("router exited: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-s.done
+	})
+	return s
+}
+
+func (s *started) client(t *testing.T) *genai.Client {
+	t.Helper()
+	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+		Backend: genai.BackendVertexAI, Project: "demo-project", Location: "us-central1",
+		Credentials: auth.NewCredentials(&auth.CredentialsOptions{TokenProvider: token{}}),
+		HTTPOptions: genai.HTTPOptions{BaseURL: "http://" + s.api},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func answer(c *genai.Client) (string, error) {
+	resp, err := c.Models.GenerateContent(context.Background(), "gemini-2.5-flash-lite", genai.Text("hi"), nil)
+	if err != nil {
+		return "", err
+	}
+	return resp.Text(), nil
+}
+
+func (s *started) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get("http://" + s.ops + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// eventually polls cond until it holds: the file watch is asynchronous.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestTableSwappedOnDisk: a table swapped the way the kubelet updates a
+// mounted ConfigMap takes effect without a restart; a broken one written the
+// same way is refused and the old one keeps serving; both show in metrics.
+func TestTableSwappedOnDisk(t *testing.T) {
+	a, b := startRegion(t, "us-central1"), startRegion(t, "europe-west4")
+	dir := t.TempDir()
+	kubeletWrite(t, dir, 1, renderTable(t, a))
+	s := startRun(t, "--table-file", dir)
+	eventually(t, "ready", func() bool {
+		resp, err := http.Get("http://" + s.ops + "/readyz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	c := s.client(t)
+	if got, err := answer(c); err != nil || got != "us-central1" {
+		t.Fatalf("answer %q, %v; want from us-central1", got, err)
+	}
+
+	kubeletWrite(t, dir, 2, renderTable(t, b))
+	eventually(t, "the new table routes to europe-west4", func() bool {
+		got, err := answer(c)
+		return err == nil && got == "europe-west4"
+	})
+
+	kubeletWrite(t, dir, 3, []byte(`{"version": 1, "pools": [{"project": "demo-project"`))
+	eventually(t, "the broken table counted", func() bool {
+		return strings.Contains(s.metrics(t), `regionwarden_router_table_rejections_total{reason="invalid"} 1`)
+	})
+	if got, err := answer(c); err != nil || got != "europe-west4" {
+		t.Errorf("after a broken table: answer %q, %v; want the last good table serving", got, err)
+	}
+	m := s.metrics(t)
+	if !strings.Contains(m, "regionwarden_router_table_loads_total 2") {
+		t.Errorf("metrics lack two table loads:\n%s", grep(m, "table_"))
+	}
+}
+
+// TestShutdownDrainsInFlight: on shutdown a request in flight finishes within
+// the grace period.
+func TestShutdownDrainsInFlight(t *testing.T) {
+	a := startRegion(t, "us-central1")
+	hold := make(chan struct{})
+	a.mu.Lock()
+	a.hold = hold
+	a.mu.Unlock()
+	dir := t.TempDir()
+	kubeletWrite(t, dir, 1, renderTable(t, a))
+	s := startRun(t, "--table-file", dir, "--shutdown-grace", "30s")
+	eventually(t, "ready", func() bool {
+		resp, err := http.Get("http://" + s.ops + "/readyz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	c := s.client(t)
+	got := make(chan string, 1)
+	go func() {
+		text, err := answer(c)
+		if err != nil {
+			text = err.Error()
+		}
+		got <- text
+	}()
+	<-a.started
+	s.stop()
+	select {
+	case err := <-s.done:
+		t.Fatalf("router exited with a request in flight: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(hold)
+	if text := <-got; text != "us-central1" {
+		t.Errorf("in-flight request ended with %q", text)
+	}
+	if err := <-s.done; err != nil {
+		t.Errorf("run: %v", err)
+	}
+	s.done <- nil // for the cleanup
+}
+
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
