@@ -78,7 +78,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.listen, "listen", ":8080", "address of the Vertex AI REST surface (and of the operations endpoints unless --ops-listen is set)")
 	fs.StringVar(&c.opsListen, "ops-listen", "", "address of /metrics, /debug/pools, /healthz and /readyz; empty serves them on --listen")
 	fs.StringVar(&c.tableFile, "table-file", "", "routing table file, or a mounted ConfigMap folder holding "+table.DataKey+"; followed as the kubelet updates it")
-	fs.StringVar(&c.tableConfigMaps, "table-configmaps", "", "namespace whose ConfigMaps labelled "+source.Selector()+" hold the routing tables (needs get, list, watch on configmaps there)")
+	fs.StringVar(&c.tableConfigMaps, "table-configmaps", "", "namespace whose ConfigMaps labeled "+source.Selector()+" hold the routing tables (needs get, list, watch on configmaps there)")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig for --table-configmaps; empty uses the in-cluster config")
 	fs.BoolVar(&c.upstreamInsecure, "upstream-insecure", false, "call regions over plaintext gRPC without credentials: for emulators and tests only")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", server.DefaultRequestTimeout, "overall deadline of a request, every attempt included")

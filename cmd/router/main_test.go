@@ -177,7 +177,9 @@ func startRun(t *testing.T, args ...string) *started {
 	}
 	t.Cleanup(func() {
 		cancel()
-		<-s.done
+		if err := <-s.done; err != nil {
+			t.Errorf("run: %v", err)
+		}
 	})
 	return s
 }

@@ -69,7 +69,7 @@ func New() *Metrics {
 		}, []string{"pool", "method"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "attempts_total",
-			Help: "Attempts sent to regions, by pool, region, tier and outcome (success, capacity, failure, caller_fault, cancelled).",
+			Help: "Attempts sent to regions, by pool, region, tier and outcome (success, capacity, failure, caller_fault, cancelled).", //nolint:misspell // the policy's outcome label
 		}, []string{"pool", "region", "tier", "outcome"}),
 		attemptDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "attempt_duration_seconds",

@@ -36,7 +36,7 @@ func newPoolCollector() *poolCollector {
 	return &poolCollector{
 		ejected:      d("region_ejected", "1 while the region is ejected for its failure rate.", region),
 		timesEjected: d("region_ejections_total", "Ejections of the region since the router started.", region),
-		panic:        d("pool_panic", "1 while too few regions are un-ejected for ejection to be honoured (every region takes traffic).", []string{"pool"}),
+		panic:        d("pool_panic", "1 while too few regions are un-ejected for ejection to be honored (every region takes traffic).", []string{"pool"}),
 		failureRate:  d("region_failure_rate", "Failures over answered attempts in the region's ejection interval.", region),
 		throttle:     d("region_throttle_probability", "Share of calls the region's 429 throttle turns away.", region),
 		regionFlight: d("region_in_flight", "Attempts in flight to the region.", region),

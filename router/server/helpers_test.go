@@ -61,10 +61,10 @@ type fakeRegion struct {
 	// failAfterFirstChunk makes streams fail with UNAVAILABLE after one chunk.
 	failAfterFirstChunk bool
 	// block makes calls wait for their context to end, then send the
-	// context's error on cancelled.
-	block     bool
-	started   chan struct{}
-	cancelled chan error
+	// context's error on canceled.
+	block    bool
+	started  chan struct{}
+	canceled chan error
 }
 
 type predictionServer struct {
@@ -84,7 +84,7 @@ func startRegion(t testing.TB, name string, tier table.Tier) *fakeRegion {
 		t.Fatal(err)
 	}
 	f := &fakeRegion{name: name, addr: lis.Addr().String(), tier: tier,
-		started: make(chan struct{}, 16), cancelled: make(chan error, 16)}
+		started: make(chan struct{}, 16), canceled: make(chan error, 16)}
 	g := grpc.NewServer()
 	aiplatformpb.RegisterPredictionServiceServer(g, &predictionServer{f: f})
 	aiplatformpb.RegisterLlmUtilityServiceServer(g, &utilityServer{f: f})
@@ -93,7 +93,7 @@ func startRegion(t testing.TB, name string, tier table.Tier) *fakeRegion {
 	return f
 }
 
-// set changes the region's behaviour under its lock.
+// set changes the region's behavior under its lock.
 func (f *fakeRegion) set(fn func(f *fakeRegion)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -115,7 +115,7 @@ func (f *fakeRegion) record(ctx context.Context, method, model string) error {
 	if block {
 		f.started <- struct{}{}
 		<-ctx.Done()
-		f.cancelled <- ctx.Err()
+		f.canceled <- ctx.Err()
 		return status.FromContextError(ctx.Err()).Err()
 	}
 	if fault != nil {

@@ -78,7 +78,9 @@ func TestSharedRegionAnswering429IsThrottledNotEjected(t *testing.T) {
 	s2 := startRegion(t, "europe-west4", table.TierShared)
 	s3 := startRegion(t, "asia-northeast1", table.TierShared)
 	busy.set(func(f *fakeRegion) {
-		f.fault = func(int64) error { return status.Error(codes.ResourceExhausted, "Resource exhausted, please try again later.") }
+		f.fault = func(int64) error {
+			return status.Error(codes.ResourceExhausted, "Resource exhausted, please try again later.")
+		}
 	})
 	pol := generous()
 	pol.Ejection.MinRequests = 5

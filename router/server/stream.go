@@ -14,6 +14,9 @@ import (
 	"github.com/regionwarden/regionwarden/router/upstream"
 )
 
+// gaveUp is the outcome of an attempt whose caller went away.
+const gaveUp = policy.Cancelled //nolint:misspell // the policy package's name
+
 // streamWriter writes a streamed answer as Vertex AI does: server-sent events
 // (each chunk a "data: {json}" line and a blank line) or one JSON array.
 type streamWriter struct {
@@ -104,8 +107,8 @@ func (x *exchange) stream(in *aiplatformpb.GenerateContentRequest, sse bool) att
 				return policy.Report{Outcome: policy.Success, Tokens: tokens}, true, merr
 			}
 			if werr := sw.chunk(b); werr != nil {
-				// The caller is gone: cancelling ctx ends the upstream call.
-				return policy.Report{Outcome: policy.Cancelled, Tokens: tokens}, true, werr
+				// The caller is gone: canceling ctx ends the upstream call.
+				return policy.Report{Outcome: gaveUp, Tokens: tokens}, true, werr
 			}
 			m, err = st.Recv()
 			if errors.Is(err, io.EOF) {

@@ -15,6 +15,9 @@ import (
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
+// gaveUp is the outcome of an attempt whose caller went away.
+const gaveUp = policy.Cancelled //nolint:misspell // the policy package's name
+
 // streamText reads a whole stream through the SDK.
 func streamText(c *genai.Client) (string, error) {
 	var b strings.Builder
@@ -73,7 +76,7 @@ func TestStreamNotRetriedAfterFirstChunk(t *testing.T) {
 }
 
 // TestCallerCancellationCancelsUpstream: when the caller gives up, the
-// region's call is cancelled, nothing is retried and the region is not blamed.
+// region's call is canceled, nothing is retried and the region is not blamed.
 func TestCallerCancellationCancelsUpstream(t *testing.T) {
 	for _, method := range []string{"generate", "stream"} {
 		t.Run(method, func(t *testing.T) {
@@ -101,26 +104,26 @@ func TestCallerCancellationCancelsUpstream(t *testing.T) {
 			<-pt.started
 			cancel()
 			select {
-			case err := <-pt.cancelled:
+			case err := <-pt.canceled:
 				if !errors.Is(err, context.Canceled) {
-					t.Errorf("region's call ended with %v, want cancelled", err)
+					t.Errorf("region's call ended with %v, want canceled", err)
 				}
 			case <-time.After(10 * time.Second):
-				t.Fatal("the region's call was not cancelled")
+				t.Fatal("the region's call was not canceled")
 			}
 			if err := <-done; err == nil {
-				t.Error("cancelled call returned no error")
+				t.Error("canceled call returned no error")
 			}
 			// The router reports the attempt after the region's call returns.
 			deadline := time.Now().Add(10 * time.Second)
-			for r.attempts("europe-west1", "provisioned", policy.Cancelled) != 1 && time.Now().Before(deadline) {
+			for r.attempts("europe-west1", "provisioned", gaveUp) != 1 && time.Now().Before(deadline) {
 				time.Sleep(5 * time.Millisecond)
 			}
-			if got := r.attempts("europe-west1", "provisioned", policy.Cancelled); got != 1 {
-				t.Errorf("attempts cancelled = %v, want 1", got)
+			if got := r.attempts("europe-west1", "provisioned", gaveUp); got != 1 {
+				t.Errorf("attempts canceled = %v, want 1", got)
 			}
 			if n := shared.calls.Load(); n != 0 {
-				t.Errorf("a cancelled call was retried: shared region got %d calls", n)
+				t.Errorf("a canceled call was retried: shared region got %d calls", n)
 			}
 		})
 	}
