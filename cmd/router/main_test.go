@@ -262,6 +262,13 @@ func TestTableSwappedOnDisk(t *testing.T) {
 	if got, err := answer(c); err != nil || got != "europe-west4" {
 		t.Errorf("after a broken table: answer %q, %v; want the last good table serving", got, err)
 	}
+	kubeletWrite(t, dir, 4, bytes.Replace(renderTable(t, a), []byte(`"version": 1`), []byte(`"version": 2`), 1))
+	eventually(t, "the unknown-version table counted", func() bool {
+		return strings.Contains(s.metrics(t), `regionwarden_router_table_rejections_total{reason="version"} 1`)
+	})
+	if got, err := answer(c); err != nil || got != "europe-west4" {
+		t.Errorf("after an unknown-version table: answer %q, %v; want the last good table serving", got, err)
+	}
 	m := s.metrics(t)
 	if !strings.Contains(m, "regionwarden_router_table_loads_total 2") {
 		t.Errorf("metrics lack two table loads:\n%s", grep(m, "table_"))
