@@ -102,7 +102,7 @@ type RoutingPolicy struct {
 
 // EjectionPolicy is failure-rate outlier detection for pay-as-you-go regions.
 // Provisioned regions are never ejected.
-// +kubebuilder:validation:XValidation:rule="duration(self.maxEjectionTime) >= duration(self.baseEjectionTime)",message="maxEjectionTime must be at least baseEjectionTime",fieldPath=".maxEjectionTime"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxEjectionTime) || !has(self.baseEjectionTime) || duration(self.maxEjectionTime) >= duration(self.baseEjectionTime)",message="maxEjectionTime must be at least baseEjectionTime",fieldPath=".maxEjectionTime"
 type EjectionPolicy struct {
 	// FailureRateThreshold in (0, 1]: a region whose failure rate over the
 	// interval reaches it is ejected. 429 answers never count as failures.
