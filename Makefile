@@ -66,6 +66,10 @@ test: vet ## Run the tests against a real kube-apiserver and etcd (built on firs
 bench: ## Run the benchmarks and print their numbers.
 	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go test -run '^$$' -bench . -benchmem -count=1 -timeout 30m $(TEST_PKGS)
 
+.PHONY: replay
+replay: ## Replay the incident scenarios against every policy; rewrite docs/replays.md and docs/replays/*.png.
+	go run ./cmd/replay --scenarios test/scenarios --out docs/replays.md --charts docs/replays
+
 ##@ Build
 
 .PHONY: build

@@ -1,0 +1,247 @@
+// Command replay replays the incident scenarios against every routing policy
+// (the count blocklist, the blocklist with the PT allowlist, regionwarden in
+// process, the regionwarden router binary end to end and, where Node.js is
+// installed, the Portkey gateway) and writes the results as a Markdown page
+// and one PNG chart per scenario.
+//
+//	go run ./cmd/replay                        # every scenario in test/scenarios
+//	go run ./cmd/replay --scenarios test/scenarios/retry-surge.yaml --out ''
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/regionwarden/regionwarden/internal/emulator"
+	"github.com/regionwarden/regionwarden/test/replay"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "replay:", err)
+		os.Exit(1)
+	}
+}
+
+// config is the command line.
+type config struct {
+	scenarios string
+	out       string
+	charts    string
+	policies  string
+	seed      uint64
+	scale     float64
+	duration  time.Duration
+	routerBin string
+	portkey   string
+	verbose   bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.scenarios, "scenarios", "test/scenarios", "scenario YAML files or folders, comma-separated")
+	fs.StringVar(&c.out, "out", "docs/replays.md", "Markdown page to write; empty writes none")
+	fs.StringVar(&c.charts, "charts", "docs/replays", "folder for the PNG charts; empty draws none")
+	fs.StringVar(&c.policies, "policies", "", "policies to run, comma-separated among blocklist, allowlist, regionwarden, router, portkey; empty runs all")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed of the load and of the emulated regions")
+	fs.Float64Var(&c.scale, "scale", 0, "scenario seconds per real second; 0 uses each scenario's timeScale")
+	fs.DurationVar(&c.duration, "duration", 0, "replay only this much of each scenario (scenario time); 0 replays all")
+	fs.StringVar(&c.routerBin, "router-bin", "", "router binary for the end-to-end column; empty builds ./cmd/router if it exists")
+	fs.StringVar(&c.portkey, "portkey-dir", defaultPortkeyDir(), "folder where the Portkey gateway is installed from npm")
+	fs.BoolVar(&c.verbose, "v", false, "print the policies' diagnostics")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.scale < 0 || c.duration < 0 {
+		return c, errors.New("--scale and --duration must not be negative")
+	}
+	return c, nil
+}
+
+func defaultPortkeyDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "regionwarden", "portkey")
+	}
+	return ""
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	files, err := scenarioFiles(cfg.scenarios)
+	if err != nil {
+		return err
+	}
+	logf := func(string, ...any) {}
+	if cfg.verbose {
+		logf = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+	}
+	policies, notes, cleanup, err := choosePolicies(ctx, cfg, stdout, logf)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+
+	begin := time.Now()
+	var reports []*replay.Report
+	for _, f := range files {
+		sc, err := emulator.LoadScenario(f)
+		if err != nil {
+			return err
+		}
+		scale := sc.TimeScale
+		if cfg.scale > 0 {
+			scale = cfg.scale
+		}
+		dur := sc.Duration.Duration
+		if cfg.duration > 0 {
+			dur = min(dur, cfg.duration)
+		}
+		fmt.Fprintf(stdout, "== %s: %s of scenario time at scale %g (about %s real), %d policies\n",
+			sc.Name, dur, scale, time.Duration(float64(dur)/scale).Round(time.Second), len(policies))
+		rep, err := replay.Run(ctx, sc, policies, replay.Options{
+			Seed: cfg.seed, Scale: cfg.scale, Duration: cfg.duration,
+			ProgressEvery: 5 * time.Second, Progress: progress(stdout), Logf: logf,
+		})
+		if err != nil {
+			return fmt.Errorf("scenario %s: %w", sc.Name, err)
+		}
+		for _, c := range replay.Checks(rep) {
+			mark := "met"
+			switch {
+			case c.Skipped:
+				mark = "not measured"
+			case !c.Pass:
+				mark = "MISSED"
+			}
+			fmt.Fprintf(stdout, "   target %s: %s: %s\n", mark, c.Target, c.Measured)
+		}
+		reports = append(reports, rep)
+		if cfg.charts != "" {
+			path := filepath.Join(cfg.charts, replay.ChartFile(rep.Scenario))
+			if err := replay.WriteChart(path, rep); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "   chart %s\n", path)
+		}
+	}
+	fmt.Fprintf(stdout, "all scenarios replayed in %s\n", time.Since(begin).Round(time.Second))
+	if cfg.out == "" {
+		return nil
+	}
+	page := replay.Page{Command: "make replay", Notes: notes, Reports: reports}
+	if cfg.charts != "" {
+		rel, err := filepath.Rel(filepath.Dir(cfg.out), cfg.charts)
+		if err != nil {
+			return err
+		}
+		page.ChartDir = filepath.ToSlash(rel)
+	}
+	var b strings.Builder
+	if err := replay.WriteMarkdown(&b, page); err != nil {
+		return err
+	}
+	if err := os.WriteFile(cfg.out, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", cfg.out)
+	return nil
+}
+
+// progress prints a line of running success rates every few seconds and one
+// line per policy when its result is complete.
+func progress(w io.Writer) func(replay.Event) {
+	return func(ev replay.Event) {
+		if r := ev.Result; r != nil {
+			if r.Skipped != "" {
+				fmt.Fprintf(w, "   %-34s skipped: %s\n", r.Policy, r.Skipped)
+				return
+			}
+			fmt.Fprintf(w, "   %-34s %7.3f%% success, p50 %.2fs p99 %.2fs, PT %5.1f%%, %.3f attempts/call, %d no regions, %d shed (%d calls)\n",
+				r.Policy, 100*r.SuccessRate(), r.P50.Seconds(), r.P99.Seconds(), 100*r.PTShare(), r.AttemptsPerRequest(), r.NoRegions, r.Shed, r.Requests)
+			return
+		}
+		var parts []string
+		for _, l := range ev.Live {
+			if l.Skipped != "" {
+				continue
+			}
+			rate := 0.0
+			if l.Requests > 0 {
+				rate = 100 * float64(l.Succeeded) / float64(l.Requests)
+			}
+			parts = append(parts, fmt.Sprintf("%s %.1f%%", l.Policy, rate))
+		}
+		fmt.Fprintf(w, "   ... %s/%s  %s\n", ev.Elapsed.Truncate(time.Second), ev.Duration, strings.Join(parts, " | "))
+	}
+}
+
+// scenarioFiles expands a comma-separated list of files and folders into the
+// scenario files, folders' YAML files sorted by name.
+func scenarioFiles(list string) ([]string, error) {
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !fi.IsDir() {
+			out = append(out, p)
+			continue
+		}
+		m, err := filepath.Glob(filepath.Join(p, "*.yaml"))
+		if err != nil {
+			return nil, err
+		}
+		sort.Slice(m, func(i, j int) bool {
+			ri, rj := scenarioRank(m[i]), scenarioRank(m[j])
+			if ri != rj {
+				return ri < rj
+			}
+			return m[i] < m[j]
+		})
+		out = append(out, m...)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no scenarios in %q", list)
+	}
+	return out, nil
+}
+
+// scenarioRank orders the incident scenarios as the page tells them: the
+// outage first, then its two neighbours, then any other scenario.
+func scenarioRank(path string) int {
+	switch strings.TrimSuffix(filepath.Base(path), ".yaml") {
+	case replay.ScenarioProvisionedIncident:
+		return 0
+	case replay.ScenarioCascadingFailover:
+		return 1
+	case replay.ScenarioRetrySurge:
+		return 2
+	}
+	return 3
+}

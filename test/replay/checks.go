@@ -1,0 +1,120 @@
+package replay
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Scenario names whose targets Checks knows.
+const (
+	ScenarioProvisionedIncident = "provisioned-region-incident"
+	ScenarioCascadingFailover   = "cascading-failover"
+	ScenarioRetrySurge          = "retry-surge"
+)
+
+// Targets of the scenarios.
+const (
+	// MinSuccess is the least share of calls regionwarden must serve in the
+	// provisioned-region incident.
+	MinSuccess = 0.995
+	// MaxOutageSuccess is the most the count blocklist may serve there for
+	// the replay to reproduce the outage.
+	MaxOutageSuccess = 0.20
+	// MaxSecondsOver is the longest run of seconds a region may receive more
+	// than its capacity under regionwarden in the cascading failover.
+	MaxSecondsOver = 10
+	// MaxSurgeAttempts is the most attempts per call during the retry surge.
+	MaxSurgeAttempts = 1.1
+	// MaxRecovery is how soon after the surge success must be back to its
+	// baseline.
+	MaxRecovery = 30 * time.Second
+)
+
+// Check is one target of a scenario and what a policy measured against it.
+type Check struct {
+	// Target says what must hold, naming the policy.
+	Target string
+	// Measured is what the replay measured.
+	Measured string
+	// Pass says the target was met; Skipped that the policy did not run.
+	Pass, Skipped bool
+}
+
+// regionwardenPolicies are the columns the targets hold regionwarden to.
+var regionwardenPolicies = []string{NameRegionwarden, NameRouter}
+
+// Checks returns the targets of the report's scenario, if it is one of the
+// three incident scenarios, for the policies the report holds.
+func Checks(rep *Report) []Check {
+	var cs []Check
+	each := func(names []string, f func(r *Result) Check) {
+		for _, r := range rep.Results {
+			for _, n := range names {
+				if r.Policy != n {
+					continue
+				}
+				if r.Skipped != "" {
+					c := f(&Result{Policy: r.Policy})
+					cs = append(cs, Check{Target: c.Target, Measured: "skipped", Skipped: true})
+					continue
+				}
+				cs = append(cs, f(r))
+			}
+		}
+	}
+	switch rep.Scenario {
+	case ScenarioProvisionedIncident:
+		each(regionwardenPolicies, func(r *Result) Check {
+			return Check{
+				Target:   fmt.Sprintf("%s serves at least %s of calls with no \"no regions\" error", r.Policy, pct(MinSuccess)),
+				Measured: fmt.Sprintf("%s, %d \"no regions\"", pct(r.SuccessRate()), r.NoRegions),
+				Pass:     r.SuccessRate() >= MinSuccess && r.NoRegions == 0,
+			}
+		})
+		each([]string{NameBlocklist}, func(r *Result) Check {
+			return Check{
+				Target:   fmt.Sprintf("the %s reproduces the outage (under %s success)", r.Policy, pct(MaxOutageSuccess)),
+				Measured: fmt.Sprintf("%s, %d \"no regions\"", pct(r.SuccessRate()), r.NoRegions),
+				Pass:     r.SuccessRate() < MaxOutageSuccess,
+			}
+		})
+	case ScenarioCascadingFailover:
+		each(regionwardenPolicies, func(r *Result) Check {
+			worst, name := 0, ""
+			var parts []string
+			for _, rl := range r.Regions {
+				parts = append(parts, fmt.Sprintf("%s %d s", rl.Name, rl.LongestOver))
+				if rl.LongestOver > worst || name == "" {
+					worst, name = rl.LongestOver, rl.Name
+				}
+			}
+			return Check{
+				Target:   fmt.Sprintf("under %s no region receives more than its capacity for longer than %d s", r.Policy, MaxSecondsOver),
+				Measured: "longest run over capacity: " + strings.Join(parts, ", "),
+				Pass:     worst <= MaxSecondsOver,
+			}
+		})
+	case ScenarioRetrySurge:
+		each(regionwardenPolicies, func(r *Result) Check {
+			c := Check{Target: fmt.Sprintf("%s makes at most %.1f attempts per call during the surge and is back to its baseline success within %s after it", r.Policy, MaxSurgeAttempts, fmtDuration(MaxRecovery))}
+			if len(r.Phases) == 0 {
+				c.Measured = "no surge in the replayed time"
+				return c
+			}
+			c.Pass = true
+			var parts []string
+			for _, p := range r.Phases {
+				back := "not back"
+				if p.RecoveredAfter >= 0 {
+					back = "back after " + fmtDuration(p.RecoveredAfter)
+				}
+				parts = append(parts, fmt.Sprintf("%.3f attempts per call, %s (baseline %s)", p.AttemptsPerRequest, back, pct(p.Baseline)))
+				c.Pass = c.Pass && p.AttemptsPerRequest <= MaxSurgeAttempts && p.RecoveredAfter >= 0 && p.RecoveredAfter <= MaxRecovery
+			}
+			c.Measured = strings.Join(parts, "; ")
+			return c
+		})
+	}
+	return cs
+}

@@ -1,0 +1,156 @@
+package replay
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/regionwarden/regionwarden/internal/emulator"
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// TestRestResult classifies the router's REST answers: its own refusals
+// apart from a region's errors that it passes on.
+func TestRestResult(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		code int
+		body string
+		want CallResult
+	}{
+		{"PT answer", 200, `{"usageMetadata":{"trafficType":"PROVISIONED_THROUGHPUT"}}`, CallResult{Provisioned: true}},
+		{"on-demand answer", 200, `{"usageMetadata":{"trafficType":"ON_DEMAND"}}`, CallResult{}},
+		{"unreadable answer", 200, `{`, CallResult{Err: Other}},
+		{"over capacity", 429, `{"error":{"code":429,"message":"over capacity: no region has headroom (priority default); retry after 1s"}}`, CallResult{Err: Shed}},
+		{"shed", 429, `{"error":{"code":429,"message":"shed: over the concurrency limit for this priority (priority default); retry after 1s"}}`, CallResult{Err: Shed}},
+		{"region 429", 429, `{"error":{"code":429,"message":"Resource exhausted. Please try again later."}}`, CallResult{Err: Throttled}},
+		{"no regions", 503, `{"error":{"code":503,"message":"no regions to run"}}`, CallResult{Err: NoRegions}},
+		{"region 504", 504, `{"error":{"code":504,"message":"Deadline expired before operation could complete."}}`, CallResult{Err: Timeout}},
+		{"region 503", 503, `{"error":{"code":503,"message":"The service is currently unavailable."}}`, CallResult{Err: Failed}},
+		{"caller fault", 400, `{"error":{"code":400,"message":"bad"}}`, CallResult{Err: Other}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := restResult(tc.code, []byte(tc.body)); got != tc.want {
+				t.Errorf("restResult(%d, %s) = %+v, want %+v", tc.code, tc.body, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRegionPool renders a scenario's table as the operator would: the PT
+// region provisioned and never ejectable, shared regions hinted with their
+// quota, provisioned first.
+func TestRegionPool(t *testing.T) {
+	sc, err := emulator.LoadScenario("../scenarios/provisioned-region-incident.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs []emulator.RegionAddr
+	for i, r := range sc.Regions {
+		addrs = append(addrs, emulator.RegionAddr{Name: r.Name, GRPC: fmt.Sprintf("127.0.0.1:%d", 9000+i)})
+	}
+	p := regionPool(sc, addrs)
+	if err := p.Validate(); err != nil {
+		t.Fatalf("pool does not validate: %v", err)
+	}
+	first := p.Regions[0]
+	if first.Name != "europe-west1" || first.Tier != table.TierProvisioned || first.Ejectable || first.Capacity.TokensPerSecond != 15000 || first.Capacity.GSUs != 6 {
+		t.Errorf("first region %+v, want the provisioned europe-west1 with 6 GSUs and 15000 tokens/s, not ejectable", first)
+	}
+	for _, r := range p.Regions[1:] {
+		want := sc.RequestsPerSecond(sc.Region(r.Name))
+		if r.Tier != table.TierShared || !r.Ejectable || r.Capacity.RequestsPerSecond != want {
+			t.Errorf("region %+v, want shared, ejectable, hint %v", r, want)
+		}
+		if r.Endpoint == "" || !strings.HasPrefix(r.Endpoint, "127.0.0.1:") {
+			t.Errorf("region %s endpoint %q, want the emulated region", r.Name, r.Endpoint)
+		}
+	}
+}
+
+// TestPhaseRecovery measures a surge from per-second counts: attempts per
+// call and success during it, the baseline before it, and when success is
+// back within one point of the baseline.
+func TestPhaseRecovery(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		failFor  int // seconds after the phase that still fail half the calls
+		want     time.Duration
+		attempts int64
+	}{
+		{"back at once", 0, 10 * time.Second, 1},
+		{"back after 15 s", 15, 25 * time.Second, 2},
+		{"never back", 1000, -1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRecorder(10 * time.Minute)
+			for s := range 600 {
+				ok := int64(10)
+				if s >= 240 && s < 300+tc.failFor {
+					ok = 5
+				}
+				r.seconds[s] = secondCount{requests: 10, ok: ok, attempts: 10 * tc.attempts}
+			}
+			got := r.phase(Phase{From: 4 * time.Minute, To: 5 * time.Minute, Multiplier: 3})
+			if got.RecoveredAfter != tc.want {
+				t.Errorf("recovered after %v, want %v", got.RecoveredAfter, tc.want)
+			}
+			if got.Baseline != 1 || got.Success != 0.5 || got.AttemptsPerRequest != float64(tc.attempts) {
+				t.Errorf("baseline %v, success %v, attempts %v; want 1, 0.5, %d", got.Baseline, got.Success, got.AttemptsPerRequest, tc.attempts)
+			}
+		})
+	}
+}
+
+// TestSessionPool gives each call to an idle session, opens a session only
+// when none is idle, and ends a session after its last call.
+func TestSessionPool(t *testing.T) {
+	var p sessionPool
+	opened := 0
+	size := func() int { opened++; return 2 }
+	a := p.take(size)
+	b := p.take(size) // a is busy: a second session opens
+	if a == b || opened != 2 {
+		t.Fatalf("two concurrent calls share a session or %d sessions opened", opened)
+	}
+	if done, _ := p.release(a, true); done {
+		t.Fatal("a session of two calls ended after one")
+	}
+	if c := p.take(size); c != a || opened != 2 {
+		t.Fatalf("an idle session was not reused")
+	}
+	if done, clean := p.release(a, false); !done || clean {
+		t.Errorf("session after its last call: done %v clean %v, want done and not clean", done, clean)
+	}
+}
+
+// TestWriteMarkdown writes a skipped policy as skipped, with its reason,
+// and a scenario's targets with their verdicts.
+func TestWriteMarkdown(t *testing.T) {
+	rep := &Report{
+		Scenario: ScenarioProvisionedIncident, Duration: 30 * time.Minute, Scale: 30, Rate: 25,
+		Results: []*Result{
+			{Policy: NameBlocklist, Requests: 100, Succeeded: 5, NoRegions: 90},
+			{Policy: NameRegionwarden, Requests: 100, Succeeded: 100, Provisioned: 90},
+			{Policy: NameRouter, Skipped: "no router binary was given"},
+		},
+	}
+	var b strings.Builder
+	if err := WriteMarkdown(&b, Page{Reports: []*Report{rep}, ChartDir: "replays"}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"| " + NameRouter + " | skipped: no router binary was given |",
+		"| " + NameBlocklist + " | 100 | 5.00% |",
+		"serves at least 99.50% of calls with no \"no regions\" error: 100.00%, 0 \"no regions\" (met)",
+		"reproduces the outage (under 20.00% success): 5.00%, 90 \"no regions\" (met)",
+		NameRouter + " serves at least 99.50% of calls with no \"no regions\" error: skipped (not measured)",
+		"](replays/" + ScenarioProvisionedIncident + ".png)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("page lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,145 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/regionwarden/regionwarden/internal/emulator"
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// ErrUnavailable marks a policy that cannot run on this machine (a missing
+// binary or runtime). Run reports it as skipped, with the error as the reason.
+var ErrUnavailable = errors.New("not available here")
+
+// Policy is one column of a replay: a way of sending the scenario's calls to
+// the emulated regions.
+type Policy struct {
+	// Name is the column's name in tables and charts.
+	Name string
+	// Start prepares the policy against one set of emulated regions; the
+	// clock has not started yet. An error wrapping ErrUnavailable skips the
+	// policy; any other error fails the replay.
+	Start func(ctx context.Context, env *Env) (Caller, error)
+}
+
+// Env is what a policy is given to reach one set of emulated regions.
+type Env struct {
+	// Scenario is the scenario being replayed, defaulted and valid.
+	Scenario *emulator.Scenario
+	// Regions are where the emulated regions listen, in the scenario's order.
+	Regions []emulator.RegionAddr
+	// Clock is the shared scenario clock; it starts after every policy has
+	// started.
+	Clock *emulator.ScaledClock
+	// Seed is the replay's seed, the same for every policy.
+	Seed uint64
+	// Pool is the routing table's pool for the scenario, as the operator
+	// would render it, with the emulated regions as endpoints.
+	Pool table.Pool
+	// Prompt is the text of every call: the scenario's typical input size.
+	Prompt string
+	// Logf, when set, receives a policy's diagnostics.
+	Logf func(format string, args ...any)
+}
+
+// Now is the policies' clock: scenario time on a fixed epoch, so that
+// ejection times and windows run at the emulator's speed.
+func (e *Env) Now() time.Time { return epoch.Add(e.Clock.Elapsed()) }
+
+// epoch is scenario time zero on the policies' clock.
+var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Caller sends one call through a policy.
+type Caller interface {
+	// Call makes one call that must end within deadline (scenario time),
+	// retrying as the policy does, and says how it ended.
+	Call(ctx context.Context, deadline time.Duration) CallResult
+	// Close releases what Start acquired.
+	Close() error
+}
+
+// ErrorKind is why a call failed, as its caller saw it.
+type ErrorKind uint8
+
+const (
+	// NoError: the call succeeded.
+	NoError ErrorKind = iota
+	// NoRegions: the policy had no region left to try ("no regions to run").
+	NoRegions
+	// Shed: the policy refused the call early with a Retry-After (over
+	// capacity or over a concurrency limit).
+	Shed
+	// Throttled: the last attempt was answered 429 by a region.
+	Throttled
+	// Failed: the last attempt failed (5xx, unavailable, connection).
+	Failed
+	// Timeout: the deadline passed.
+	Timeout
+	// Other: anything else (a caller fault, an unexpected answer).
+	Other
+)
+
+// String names the kind for tables and logs.
+func (k ErrorKind) String() string {
+	switch k {
+	case NoError:
+		return "ok"
+	case NoRegions:
+		return "no regions"
+	case Shed:
+		return "shed"
+	case Throttled:
+		return "429"
+	case Failed:
+		return "failed"
+	case Timeout:
+		return "timeout"
+	default:
+		return "other"
+	}
+}
+
+// CallResult is how one call ended.
+type CallResult struct {
+	// Err is NoError exactly when the call succeeded.
+	Err ErrorKind
+	// Provisioned says the answer's usageMetadata.trafficType was
+	// PROVISIONED_THROUGHPUT.
+	Provisioned bool
+}
+
+// regionPool is the routing-table pool for a scenario, as the operator would
+// render it: provisioned regions with the GSUs and token limit GCP reports,
+// shared regions with their quota as the requests-per-second hint, and the
+// default policy. Endpoints are the emulated regions' gRPC addresses.
+func regionPool(sc *emulator.Scenario, addrs []emulator.RegionAddr) table.Pool {
+	p := table.Pool{Project: sc.Project, Publisher: sc.Publisher, Model: sc.Model, Policy: table.DefaultPolicy()}
+	for i, r := range sc.Regions {
+		tr := table.Region{Name: r.Name, Tier: table.TierShared, Ejectable: true, Source: table.SourceSpec}
+		if i < len(addrs) {
+			tr.Endpoint = addrs[i].GRPC
+		}
+		if r.Provisioned != nil {
+			tr.Tier, tr.Ejectable, tr.Source = table.TierProvisioned, false, table.SourceDeclared
+			tr.Capacity = table.Capacity{GSUs: r.Provisioned.GSUs, TokensPerSecond: r.Provisioned.TokensPerSecond}
+		} else {
+			tr.Capacity.RequestsPerSecond = sc.RequestsPerSecond(&sc.Regions[i])
+		}
+		p.Regions = append(p.Regions, tr)
+	}
+	p.Default()
+	return p
+}
+
+// prompt is a text of about n tokens as the emulator counts them (four
+// characters a token).
+func prompt(n int) string {
+	const sentence = "Which regions hold reserved capacity for this model today? "
+	b := make([]byte, 0, 4*n)
+	for len(b) < 4*n {
+		b = append(b, sentence...)
+	}
+	return string(b[:4*n])
+}

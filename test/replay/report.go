@@ -1,0 +1,316 @@
+package replay
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Report is one scenario replayed against a set of policies.
+type Report struct {
+	// Scenario and Description are the scenario's.
+	Scenario, Description string
+	// Duration is the scenario time replayed; Scale the compression; Wall
+	// the real time the replay took.
+	Duration time.Duration
+	Scale    float64
+	Wall     time.Duration
+	// Seed is the seed every policy got.
+	Seed uint64
+	// Rate is the scenario's base rate of calls per second.
+	Rate float64
+	// Phases are the scenario's load phases within Duration.
+	Phases []Phase
+	// Results are one per policy, in the order given to Run.
+	Results []*Result
+}
+
+// Result is what one policy made of a scenario.
+type Result struct {
+	// Policy is the policy's name.
+	Policy string
+	// Skipped says why the policy did not run; every other field is then zero.
+	Skipped string
+	// Requests is the number of calls made; Succeeded how many succeeded;
+	// Provisioned how many of those the PT served.
+	Requests, Succeeded, Provisioned int64
+	// Attempts is the number of calls that reached a region, retries included.
+	Attempts int64
+	// NoRegions counts calls refused with "no regions to run"; Shed those the
+	// policy refused early with a Retry-After.
+	NoRegions, Shed int64
+	// Errors counts failed calls by ErrorKind name.
+	Errors map[string]int64
+	// P50 and P99 are the latencies of successful calls, scenario time,
+	// retries included.
+	P50, P99 time.Duration
+	// LagP99 and LagMax are how late (scenario time) the load generator
+	// sent calls against its schedule: a measure of the replay's fidelity
+	// on a busy machine, where a stalled process sends a backlog at once.
+	LagP99, LagMax time.Duration
+	// Sessions counts finished client sessions; CleanSessions those in which
+	// every call succeeded.
+	Sessions, CleanSessions int64
+	// Regions is the load each region received, in the scenario's order.
+	Regions []RegionLoad
+	// Series is the run in bucketWidth buckets of call start time.
+	Series []Bucket
+	// Phases measure each load phase of the report.
+	Phases []PhaseResult
+}
+
+// SuccessRate is the share of calls that succeeded.
+func (r *Result) SuccessRate() float64 { return ratio(r.Succeeded, r.Requests) }
+
+// PTShare is the share of successful calls that the PT served.
+func (r *Result) PTShare() float64 { return ratio(r.Provisioned, r.Succeeded) }
+
+// AttemptsPerRequest is how many calls reached a region per call made.
+func (r *Result) AttemptsPerRequest() float64 { return ratio(r.Attempts, r.Requests) }
+
+// Region returns the load of the named region, or nil.
+func (r *Result) Region(name string) *RegionLoad {
+	for i := range r.Regions {
+		if r.Regions[i].Name == name {
+			return &r.Regions[i]
+		}
+	}
+	return nil
+}
+
+// RegionLoad is what one region received from one policy, counted by
+// scenario second of arrival at the region.
+type RegionLoad struct {
+	Name, Tier string
+	// Capacity is the region's PT plus pay-as-you-go capacity in calls per
+	// second of the scenario's typical size; zero is unlimited.
+	Capacity float64
+	// Requests is every call that reached the region; Peak the most in one second.
+	Requests, Peak int64
+	// SecondsOver counts the seconds in which more calls arrived than
+	// Capacity; LongestOver is the longest run of such seconds.
+	SecondsOver, LongestOver int
+}
+
+// Bucket is one bucketWidth of a run, by call start time.
+type Bucket struct {
+	Start                         time.Duration
+	Requests, Succeeded, Attempts int64
+}
+
+// Phase is a window of multiplied load.
+type Phase struct {
+	From, To   time.Duration
+	Multiplier float64
+}
+
+// PhaseResult is how one policy did in and after a load phase.
+type PhaseResult struct {
+	Phase
+	// AttemptsPerRequest and Success are measured over the phase.
+	AttemptsPerRequest, Success float64
+	// Baseline is the success rate of the two minutes before the phase.
+	Baseline float64
+	// RecoveredAfter is the time from the phase's end to the end of the first
+	// 10 s window whose success is within one point of Baseline; -1 if none.
+	RecoveredAfter time.Duration
+}
+
+// Page is the docs page of a set of replays.
+type Page struct {
+	// Command is how the page was made, shown at its top.
+	Command string
+	// ChartDir is where the charts are, relative to the page; empty leaves
+	// the charts out.
+	ChartDir string
+	// Notes are extra paragraphs after the introduction (e.g. skipped
+	// policies, the machine).
+	Notes []string
+	// Reports are the scenarios, in order.
+	Reports []*Report
+}
+
+// ChartFile is the file name of a scenario's chart.
+func ChartFile(scenario string) string { return scenario + ".png" }
+
+// WriteMarkdown writes the page: per scenario a table of the policies, the
+// load each region received, the load phases and the targets the scenario
+// must show, and its chart.
+func WriteMarkdown(w io.Writer, pg Page) error {
+	var b strings.Builder
+	b.WriteString("# Incident replays\n\n")
+	b.WriteString("Each scenario in `test/scenarios` is replayed against every policy: the same open-loop load " +
+		"(Poisson arrivals, client sessions of 50 to 100 sequential calls, one deadline per call) with the same seed, " +
+		"on one compressed clock, each policy against its own set of emulated regions (`internal/emulator`) called over " +
+		"gRPC with the real aiplatform client. Times are scenario time. Percentages are of calls; a shed call is one " +
+		"the policy refused early with a Retry-After; \"no regions\" is the blocklist's \"no regions to run\".\n\n")
+	if pg.Command != "" {
+		fmt.Fprintf(&b, "Regenerate with `%s`.\n\n", pg.Command)
+	}
+	for _, n := range pg.Notes {
+		b.WriteString(n + "\n\n")
+	}
+	for _, rep := range pg.Reports {
+		writeReport(&b, rep, pg.ChartDir)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeReport(b *strings.Builder, rep *Report, chartDir string) {
+	fmt.Fprintf(b, "## %s\n\n", rep.Scenario)
+	if rep.Description != "" {
+		fmt.Fprintf(b, "%s\n\n", strings.TrimSpace(rep.Description))
+	}
+	fmt.Fprintf(b, "%s of scenario time at %s calls/s, replayed at scale %g in %s, seed %d.\n\n",
+		fmtDuration(rep.Duration), trimFloat(rep.Rate), rep.Scale, rep.Wall.Round(time.Second), rep.Seed)
+	b.WriteString("| Policy | Calls | Success | p50 | p99 | Served by PT | Attempts per call | \"No regions\" | Shed | Other failures | Sessions with no failed call | Load sent late, p99 (max) |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n")
+	for _, r := range rep.Results {
+		if r.Skipped != "" {
+			fmt.Fprintf(b, "| %s | skipped: %s | | | | | | | | | | |\n", r.Policy, escape(r.Skipped))
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %.3f | %d | %d | %s | %s | %s (%s) |\n",
+			r.Policy, r.Requests, pct(r.SuccessRate()), fmtLatency(r.P50), fmtLatency(r.P99), pct(r.PTShare()),
+			r.AttemptsPerRequest(), r.NoRegions, r.Shed, otherErrors(r.Errors), sessions(r),
+			fmtSeconds(r.LagP99), fmtSeconds(r.LagMax))
+	}
+	b.WriteString("\n")
+	writeRegions(b, rep)
+	writePhases(b, rep)
+	writeChecks(b, rep)
+	if chartDir != "" {
+		fmt.Fprintf(b, "![Success rate over time, %s](%s/%s)\n\n", rep.Scenario, chartDir, ChartFile(rep.Scenario))
+	}
+}
+
+// writeRegions writes what each policy sent to each region against its capacity.
+func writeRegions(b *strings.Builder, rep *Report) {
+	var ran []*Result
+	for _, r := range rep.Results {
+		if r.Skipped == "" && len(r.Regions) > 0 {
+			ran = append(ran, r)
+		}
+	}
+	if len(ran) == 0 {
+		return
+	}
+	b.WriteString("Load sent to each region: calls that reached it, the busiest second, and the seconds in which it " +
+		"received more than its capacity (the longest run of such seconds in brackets).\n\n")
+	b.WriteString("| Policy |")
+	for _, rl := range ran[0].Regions {
+		capacity := "unlimited"
+		if rl.Capacity > 0 {
+			capacity = trimFloat(rl.Capacity) + "/s"
+		}
+		fmt.Fprintf(b, " %s (%s, %s) |", rl.Name, rl.Tier, capacity)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(ran[0].Regions)) + "\n")
+	for _, r := range ran {
+		fmt.Fprintf(b, "| %s |", r.Policy)
+		for _, rl := range r.Regions {
+			fmt.Fprintf(b, " %d calls, peak %d/s, over %d s (%d s) |", rl.Requests, rl.Peak, rl.SecondsOver, rl.LongestOver)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+}
+
+// writePhases writes how each policy did in and after each load phase.
+func writePhases(b *strings.Builder, rep *Report) {
+	for i, ph := range rep.Phases {
+		fmt.Fprintf(b, "Load ×%s from %s to %s:\n\n", trimFloat(ph.Multiplier), fmtDuration(ph.From), fmtDuration(ph.To))
+		b.WriteString("| Policy | Attempts per call during | Success during | Success in the 2 min before | Back to that within |\n")
+		b.WriteString("|---|---:|---:|---:|---:|\n")
+		for _, r := range rep.Results {
+			if r.Skipped != "" || i >= len(r.Phases) {
+				continue
+			}
+			p := r.Phases[i]
+			back := "not within the replay"
+			if p.RecoveredAfter >= 0 {
+				back = fmtDuration(p.RecoveredAfter)
+			}
+			fmt.Fprintf(b, "| %s | %.3f | %s | %s | %s |\n", r.Policy, p.AttemptsPerRequest, pct(p.Success), pct(p.Baseline), back)
+		}
+		b.WriteString("\n")
+	}
+}
+
+// writeChecks writes the scenario's targets and whether each was met.
+func writeChecks(b *strings.Builder, rep *Report) {
+	cs := Checks(rep)
+	if len(cs) == 0 {
+		return
+	}
+	b.WriteString("What this scenario must show:\n\n")
+	for _, c := range cs {
+		mark := "met"
+		switch {
+		case c.Skipped:
+			mark = "not measured"
+		case !c.Pass:
+			mark = "**missed**"
+		}
+		fmt.Fprintf(b, "- %s: %s (%s).\n", c.Target, c.Measured, mark)
+	}
+	b.WriteString("\n")
+}
+
+func otherErrors(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		if k != NoRegions.String() && k != Shed.String() && m[k] > 0 {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return "0"
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d %s", m[k], k)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sessions(r *Result) string {
+	if r.Sessions == 0 {
+		return "none finished"
+	}
+	return fmt.Sprintf("%s of %d", pct(ratio(r.CleanSessions, r.Sessions)), r.Sessions)
+}
+
+// pct formats a share as a percentage with two decimals.
+func pct(x float64) string { return fmt.Sprintf("%.2f%%", 100*x) }
+
+func fmtSeconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+
+func fmtLatency(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// fmtDuration writes a duration in minutes and seconds: 30m, 10m30s, 20s.
+func fmtDuration(d time.Duration) string {
+	d = d.Round(time.Second)
+	m, sec := int64(d/time.Minute), int64(d%time.Minute/time.Second)
+	switch {
+	case m == 0:
+		return fmt.Sprintf("%ds", sec)
+	case sec == 0:
+		return fmt.Sprintf("%dm", m)
+	default:
+		return fmt.Sprintf("%dm%02ds", m, sec)
+	}
+}
+
+func trimFloat(x float64) string { return strings.TrimSuffix(fmt.Sprintf("%g", x), ".0") }
+
+func escape(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ") }

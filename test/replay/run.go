@@ -1,0 +1,514 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/regionwarden/regionwarden/internal/emulator"
+)
+
+// Options tune a replay. The zero value replays the scenario at its
+// suggested time scale with seed 1.
+type Options struct {
+	// Seed seeds the load (arrivals, session lengths) and the emulated
+	// regions (latencies, fault bursts); every policy gets the same. Zero
+	// means 1.
+	Seed uint64
+	// Scale is scenario seconds per real second. Zero uses the scenario's
+	// timeScale.
+	Scale float64
+	// Duration cuts the replay short of the scenario's duration; zero (or
+	// more than the scenario's) replays all of it.
+	Duration time.Duration
+	// Progress, when set, is called about once a real second with the
+	// running totals of every policy, and once more for each policy when its
+	// result is complete. Calls come from one goroutine, in order.
+	Progress func(Event)
+	// ProgressEvery is how often (real time) Progress sees running totals.
+	// Zero means one second.
+	ProgressEvery time.Duration
+	// Logf, when set, receives the policies' diagnostics.
+	Logf func(format string, args ...any)
+}
+
+// Event is a progress report.
+type Event struct {
+	// Scenario is the scenario's name.
+	Scenario string
+	// Elapsed and Duration are scenario time: how far the replay is, of how long.
+	Elapsed, Duration time.Duration
+	// Live are the running totals, one per policy, in the order given to Run.
+	Live []Live
+	// Result is set when one policy's result is complete; Live is then empty.
+	Result *Result
+}
+
+// Live is a policy's running totals.
+type Live struct {
+	Policy string
+	// Requests is how many calls ended so far; Succeeded how many of them
+	// succeeded.
+	Requests, Succeeded int64
+	// Skipped is why the policy is not running, or empty.
+	Skipped string
+}
+
+// bucketWidth is the width of the time series that the charts and the
+// recovery check read.
+const bucketWidth = 10 * time.Second
+
+// Run replays sc against each policy: one set of emulated regions per
+// policy, one shared scenario clock, the same seeded load for all. It
+// returns when every policy has replayed the scenario and its calls have
+// ended, or with ctx's error. A policy that is unavailable here is in the
+// report as skipped, with the reason.
+func Run(ctx context.Context, sc *emulator.Scenario, policies []Policy, o Options) (*Report, error) {
+	sc.Default()
+	if err := sc.Validate(); err != nil {
+		return nil, fmt.Errorf("scenario %q: %w", sc.Name, err)
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if o.Scale <= 0 {
+		o.Scale = sc.TimeScale
+	}
+	dur := sc.Duration.Duration
+	if o.Duration > 0 && o.Duration < dur {
+		dur = o.Duration
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = time.Second
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	clock := emulator.NewScaledClock(o.Scale)
+	runs := make([]*policyRun, len(policies))
+	defer func() {
+		for _, pr := range runs {
+			if pr != nil {
+				pr.close()
+			}
+		}
+	}()
+	for i, p := range policies {
+		pr, err := startPolicy(ctx, sc, p, clock, o, dur)
+		if err != nil {
+			return nil, err
+		}
+		runs[i] = pr
+	}
+
+	rep := &Report{Scenario: sc.Name, Description: sc.Description, Duration: dur, Scale: o.Scale, Seed: o.Seed, Rate: sc.Load.RequestsPerSecond}
+	for _, ph := range sc.Load.Phases {
+		if ph.From.Duration < dur {
+			rep.Phases = append(rep.Phases, Phase{From: ph.From.Duration, To: min(ph.To.Duration, dur), Multiplier: ph.Multiplier})
+		}
+	}
+	begin := time.Now()
+	clock.Start()
+	var wg sync.WaitGroup
+	for _, pr := range runs {
+		if pr.caller == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pr.drive(ctx)
+		}()
+	}
+	finished := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(finished)
+	}()
+	tick := time.NewTicker(o.ProgressEvery)
+	defer tick.Stop()
+	for running := true; running; {
+		select {
+		case <-ctx.Done():
+			<-finished
+			return nil, ctx.Err()
+		case <-finished:
+			running = false
+		case <-tick.C:
+			if o.Progress != nil {
+				ev := Event{Scenario: sc.Name, Elapsed: min(clock.Elapsed(), dur), Duration: dur}
+				for _, pr := range runs {
+					ev.Live = append(ev.Live, pr.live())
+				}
+				o.Progress(ev)
+			}
+		}
+	}
+	rep.Wall = time.Since(begin)
+	for _, pr := range runs {
+		res := pr.result(rep)
+		rep.Results = append(rep.Results, res)
+		if o.Progress != nil {
+			o.Progress(Event{Scenario: sc.Name, Elapsed: dur, Duration: dur, Result: res})
+		}
+	}
+	return rep, nil
+}
+
+// policyRun is one policy's replay: its regions, its caller and what it saw.
+type policyRun struct {
+	p       Policy
+	sc      *emulator.Scenario
+	clock   *emulator.ScaledClock
+	emu     *emulator.Emulator
+	caller  Caller
+	skipped string
+	seed    uint64
+	dur     time.Duration
+	rec     *recorder
+}
+
+// startPolicy starts a set of regions for one policy and the policy on them.
+// The regions read the shared clock through a wrapper, so that starting them
+// does not start the clock.
+func startPolicy(ctx context.Context, sc *emulator.Scenario, p Policy, clock *emulator.ScaledClock, o Options, dur time.Duration) (*policyRun, error) {
+	pr := &policyRun{p: p, sc: sc, clock: clock, seed: o.Seed, dur: dur, rec: newRecorder(dur)}
+	emu, err := emulator.New(sc, emulator.Options{Seed: o.Seed, Clock: heldClock{clock}})
+	if err != nil {
+		return nil, err
+	}
+	if err := emu.Start(ctx); err != nil {
+		return nil, err
+	}
+	pr.emu = emu
+	env := &Env{
+		Scenario: sc,
+		Regions:  emu.Regions(),
+		Clock:    clock,
+		Seed:     o.Seed,
+		Prompt:   prompt(sc.Load.InputTokens),
+		Logf:     o.Logf,
+	}
+	env.Pool = regionPool(sc, env.Regions)
+	c, err := p.Start(ctx, env)
+	switch {
+	case errors.Is(err, ErrUnavailable):
+		pr.skipped = err.Error()
+	case err != nil:
+		_ = emu.Close()
+		return nil, fmt.Errorf("policy %s: %w", p.Name, err)
+	default:
+		pr.caller = c
+	}
+	return pr, nil
+}
+
+// heldClock is the shared scaled clock as the emulator reads it: a Clock
+// the emulator does not recognise as a ScaledClock, so it never starts it.
+type heldClock struct{ c *emulator.ScaledClock }
+
+func (h heldClock) Elapsed() time.Duration { return h.c.Elapsed() }
+
+func (h heldClock) Sleep(ctx context.Context, d time.Duration) error { return h.c.Sleep(ctx, d) }
+
+// close stops the policy and its regions.
+func (pr *policyRun) close() {
+	if pr.caller != nil {
+		_ = pr.caller.Close()
+		pr.caller = nil
+	}
+	if pr.emu != nil {
+		_ = pr.emu.Close()
+	}
+}
+
+// drive sends the load through the policy: Poisson arrivals at the
+// scenario's rate, each call given to an idle session (or a new one), until
+// the replay's duration; then it waits for the calls in flight.
+func (pr *policyRun) drive(ctx context.Context) {
+	rnd := rand.New(rand.NewPCG(pr.seed, 0x5e55))
+	load := &pr.sc.Load
+	var sessions sessionPool
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	t := time.Duration(0)
+	for {
+		rate := load.RateAt(t)
+		if rate <= 0 {
+			if t += time.Second; t >= pr.dur {
+				return
+			}
+			continue
+		}
+		t += time.Duration(rnd.ExpFloat64() / rate * float64(time.Second))
+		if t >= pr.dur {
+			return
+		}
+		if wait := t - pr.clock.Elapsed(); wait > 0 {
+			if err := pr.clock.Sleep(ctx, wait); err != nil {
+				return
+			}
+		}
+		pr.rec.lag(pr.clock.Elapsed() - t)
+		s := sessions.take(func() int {
+			return load.SessionCalls.Min + rnd.IntN(load.SessionCalls.Max-load.SessionCalls.Min+1)
+		})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := pr.clock.Elapsed()
+			res := pr.caller.Call(ctx, load.Deadline.Duration)
+			end := pr.clock.Elapsed()
+			pr.rec.record(start, end-start, res)
+			if done, clean := sessions.release(s, res.Err == NoError); done {
+				pr.rec.session(clean)
+			}
+		}()
+	}
+}
+
+// live returns the policy's running totals.
+func (pr *policyRun) live() Live {
+	l := Live{Policy: pr.p.Name, Skipped: pr.skipped}
+	l.Requests, l.Succeeded = pr.rec.totals()
+	return l
+}
+
+// result turns what the policy's run saw into its Result.
+func (pr *policyRun) result(rep *Report) *Result {
+	res := &Result{Policy: pr.p.Name, Skipped: pr.skipped}
+	if pr.skipped != "" {
+		return res
+	}
+	pr.rec.fill(res)
+	st := pr.emu.Stats()
+	seconds := int(pr.dur / time.Second)
+	for _, rs := range st.Regions {
+		rl := RegionLoad{Name: rs.Name, Tier: string(rs.Tier), Capacity: rs.CapacityRequestsPerSecond}
+		run := 0
+		for _, s := range rs.PerSecond {
+			if s.Second >= seconds {
+				break
+			}
+			rl.Requests += s.Requests
+			res.Attempts += s.Requests
+			if s.Requests > rl.Peak {
+				rl.Peak = s.Requests
+			}
+			if rl.Capacity > 0 && float64(s.Requests) > rl.Capacity {
+				rl.SecondsOver++
+				run++
+				rl.LongestOver = max(rl.LongestOver, run)
+			} else {
+				run = 0
+			}
+			if b := s.Second * int(time.Second) / int(bucketWidth); b < len(res.Series) {
+				res.Series[b].Attempts += s.Requests
+			}
+			pr.rec.attemptsAt(s.Second, s.Requests)
+		}
+		res.Regions = append(res.Regions, rl)
+	}
+	for _, ph := range rep.Phases {
+		res.Phases = append(res.Phases, pr.rec.phase(ph))
+	}
+	return res
+}
+
+// sessionPool hands calls to client sessions: an idle session takes the next
+// call; when none is idle a new session opens. A session closes after its
+// last call.
+type sessionPool struct {
+	mu   sync.Mutex
+	idle []*session
+}
+
+// session is one client session: calls left, and whether all so far succeeded.
+type session struct {
+	left  int
+	clean bool
+}
+
+// take returns an idle session, or a new one of size() calls.
+func (p *sessionPool) take(size func() int) *session {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.idle); n > 0 {
+		s := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		return s
+	}
+	return &session{left: size(), clean: true}
+}
+
+// release ends one call of s; it reports whether the session is over and, if
+// so, whether every call of it succeeded.
+func (p *sessionPool) release(s *session, ok bool) (done, clean bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s.left--
+	s.clean = s.clean && ok
+	if s.left <= 0 {
+		return true, s.clean
+	}
+	p.idle = append(p.idle, s)
+	return false, false
+}
+
+// recorder gathers the calls of one policy's run.
+type recorder struct {
+	mu        sync.Mutex
+	requests  int64
+	ok        int64
+	pt        int64
+	errs      map[ErrorKind]int64
+	latencies []time.Duration // of successful calls
+	seconds   []secondCount   // by the second the call started
+	sessions  int64
+	clean     int64
+	lags      []time.Duration // how late each call was sent
+}
+
+// secondCount is one scenario second of one policy's run.
+type secondCount struct {
+	requests, ok, attempts int64
+}
+
+func newRecorder(dur time.Duration) *recorder {
+	return &recorder{errs: map[ErrorKind]int64{}, seconds: make([]secondCount, int(dur/time.Second)+1)}
+}
+
+// record counts one call that started at start and took took.
+func (r *recorder) record(start, took time.Duration, res CallResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.requests++
+	sec := min(int(start/time.Second), len(r.seconds)-1)
+	r.seconds[sec].requests++
+	if res.Err != NoError {
+		r.errs[res.Err]++
+		return
+	}
+	r.ok++
+	r.seconds[sec].ok++
+	r.latencies = append(r.latencies, took)
+	if res.Provisioned {
+		r.pt++
+	}
+}
+
+// lag records how late, in scenario time, a call was sent.
+func (r *recorder) lag(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lags = append(r.lags, max(d, 0))
+}
+
+// session counts a finished session.
+func (r *recorder) session(clean bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sessions++
+	if clean {
+		r.clean++
+	}
+}
+
+// attemptsAt adds attempts that reached the regions in scenario second sec.
+func (r *recorder) attemptsAt(sec int, n int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sec < len(r.seconds) {
+		r.seconds[sec].attempts += n
+	}
+}
+
+func (r *recorder) totals() (requests, ok int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.requests, r.ok
+}
+
+// fill writes the totals, latencies and time series into res.
+func (r *recorder) fill(res *Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res.Requests, res.Succeeded, res.Provisioned = r.requests, r.ok, r.pt
+	res.NoRegions, res.Shed = r.errs[NoRegions], r.errs[Shed]
+	res.Errors = map[string]int64{}
+	for k, v := range r.errs {
+		res.Errors[k.String()] = v
+	}
+	res.Sessions, res.CleanSessions = r.sessions, r.clean
+	lat := append([]time.Duration(nil), r.latencies...)
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	res.P50, res.P99 = quantile(lat, 0.50), quantile(lat, 0.99)
+	lags := append([]time.Duration(nil), r.lags...)
+	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
+	res.LagP99 = quantile(lags, 0.99)
+	if len(lags) > 0 {
+		res.LagMax = lags[len(lags)-1]
+	}
+	per := int(bucketWidth / time.Second)
+	for i := 0; i < len(r.seconds)-1; i += per {
+		b := Bucket{Start: time.Duration(i) * time.Second}
+		for j := i; j < min(i+per, len(r.seconds)-1); j++ {
+			b.Requests += r.seconds[j].requests
+			b.Succeeded += r.seconds[j].ok
+		}
+		res.Series = append(res.Series, b)
+	}
+}
+
+// phase measures a load phase: attempts per request and success during it,
+// the success of the two minutes before it, and how long after it ended a
+// 10 s window was back to that baseline.
+func (r *recorder) phase(ph Phase) PhaseResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(r.seconds) - 1
+	sum := func(from, to time.Duration) secondCount {
+		var c secondCount
+		for s := max(int(from/time.Second), 0); s < min(int(to/time.Second), n); s++ {
+			c.requests += r.seconds[s].requests
+			c.ok += r.seconds[s].ok
+			c.attempts += r.seconds[s].attempts
+		}
+		return c
+	}
+	pr := PhaseResult{Phase: ph, RecoveredAfter: -1}
+	during := sum(ph.From, ph.To)
+	pr.AttemptsPerRequest = ratio(during.attempts, during.requests)
+	pr.Success = ratio(during.ok, during.requests)
+	before := sum(ph.From-2*time.Minute, ph.From)
+	pr.Baseline = ratio(before.ok, before.requests)
+	for at := ph.To; at+bucketWidth <= time.Duration(n)*time.Second; at += time.Second {
+		w := sum(at, at+bucketWidth)
+		if w.requests > 0 && ratio(w.ok, w.requests) >= pr.Baseline-0.01 {
+			pr.RecoveredAfter = at + bucketWidth - ph.To
+			break
+		}
+	}
+	return pr
+}
+
+// quantile is the q-quantile of sorted values (nearest rank), 0 when empty.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// ratio is a/b, 0 when b is 0.
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
