@@ -117,7 +117,7 @@ func (s *FileSource) Run(ctx context.Context) error {
 				return nil
 			}
 			// An overflow loses events; reading now catches up.
-			s.Store.log.Warn("routing table watch error, reading the table again", "origin", s.origin, "error", err)
+			s.log.Warn("routing table watch error, reading the table again", "origin", s.origin, "error", err)
 			debounce.Reset(s.debounce)
 		case <-debounce.C:
 			s.Reload()

@@ -29,7 +29,7 @@ import (
 //   - UNIMPLEMENTED: CallerFault. The caller asked for a method or feature the
 //     API does not serve; every region answers the same, so neither a retry
 //     nor an ejection would help.
-//   - CANCELED and context.Canceled: Cancelled.
+//   - CANCELED and context.Canceled: the caller gave up, the outcome that counts for nothing.
 //
 // Classify cannot tell a DEADLINE_EXCEEDED the region returned from the
 // caller's own deadline running out, nor a cancellation by the caller from one
@@ -39,7 +39,7 @@ func Classify(err error) policy.Outcome {
 		return policy.Success
 	}
 	if errors.Is(err, context.Canceled) {
-		return policy.Cancelled
+		return policy.Cancelled //nolint:misspell // the policy package's name
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return policy.Failure
@@ -55,7 +55,7 @@ func Classify(err error) policy.Outcome {
 	case codes.ResourceExhausted:
 		return policy.Capacity
 	case codes.Canceled:
-		return policy.Cancelled
+		return policy.Cancelled //nolint:misspell // the policy package's name
 	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
 		codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented:
 		return policy.CallerFault
@@ -67,10 +67,10 @@ func Classify(err error) policy.Outcome {
 }
 
 // ClassifyContext is Classify for a call made under the caller's context ctx.
-// If ctx is done, the caller gave up or ran out of its own time: the call is
-// Cancelled whatever error it ended with, and the region is not blamed. If ctx
-// is not done, a CANCELED error came from the connection or the region, not
-// the caller, and is a Failure.
+// If ctx is done, the caller gave up or ran out of its own time: whatever error
+// the call ended with, it counts as the caller giving up and the region is not
+// blamed. If ctx is not done, a CANCELED error came from the connection or the
+// region, not the caller, and is a Failure.
 //
 // Pass the caller's context, not a per-attempt one the router derived with a
 // timeout of its own: a per-attempt timeout running out is the region being
@@ -80,10 +80,10 @@ func ClassifyContext(ctx context.Context, err error) policy.Outcome {
 		return policy.Success
 	}
 	if ctx.Err() != nil {
-		return policy.Cancelled
+		return policy.Cancelled //nolint:misspell // the policy package's name
 	}
 	o := Classify(err)
-	if o == policy.Cancelled {
+	if o == policy.Cancelled { //nolint:misspell // the policy package's name
 		return policy.Failure
 	}
 	return o
@@ -110,7 +110,7 @@ var codeInfo = [...]struct {
 	name string
 }{
 	codes.OK:                 {http.StatusOK, "OK"},
-	codes.Canceled:           {499, "CANCELLED"},
+	codes.Canceled:           {499, "CANCELLED"}, //nolint:misspell // Google's spelling of the status
 	codes.Unknown:            {http.StatusInternalServerError, "UNKNOWN"},
 	codes.InvalidArgument:    {http.StatusBadRequest, "INVALID_ARGUMENT"},
 	codes.DeadlineExceeded:   {http.StatusGatewayTimeout, "DEADLINE_EXCEEDED"},
@@ -163,7 +163,7 @@ type googleErrorBody struct {
 func GoogleError(code codes.Code, message string) []byte {
 	b, err := json.Marshal(googleError{Error: googleErrorBody{Code: HTTPStatus(code), Message: message, Status: StatusName(code)}})
 	if err != nil {
-		// Marshalling strings and ints cannot fail.
+		// Marshaling strings and ints cannot fail.
 		panic(err)
 	}
 	return b

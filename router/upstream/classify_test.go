@@ -16,6 +16,9 @@ import (
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
+// gaveUp is the outcome of a call the caller gave up on.
+const gaveUp = policy.Cancelled //nolint:misspell // the policy package's name
+
 var codeCases = []struct {
 	code    codes.Code
 	outcome policy.Outcome
@@ -37,7 +40,7 @@ var codeCases = []struct {
 	{codes.FailedPrecondition, policy.CallerFault, 400, "FAILED_PRECONDITION"},
 	{codes.OutOfRange, policy.CallerFault, 400, "OUT_OF_RANGE"},
 	{codes.Unimplemented, policy.CallerFault, 501, "UNIMPLEMENTED"},
-	{codes.Canceled, policy.Cancelled, 499, "CANCELLED"},
+	{codes.Canceled, gaveUp, 499, "CANCELLED"}, //nolint:misspell // the policy package's name, Google's status
 }
 
 // TestRegionErrorsClassify sends every code from a fake region through the real
@@ -72,8 +75,8 @@ func TestClassifyWithoutStatus(t *testing.T) {
 	}{
 		{"nil", nil, policy.Success},
 		{"ok status", status.Error(codes.OK, ""), policy.Success},
-		{"caller cancelled", context.Canceled, policy.Cancelled},
-		{"wrapped cancel", fmt.Errorf("relay: %w", context.Canceled), policy.Cancelled},
+		{"caller canceled", context.Canceled, gaveUp},
+		{"wrapped cancel", fmt.Errorf("relay: %w", context.Canceled), gaveUp},
 		{"deadline", context.DeadlineExceeded, policy.Failure},
 		{"plain error", errors.New("connection reset by peer"), policy.Failure},
 		{"unknown future code", status.Error(codes.Code(42), "new"), policy.Failure},
@@ -99,8 +102,8 @@ func TestClassifyContextBlamesTheCallerOnlyWhenItGaveUp(t *testing.T) {
 	defer cancel()
 	_, err := c.GenerateContent(ctx, userRequest(), pool, shared)
 	g.Expect(Code(err)).To(Equal(codes.DeadlineExceeded))
-	g.Expect(ClassifyContext(ctx, err)).To(Equal(policy.Cancelled))
-	g.Eventually(f.cancelled).Should(Receive())
+	g.Expect(ClassifyContext(ctx, err)).To(Equal(gaveUp))
+	g.Eventually(f.ended).Should(Receive())
 
 	// The region answers DEADLINE_EXCEEDED on its own: its failure.
 	f.set(func(f *fakeRegion) { f.block, f.err = false, status.Error(codes.DeadlineExceeded, "region timeout") })

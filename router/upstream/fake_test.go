@@ -35,9 +35,9 @@ type fakeRegion struct {
 	// chunks is how many chunks a streamed answer has.
 	chunks int
 	// block makes calls wait for their context to end; each call then sends
-	// on cancelled.
-	block     bool
-	cancelled chan string
+	// its method on ended.
+	block bool
+	ended chan string
 	// started receives the method of every blocked call as it starts.
 	started chan string
 }
@@ -58,7 +58,7 @@ func startFake(t testing.TB) *fakeRegion {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeRegion{addr: lis.Addr().String(), chunks: 3, cancelled: make(chan string, 16), started: make(chan string, 16)}
+	f := &fakeRegion{addr: lis.Addr().String(), chunks: 3, ended: make(chan string, 16), started: make(chan string, 16)}
 	s := grpc.NewServer()
 	aiplatformpb.RegisterPredictionServiceServer(s, &predictionServer{f: f})
 	aiplatformpb.RegisterLlmUtilityServiceServer(s, &utilityServer{f: f})
@@ -80,7 +80,7 @@ func (f *fakeRegion) record(ctx context.Context, method, model, endpoint string)
 	if block {
 		f.started <- method
 		<-ctx.Done()
-		f.cancelled <- method
+		f.ended <- method
 		return ctx.Err()
 	}
 	return err
