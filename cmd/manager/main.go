@@ -131,6 +131,16 @@ func run() error {
 	}
 	// End of the ProvisionedThroughput controller.
 
+	// The RegionPool controller. Its reconciles wait on the API server, not
+	// the CPU, so a few run at once.
+	if err := (&controllers.RegionPoolReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder(controllers.RegionPoolControllerName + "-controller"),
+	}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 4}); err != nil {
+		return fmt.Errorf("setting up the RegionPool controller: %w", err)
+	}
+	// End of the RegionPool controller.
+
 	log.Info("starting the manager")
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

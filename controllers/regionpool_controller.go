@@ -1,0 +1,292 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// RegionPoolFieldOwner is the server-side apply field manager of every
+// routing-table ConfigMap: the one writer of those objects.
+const RegionPoolFieldOwner = "regionwarden-regionpool"
+
+// RegionPoolReconciler renders each RegionPool, with the ready
+// ProvisionedThroughputs that select it, into the pool's routing-table
+// ConfigMap, and writes only the pool's status and that ConfigMap.
+//
+// A PT selects a pool when both are in one namespace and have the same
+// project, publisher and model (exact strings, see ptMatchesPool). A pool's
+// provisionedThroughputSelector narrows that set by labels; it never widens it
+// to PTs of another model, whose capacity this pool's calls cannot use.
+//
+// The ConfigMap is owned by the pool (controller reference), so the garbage
+// collector deletes it with the pool, and it is written by server-side apply
+// under RegionPoolFieldOwner with forced ownership, so a hand edit is
+// reverted on the next reconcile. A ConfigMap of the same name that the pool
+// does not control is never written: the pool is Stalled until a person
+// renames one of them.
+type RegionPoolReconciler struct {
+	// Client reads PTs from the manager's cache, reads ConfigMaps as
+	// metadata only, and writes ConfigMaps and pool status.
+	Client client.Client
+	// Reader reads the pool itself from the API server, not the cache: the
+	// reconcile that follows a status write must see that write, or it would
+	// take the old conditions for current and announce the same change twice.
+	// SetupWithManager sets it to the manager's API reader when nil.
+	Reader client.Reader
+	// Recorder records events; nil records none.
+	Recorder events.EventRecorder
+}
+
+// +kubebuilder:rbac:groups=capacity.regionwarden.io,resources=regionpools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=capacity.regionwarden.io,resources=regionpools/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=capacity.regionwarden.io,resources=provisionedthroughputs,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile renders one RegionPool and writes its status, once, on the way out.
+func (r *RegionPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	pool := &capacityv1alpha1.RegionPool{}
+	if err := r.reader().Get(ctx, req.NamespacedName, pool); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	// The ConfigMap is the only thing the pool has, and it carries an owner
+	// reference: the garbage collector removes it, so no finalizer is needed.
+	if !pool.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+
+	before := pool.DeepCopy()
+	defer func() {
+		if err := r.patchStatus(ctx, before, pool); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+	return r.reconcile(ctx, pool)
+}
+
+func (r *RegionPoolReconciler) reader() client.Reader {
+	if r.Reader != nil {
+		return r.Reader
+	}
+	return r.Client
+}
+
+// reconcile renders the table, checks that the ConfigMap is the pool's to
+// write, writes it and fills in the status.
+func (r *RegionPoolReconciler) reconcile(ctx context.Context, pool *capacityv1alpha1.RegionPool) (ctrl.Result, error) {
+	// A selector the API server accepted but that does not parse, or a
+	// table that does not validate (more than table.MaxRegions with the
+	// PTs' locations), is for a person to fix: retrying the same inputs gives
+	// the same error, and a change to the pool or its PTs reconciles again.
+	stall := func(err error) (ctrl.Result, error) {
+		msg := "the routing table cannot be rendered: " + err.Error()
+		r.setReady(pool, metav1.ConditionFalse, capacityv1alpha1.ReasonRenderFailed, msg)
+		markStalled(pool, capacityv1alpha1.ReasonRenderFailed, msg)
+		return ctrl.Result{}, reconcile.TerminalError(err)
+	}
+	sel, err := poolSelector(pool)
+	if err != nil {
+		return stall(err)
+	}
+	pts, err := r.selectPTs(ctx, pool, sel)
+	if err != nil {
+		markReconciling(pool, capacityv1alpha1.ReasonProgressing, "listing ProvisionedThroughputs: "+err.Error())
+		return ctrl.Result{}, err
+	}
+	out := renderPool(pool, pts)
+	data, err := table.Render(&table.Table{Version: table.Version, Pools: []table.Pool{out.pool}})
+	if err != nil {
+		return stall(err)
+	}
+	hash := table.Hash(data)
+	name := pool.GetConfigMapName()
+
+	if foreign, err := r.foreignConfigMap(ctx, pool, name); err != nil {
+		markReconciling(pool, capacityv1alpha1.ReasonProgressing, "reading ConfigMap "+name+": "+err.Error())
+		return ctrl.Result{}, err
+	} else if foreign {
+		// Terminal: the ConfigMap watch brings the pool back when that
+		// ConfigMap changes or goes away.
+		msg := fmt.Sprintf("ConfigMap %s/%s exists and is not controlled by this RegionPool: it is left alone; delete it, or set spec.output.configMapName to another name", pool.Namespace, name)
+		r.setReady(pool, metav1.ConditionFalse, capacityv1alpha1.ReasonConfigMapConflict, msg)
+		markStalled(pool, capacityv1alpha1.ReasonConfigMapConflict, msg)
+		return ctrl.Result{}, nil
+	}
+
+	if err := r.applyConfigMap(ctx, pool, name, data, hash); err != nil {
+		msg := fmt.Sprintf("writing ConfigMap %s/%s: %v", pool.Namespace, name, err)
+		r.setReady(pool, metav1.ConditionFalse, capacityv1alpha1.ReasonWriteFailed, msg)
+		markReconciling(pool, capacityv1alpha1.ReasonWriteFailed, msg)
+		return ctrl.Result{}, err
+	}
+	if err := r.deleteRenamedConfigMap(ctx, pool, name); err != nil {
+		markReconciling(pool, capacityv1alpha1.ReasonProgressing, err.Error())
+		return ctrl.Result{}, err
+	}
+
+	pool.Status.ConfigMapName = name
+	pool.Status.TableHash = hash
+	pool.Status.ProtectedRegions = out.protected
+	pool.Status.Regions = out.regions
+	reason, msg := readyMessage(pool, name, out)
+	r.setReady(pool, metav1.ConditionTrue, reason, msg)
+	markReconciled(pool)
+	pool.Status.ObservedGeneration = pool.Generation
+	return ctrl.Result{}, nil
+}
+
+// setReady sets Ready and records an event when it changes: a Warning for
+// False, a Normal one for True, each with the condition's reason.
+func (r *RegionPoolReconciler) setReady(pool *capacityv1alpha1.RegionPool, status metav1.ConditionStatus, reason, msg string) {
+	eventtype := eventNormal
+	if status != metav1.ConditionTrue {
+		eventtype = eventWarning
+	}
+	setConditionWithEvent(r.Recorder, pool, eventtype, ActionRender, capacityv1alpha1.ConditionReady, status, reason, msg)
+}
+
+// readyMessage says what the table protects. When a ready PT added a location
+// that spec.regions does not list, the reason is UndeclaredRegionsAdded and
+// the message names the location and its PTs: the region is protected, and
+// the spec should say so too.
+func readyMessage(pool *capacityv1alpha1.RegionPool, name string, out rendered) (reason, msg string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "routing table written to ConfigMap %s: ", name)
+	if len(out.protected) == 0 {
+		fmt.Fprintf(&b, "no provisioned regions, %d shared", len(out.regions))
+	} else {
+		fmt.Fprintf(&b, "provisioned (never ejected): %s; %d shared", strings.Join(out.protected, ", "), len(out.regions)-len(out.protected))
+	}
+	if len(out.undeclared) == 0 {
+		return capacityv1alpha1.ReasonRendered, b.String()
+	}
+	for _, u := range out.undeclared {
+		fmt.Fprintf(&b, "; %s is routed as provisioned because ProvisionedThroughput %s declares capacity there, although spec.regions does not list it",
+			u.name, strings.Join(u.pts, ", "))
+	}
+	b.WriteString(": add it to spec.regions of RegionPool " + pool.Name)
+	return capacityv1alpha1.ReasonUndeclaredRegions, b.String()
+}
+
+// selectPTs lists the PTs of the pool's project, publisher and model in its
+// namespace (through the field index), narrowed by the pool's selector.
+func (r *RegionPoolReconciler) selectPTs(ctx context.Context, pool *capacityv1alpha1.RegionPool, sel labels.Selector) ([]capacityv1alpha1.ProvisionedThroughput, error) {
+	var list capacityv1alpha1.ProvisionedThroughputList
+	if err := r.Client.List(ctx, &list, client.InNamespace(pool.Namespace),
+		client.MatchingFields{indexPTByModel: modelKey(pool.Spec.Project, pool.GetPublisher(), pool.Spec.Model)},
+		client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// poolSelector is the pool's PT selector; an empty or absent one selects
+// everything (of the pool's model).
+func poolSelector(pool *capacityv1alpha1.RegionPool) (labels.Selector, error) {
+	if pool.Spec.ProvisionedThroughputSelector == nil {
+		return labels.Everything(), nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(pool.Spec.ProvisionedThroughputSelector)
+	if err != nil {
+		return nil, fmt.Errorf("spec.provisionedThroughputSelector: %w", err)
+	}
+	return sel, nil
+}
+
+// configMapMeta is an empty metadata-only ConfigMap: the controller caches
+// ConfigMaps as metadata, never their data.
+func configMapMeta() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	return m
+}
+
+// foreignConfigMap reports whether a ConfigMap called name exists in the
+// pool's namespace without this pool as its controller.
+func (r *RegionPoolReconciler) foreignConfigMap(ctx context.Context, pool *capacityv1alpha1.RegionPool, name string) (bool, error) {
+	cm := configMapMeta()
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: name}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	return !controlledBy(cm, pool), nil
+}
+
+// controlledBy reports whether obj's controller reference is pool (by UID,
+// so a pool deleted and created again with the same name is another owner).
+func controlledBy(obj metav1.Object, pool *capacityv1alpha1.RegionPool) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && ref.UID == pool.UID
+}
+
+// applyConfigMap writes the table with server-side apply. Forced ownership
+// takes the fields back from whoever edited them by hand; applying the same
+// content again changes nothing on the server.
+func (r *RegionPoolReconciler) applyConfigMap(ctx context.Context, pool *capacityv1alpha1.RegionPool, name string, data []byte, hash string) error {
+	gvk := capacityv1alpha1.GroupVersion.WithKind("RegionPool")
+	cm := corev1ac.ConfigMap(name, pool.Namespace).
+		WithLabels(map[string]string{table.LabelRoutingTable: "true"}).
+		WithAnnotations(map[string]string{table.AnnotationHash: hash}).
+		WithOwnerReferences(metav1ac.OwnerReference().
+			WithAPIVersion(gvk.GroupVersion().String()).
+			WithKind(gvk.Kind).
+			WithName(pool.Name).
+			WithUID(pool.UID).
+			WithController(true)).
+		WithData(map[string]string{table.DataKey: string(data)})
+	return r.Client.Apply(ctx, cm, client.FieldOwner(RegionPoolFieldOwner), client.ForceOwnership)
+}
+
+// deleteRenamedConfigMap deletes the ConfigMap the pool wrote under its
+// previous spec.output.configMapName, once the table is under the new name:
+// routers reading the old name would otherwise follow a table that no longer
+// changes. Only a ConfigMap this pool controls is deleted.
+func (r *RegionPoolReconciler) deleteRenamedConfigMap(ctx context.Context, pool *capacityv1alpha1.RegionPool, name string) error {
+	old := pool.Status.ConfigMapName
+	if old == "" || old == name {
+		return nil
+	}
+	cm := configMapMeta()
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: old}, cm); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !controlledBy(cm, pool) {
+		return nil
+	}
+	if err := r.Client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting the previous ConfigMap %s: %w", old, err)
+	}
+	return nil
+}
+
+// patchStatus writes the status computed from before: the one place the pool
+// is written. An unchanged status is not written.
+func (r *RegionPoolReconciler) patchStatus(ctx context.Context, before, pool *capacityv1alpha1.RegionPool) error {
+	if equality.Semantic.DeepEqual(before.Status, pool.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, pool, client.MergeFrom(before)); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("patching the status of %s/%s: %w", pool.Namespace, pool.Name, err))
+	}
+	return nil
+}

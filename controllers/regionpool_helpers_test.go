@@ -1,0 +1,334 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// Names the RegionPool tests share.
+const (
+	poolProject = "acme-prod"
+	poolModel   = "gemini-2.5-flash-lite"
+)
+
+// poolWait bounds how long a test waits for the controller to reach a state.
+// It is a deadline against a hung test, never a measurement.
+const poolWait = 30 * time.Second
+
+// poolEventLog keeps the events the RegionPool reconciler records and passes
+// them on to the manager's recorder, which writes them to the API server.
+type poolEventLog struct {
+	next events.EventRecorder
+
+	mu     sync.Mutex
+	events []recordedPoolEvent
+}
+
+type recordedPoolEvent struct {
+	object, eventtype, reason, message string
+}
+
+func (l *poolEventLog) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	name := ""
+	if o, ok := regarding.(client.Object); ok {
+		name = o.GetName()
+	}
+	l.mu.Lock()
+	l.events = append(l.events, recordedPoolEvent{object: name, eventtype: eventtype, reason: reason, message: fmt.Sprintf(note, args...)})
+	l.mu.Unlock()
+	l.next.Eventf(regarding, related, eventtype, reason, action, note, args...)
+}
+
+// count is the number of events about object with the reason.
+func (l *poolEventLog) count(object, reason string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.events {
+		if e.object == object && e.reason == reason {
+			n++
+		}
+	}
+	return n
+}
+
+// poolEnv is one RegionPool test's world: a namespace of its own and a
+// manager, scoped to it, that runs the RegionPool controller (and no PT
+// controller: tests write PT status themselves).
+type poolEnv struct {
+	t   testing.TB
+	ns  string
+	cl  client.Client // direct, so every read sees the last write
+	mgr ctrl.Manager
+	r   *RegionPoolReconciler
+	rec *poolEventLog
+}
+
+// newPoolEnv starts the controller in a new namespace. With start false the
+// manager is built but not started (the caller starts it with env.start).
+func newPoolEnv(t testing.TB, start bool) *poolEnv {
+	t.Helper()
+	e := &poolEnv{t: t, ns: newNamespace(t), cl: testClient}
+	mgr, err := ctrl.NewManager(testConfig, ctrl.Options{
+		Scheme:                 testScheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mgr = mgr
+	e.rec = &poolEventLog{next: mgr.GetEventRecorder(RegionPoolControllerName)}
+	e.r = &RegionPoolReconciler{Client: mgr.GetClient(), Recorder: e.rec}
+	skip := true
+	if err := e.r.SetupWithManager(mgr, controller.Options{SkipNameValidation: &skip, MaxConcurrentReconciles: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if start {
+		e.start()
+	}
+	return e
+}
+
+// start runs the manager until the test ends and waits for its cache.
+func (e *poolEnv) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.mgr.Start(ctx) }()
+	e.t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			e.t.Errorf("manager: %v", err)
+		}
+	})
+	if !e.mgr.GetCache().WaitForCacheSync(ctx) {
+		e.t.Fatal("the manager's cache did not sync")
+	}
+}
+
+// poolOption changes a RegionPool before it is created.
+type poolOption func(*capacityv1alpha1.RegionPool)
+
+func poolWithModel(m string) poolOption {
+	return func(p *capacityv1alpha1.RegionPool) { p.Spec.Model = m }
+}
+
+func poolWithHint(region string, rps int32) poolOption {
+	return func(p *capacityv1alpha1.RegionPool) {
+		for i := range p.Spec.Regions {
+			if p.Spec.Regions[i].Name == region {
+				p.Spec.Regions[i].RequestsPerSecond = &rps
+			}
+		}
+	}
+}
+
+func poolWithSelector(labels map[string]string) poolOption {
+	return func(p *capacityv1alpha1.RegionPool) {
+		p.Spec.ProvisionedThroughputSelector = &metav1.LabelSelector{MatchLabels: labels}
+	}
+}
+
+func poolWithOutput(name string) poolOption {
+	return func(p *capacityv1alpha1.RegionPool) { p.Spec.Output.ConfigMapName = name }
+}
+
+// createPool creates a pool of poolProject and poolModel over regions.
+func (e *poolEnv) createPool(name string, regions []string, opts ...poolOption) *capacityv1alpha1.RegionPool {
+	e.t.Helper()
+	p := &capacityv1alpha1.RegionPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
+		Spec:       capacityv1alpha1.RegionPoolSpec{Project: poolProject, Model: poolModel},
+	}
+	for _, r := range regions {
+		p.Spec.Regions = append(p.Spec.Regions, capacityv1alpha1.PoolRegion{Name: r})
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	if err := e.cl.Create(context.Background(), p); err != nil {
+		e.t.Fatalf("creating pool %s: %v", name, err)
+	}
+	return p
+}
+
+// ptSpec is what a test PT declares.
+type ptSpec struct {
+	name, model, location string
+	gsus                  int64
+	labels                map[string]string
+}
+
+// createPT creates a PT of poolProject (and poolModel unless s.model is set),
+// with no status: it protects nothing until setPTReady.
+func (e *poolEnv) createPT(s ptSpec) *capacityv1alpha1.ProvisionedThroughput {
+	e.t.Helper()
+	if s.model == "" {
+		s.model = poolModel
+	}
+	if s.gsus == 0 {
+		s.gsus = 2
+	}
+	pt := &capacityv1alpha1.ProvisionedThroughput{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: s.name, Labels: s.labels},
+		Spec: capacityv1alpha1.ProvisionedThroughputSpec{
+			Project: poolProject, Location: s.location, Model: s.model, GSUs: s.gsus,
+		},
+	}
+	if err := e.cl.Create(context.Background(), pt); err != nil {
+		e.t.Fatalf("creating PT %s: %v", s.name, err)
+	}
+	return pt
+}
+
+// setPTReady writes the PT's Ready condition (and observed tokens per second
+// when tokens > 0) through the status subresource, as the PT controller would.
+func (e *poolEnv) setPTReady(name string, ready bool, reason string, tokens float64) {
+	e.t.Helper()
+	if err := setPTReadyStatus(context.Background(), e.cl, types.NamespacedName{Namespace: e.ns, Name: name}, ready, reason, tokens); err != nil {
+		e.t.Fatalf("setting the status of PT %s: %v", name, err)
+	}
+}
+
+func setPTReadyStatus(ctx context.Context, cl client.Client, key types.NamespacedName, ready bool, reason string, tokens float64) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pt := &capacityv1alpha1.ProvisionedThroughput{}
+		if err := cl.Get(ctx, key, pt); err != nil {
+			return err
+		}
+		status := metav1.ConditionFalse
+		if ready {
+			status = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&pt.Status.Conditions, metav1.Condition{
+			Type: capacityv1alpha1.ConditionReady, Status: status, Reason: reason,
+			Message: "set by the test", ObservedGeneration: pt.Generation,
+		})
+		if tokens > 0 {
+			pt.Status.Observed = &capacityv1alpha1.ObservedCapacity{GSUs: pt.Spec.GSUs, TokensPerSecond: tokens}
+		}
+		return cl.Status().Update(ctx, pt)
+	})
+}
+
+// pool reads a pool from the API server.
+func (e *poolEnv) pool(name string) *capacityv1alpha1.RegionPool {
+	e.t.Helper()
+	p := &capacityv1alpha1.RegionPool{}
+	if err := e.cl.Get(context.Background(), types.NamespacedName{Namespace: e.ns, Name: name}, p); err != nil {
+		e.t.Fatalf("reading pool %s: %v", name, err)
+	}
+	return p
+}
+
+// waitPool polls the pool until ok holds, and fails the test at poolWait.
+func (e *poolEnv) waitPool(name, what string, ok func(*capacityv1alpha1.RegionPool) bool) *capacityv1alpha1.RegionPool {
+	e.t.Helper()
+	var last *capacityv1alpha1.RegionPool
+	for deadline := time.Now().Add(poolWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		last = e.pool(name)
+		if ok(last) {
+			return last
+		}
+	}
+	e.t.Fatalf("pool %s: never %s; last status: %+v", name, what, last.Status)
+	return nil
+}
+
+// routingTable is a routing-table ConfigMap and the table it holds.
+type routingTable struct {
+	cm    *corev1.ConfigMap
+	table *table.Table
+}
+
+// region is the table's region called name, or nil.
+func (rt routingTable) region(name string) *table.Region {
+	for i := range rt.table.Pools[0].Regions {
+		if rt.table.Pools[0].Regions[i].Name == name {
+			return &rt.table.Pools[0].Regions[i]
+		}
+	}
+	return nil
+}
+
+// readTable reads and parses ConfigMap name; ok is false while it is absent.
+func (e *poolEnv) readTable(name string) (routingTable, bool) {
+	e.t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := e.cl.Get(context.Background(), types.NamespacedName{Namespace: e.ns, Name: name}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return routingTable{}, false
+		}
+		e.t.Fatalf("reading ConfigMap %s: %v", name, err)
+	}
+	tb, err := table.Parse([]byte(cm.Data[table.DataKey]))
+	if err != nil {
+		return routingTable{cm: cm}, true
+	}
+	return routingTable{cm: cm, table: tb}, true
+}
+
+// waitTable polls ConfigMap name until it holds a table for which ok holds.
+func (e *poolEnv) waitTable(name, what string, ok func(routingTable) bool) routingTable {
+	e.t.Helper()
+	var last routingTable
+	for deadline := time.Now().Add(poolWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		rt, found := e.readTable(name)
+		if found && rt.table != nil && ok(rt) {
+			return rt
+		}
+		last = rt
+	}
+	e.t.Fatalf("ConfigMap %s: never %s; last: %+v", name, what, last.cm)
+	return routingTable{}
+}
+
+// isReconciled reports whether the pool's status describes its current spec.
+func isReconciled(p *capacityv1alpha1.RegionPool) bool {
+	return p.Status.ObservedGeneration == p.Generation &&
+		meta.IsStatusConditionTrue(p.Status.Conditions, capacityv1alpha1.ConditionReady)
+}
+
+// tiers is the table's regions as "name=tier" in table order.
+func tiers(rt routingTable) []string {
+	var out []string
+	for _, r := range rt.table.Pools[0].Regions {
+		out = append(out, r.Name+"="+string(r.Tier))
+	}
+	return out
+}
+
+func protects(region string) func(routingTable) bool {
+	return func(rt routingTable) bool {
+		r := rt.region(region)
+		return r != nil && r.Tier == table.TierProvisioned
+	}
+}
+
+func sharedOrAbsent(region string) func(routingTable) bool {
+	return func(rt routingTable) bool {
+		r := rt.region(region)
+		return r == nil || r.Tier == table.TierShared
+	}
+}

@@ -1,0 +1,188 @@
+package controllers
+
+import (
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// rendered is a RegionPool and its ProvisionedThroughputs turned into one pool
+// of the routing table, with what the pool's status reports about it.
+type rendered struct {
+	// pool is the routing table's pool: regions sorted, policy complete.
+	pool table.Pool
+	// regions is pool.Regions as the RegionPool's status shows them, in the
+	// same order.
+	regions []capacityv1alpha1.RegionStatus
+	// protected are the provisioned regions' names, sorted.
+	protected []string
+	// undeclared are the provisioned locations that spec.regions does not
+	// list, each with the ProvisionedThroughputs that put it in the table.
+	undeclared []undeclaredRegion
+}
+
+// undeclaredRegion is a location with ready Provisioned Throughput that the
+// pool's spec.regions does not list.
+type undeclaredRegion struct {
+	name string
+	pts  []string
+}
+
+// ptReady reports whether pt makes its location provisioned: its Ready
+// condition is True and it is not being deleted. A PT not yet verified (no
+// Ready condition) protects nothing until the PT controller says so.
+func ptReady(pt *capacityv1alpha1.ProvisionedThroughput) bool {
+	return pt.DeletionTimestamp.IsZero() && meta.IsStatusConditionTrue(pt.Status.Conditions, capacityv1alpha1.ConditionReady)
+}
+
+// ptMatchesPool reports whether pt is capacity for pool's model: same
+// namespace, same project, same publisher (both defaulted) and the same model
+// string, compared exactly. A PT declared for "gemini-2.5-flash-lite-001" does
+// not protect a pool of "gemini-2.5-flash-lite": Vertex AI bills and enforces
+// Provisioned Throughput per model ID, and guessing at version aliases could
+// route traffic as provisioned that GCP serves as pay-as-you-go.
+func ptMatchesPool(pool *capacityv1alpha1.RegionPool, pt *capacityv1alpha1.ProvisionedThroughput) bool {
+	return pt.Namespace == pool.Namespace && pt.Spec.Project == pool.Spec.Project &&
+		pt.GetPublisher() == pool.GetPublisher() && pt.Spec.Model == pool.Spec.Model
+}
+
+// renderPool turns pool and the ProvisionedThroughputs that select it into
+// the routing table's pool. It is a pure function of its inputs: the order of
+// pts does not matter, and the same inputs give the same output.
+//
+// Every location with a ready PT is a provisioned region that is never
+// ejectable, listed in spec.regions or not: declaring the capacity is enough
+// to protect it. Its GSUs are the sum of the ready PTs' spec.gsus there (two
+// orders in one location add up); its tokens per second are the largest
+// status.observed.tokensPerSecond among them, since GCP reports one limit per
+// location and model. Every other listed region is shared and ejectable; a
+// location that only a PT put in the table leaves it when that PT stops being
+// ready, since spec.regions never asked for it. pts that are not ready or do
+// not match the pool's model are ignored.
+func renderPool(pool *capacityv1alpha1.RegionPool, pts []capacityv1alpha1.ProvisionedThroughput) rendered {
+	type provisioned struct {
+		gsus   int64
+		tokens float64
+		names  []string
+	}
+	byLocation := map[string]*provisioned{}
+	for i := range pts {
+		pt := &pts[i]
+		if !ptReady(pt) || !ptMatchesPool(pool, pt) {
+			continue
+		}
+		p := byLocation[pt.Spec.Location]
+		if p == nil {
+			p = &provisioned{}
+			byLocation[pt.Spec.Location] = p
+		}
+		p.gsus += pt.Spec.GSUs
+		if o := pt.Status.Observed; o != nil && o.TokensPerSecond > p.tokens {
+			p.tokens = o.TokensPerSecond
+		}
+		p.names = append(p.names, pt.Name)
+	}
+
+	out := rendered{pool: table.Pool{
+		Namespace: pool.Namespace,
+		Name:      pool.Name,
+		Project:   pool.Spec.Project,
+		Publisher: pool.GetPublisher(),
+		Model:     pool.Spec.Model,
+		Policy:    renderPolicy(pool.Spec.Policy),
+	}}
+	listed := map[string]bool{}
+	for _, sr := range pool.Spec.Regions {
+		listed[sr.Name] = true
+		r := table.Region{Name: sr.Name, Endpoint: sr.Endpoint, Tier: table.TierShared, Ejectable: true, Source: table.SourceSpec}
+		if sr.RequestsPerSecond != nil {
+			r.Capacity.RequestsPerSecond = float64(*sr.RequestsPerSecond)
+		}
+		out.pool.Regions = append(out.pool.Regions, r)
+	}
+	for name := range byLocation {
+		if !listed[name] {
+			out.pool.Regions = append(out.pool.Regions, table.Region{Name: name})
+		}
+	}
+	for i := range out.pool.Regions {
+		r := &out.pool.Regions[i]
+		p := byLocation[r.Name]
+		if p == nil {
+			continue
+		}
+		sort.Strings(p.names)
+		r.Tier, r.Ejectable, r.Source = table.TierProvisioned, false, table.SourceDeclared
+		r.Capacity.GSUs, r.Capacity.TokensPerSecond = p.gsus, p.tokens
+		out.protected = append(out.protected, r.Name)
+		if !listed[r.Name] {
+			out.undeclared = append(out.undeclared, undeclaredRegion{name: r.Name, pts: p.names})
+		}
+	}
+	for i := range out.pool.Regions {
+		if out.pool.Regions[i].Endpoint == "" {
+			out.pool.Regions[i].Endpoint = table.DefaultEndpoint(out.pool.Regions[i].Name)
+		}
+	}
+	table.SortRegions(out.pool.Regions)
+	sort.Strings(out.protected)
+	sort.Slice(out.undeclared, func(i, j int) bool { return out.undeclared[i].name < out.undeclared[j].name })
+
+	for _, r := range out.pool.Regions {
+		st := capacityv1alpha1.RegionStatus{Name: r.Name, Tier: string(r.Tier), Ejectable: r.Ejectable, Source: string(r.Source)}
+		if p := byLocation[r.Name]; p != nil {
+			st.ProvisionedThroughput = strings.Join(p.names, ",")
+		}
+		out.regions = append(out.regions, st)
+	}
+	return out
+}
+
+// renderPolicy maps a RegionPool's policy to the routing table's. A field the
+// pool leaves unset (nil, or zero where zero is not a valid value) takes
+// table.DefaultPolicy's value, so the API's defaults and the router's live in
+// one place. The concurrency limits are not in the API: they are always the
+// defaults.
+func renderPolicy(p capacityv1alpha1.RoutingPolicy) table.Policy {
+	out := table.DefaultPolicy()
+	e, oe := p.Ejection, &out.Ejection
+	if e.FailureRateThreshold != 0 {
+		oe.FailureRateThreshold = e.FailureRateThreshold
+	}
+	if e.MinRequests != 0 {
+		oe.MinRequests = int(e.MinRequests)
+	}
+	if e.Interval != nil {
+		oe.Interval.Duration = e.Interval.Duration
+	}
+	if e.BaseEjectionTime != nil {
+		oe.BaseEjectionTime.Duration = e.BaseEjectionTime.Duration
+	}
+	if e.MaxEjectionTime != nil {
+		oe.MaxEjectionTime.Duration = e.MaxEjectionTime.Duration
+	}
+	if e.MaxEjectedPercent != nil {
+		oe.MaxEjectedPercent = int(*e.MaxEjectedPercent)
+	}
+	r, or := p.Retry, &out.Retry
+	if r.MaxAttempts != 0 {
+		or.MaxAttempts = int(r.MaxAttempts)
+	}
+	if r.BudgetPercent != nil {
+		or.BudgetPercent = int(*r.BudgetPercent)
+	}
+	if r.MinRetriesPerSecond != nil {
+		or.MinRetriesPerSecond = int(*r.MinRetriesPerSecond)
+	}
+	switch p.Provisioned.RequestType {
+	case capacityv1alpha1.RequestTypeDedicated:
+		out.Provisioned.RequestType = table.RequestTypeDedicated
+	case capacityv1alpha1.RequestTypeSpillover:
+		out.Provisioned.RequestType = table.RequestTypeSpillover
+	}
+	return out
+}
