@@ -48,15 +48,15 @@ func (f *fakeRegion) serveREST(tb testing.TB) string {
 	return "http://" + lis.Addr().String()
 }
 
-// BenchmarkAddedLatency measures what the router adds to a call: the same
-// generateContent requests, from the same HTTP client, sent straight to a
-// fake region's REST front and through the router (REST in, gRPC to the same
-// fake region), interleaved in one run at a fixed rate of 500 requests/s per
-// path. It reports p50 and p99 of each path and their differences, in
-// microseconds. b.N is the number of requests per path; run it with
-// -benchtime=5000x for ten seconds of traffic.
-func BenchmarkAddedLatency(b *testing.B) {
-	const rate = 500 // requests per second per path
+// rig is a fake region reachable straight (REST) and through the router
+// (REST in, gRPC to the region), and one HTTP client for both paths.
+type rig struct {
+	direct, routed string
+	call           func(url string) (time.Duration, error)
+}
+
+func newRig(b *testing.B) *rig {
+	b.Helper()
 	pt := startRegion(b, "europe-west1", table.TierProvisioned)
 	direct := pt.serveREST(b) + "/v1/projects/" + project + "/locations/europe-west1/publishers/google/models/" + model + ":generateContent"
 
@@ -93,6 +93,20 @@ func BenchmarkAddedLatency(b *testing.B) {
 		}
 		return time.Since(start), err
 	}
+	return &rig{direct: direct, routed: routed, call: call}
+}
+
+// BenchmarkAddedLatency measures what the router adds to a call: the same
+// generateContent requests, from the same HTTP client, sent straight to a
+// fake region's REST front and through the router (REST in, gRPC to the same
+// fake region), interleaved in one run at a fixed rate of 500 requests/s per
+// path. It reports p50 and p99 of each path and their differences, in
+// microseconds. b.N is the number of requests per path; run it with
+// -benchtime=5000x for ten seconds of traffic.
+func BenchmarkAddedLatency(b *testing.B) {
+	const rate = 500 // requests per second per path
+	rg := newRig(b)
+	direct, routed, call := rg.direct, rg.routed, rg.call
 	// Warm both paths: connections, the region's gRPC client, the policy.
 	for range 200 {
 		if _, err := call(direct); err != nil {
@@ -149,4 +163,30 @@ func BenchmarkAddedLatency(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	b.Logf("%d requests per path at %d/s per path, interleaved: direct p50 %.0fµs p99 %.0fµs; router p50 %.0fµs p99 %.0fµs; added p50 %.0fµs p99 %.0fµs",
 		len(lat[0]), rate, d50, d99, r50, r99, r50-d50, r99-d99)
+}
+
+// BenchmarkCPUPerRequest measures the process's CPU time (client, router and
+// fake region together, getrusage) per request, one request at a time, for
+// each path: the difference is what the router costs in CPU, a measure that
+// other load on the machine disturbs less than wall time.
+func BenchmarkCPUPerRequest(b *testing.B) {
+	rg := newRig(b)
+	for _, path := range []struct{ name, url string }{{"direct", rg.direct}, {"router", rg.routed}} {
+		b.Run(path.name, func(b *testing.B) {
+			for range 200 {
+				if _, err := rg.call(path.url); err != nil {
+					b.Fatal(err)
+				}
+			}
+			before := processCPU()
+			b.ResetTimer()
+			for range b.N {
+				if _, err := rg.call(path.url); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((processCPU()-before).Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+	}
 }
