@@ -1,0 +1,354 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
+	"github.com/regionwarden/regionwarden/internal/gcp"
+	"github.com/regionwarden/regionwarden/internal/gcp/gcpfake"
+)
+
+// ptT0 is where every PT test's clock starts.
+var ptT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// fakeClock is a clock that tests move by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// recordedEvent is one event the reconciler recorded.
+type recordedEvent struct {
+	Object, Type, Reason, Message string
+}
+
+// spyRecorder counts the events the reconciler records, as it records them,
+// and passes them on to the manager's real recorder, which writes them to the
+// API server.
+type spyRecorder struct {
+	next events.EventRecorder
+
+	mu     sync.Mutex
+	events []recordedEvent
+}
+
+func (s *spyRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	name := ""
+	if o, ok := regarding.(client.Object); ok {
+		name = o.GetName()
+	}
+	s.mu.Lock()
+	s.events = append(s.events, recordedEvent{Object: name, Type: eventtype, Reason: reason, Message: fmt.Sprintf(note, args...)})
+	s.mu.Unlock()
+	s.next.Eventf(regarding, related, eventtype, reason, action, note, args...)
+}
+
+// count is the number of events about the object with the type and reason.
+func (s *spyRecorder) count(object, eventtype, reason string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, e := range s.events {
+		if e.Object == object && e.Type == eventtype && e.Reason == reason {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *spyRecorder) all(object string) []recordedEvent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []recordedEvent
+	for _, e := range s.events {
+		if e.Object == object {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// ptEnv is one test's world: a namespace, a fake Cloud Monitoring on
+// loopback read by the real client, and a manager running the PT controller,
+// all on one fake clock.
+type ptEnv struct {
+	t    testing.TB
+	ns   string
+	clk  *fakeClock
+	fake *gcpfake.MetricServer
+	rec  *spyRecorder
+	r    *ProvisionedThroughputReconciler
+	cl   client.Client // the test's own, with the API server's full rights
+}
+
+type ptEnvOptions struct {
+	// noSource runs the controller without GCP.
+	noSource bool
+	// restConfig replaces the manager's identity (for RBAC tests).
+	restConfig func(namespace string) *rest.Config
+}
+
+func newPTEnv(t testing.TB, o ptEnvOptions) *ptEnv {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &ptEnv{t: t, ns: newNamespace(t), clk: &fakeClock{t: ptT0}, fake: gcpfake.NewMetricServer()}
+	e.fake.SetNow(e.clk.Now)
+
+	var src gcp.Source
+	if !o.noSource {
+		addr, stop, err := gcpfake.Start(e.fake)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stop)
+		ms, err := gcp.NewMonitoringSource(ctx, gcp.Options{Endpoint: addr, Insecure: true, Now: e.clk.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ms.Close() })
+		src = ms
+	}
+
+	cfg := testConfig
+	if o.restConfig != nil {
+		cfg = o.restConfig(e.ns)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 testScheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cl, err = client.New(testConfig, client.Options{Scheme: testScheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The reconciler reads past the manager's cache, with the manager's
+	// identity, so each reconcile a test runs sees the last one's write.
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: testScheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.rec = &spyRecorder{next: mgr.GetEventRecorder("provisionedthroughput-controller")}
+	e.r = &ProvisionedThroughputReconciler{Client: direct, Source: src, Recorder: e.rec, Now: e.clk.Now}
+	skip := true
+	if err := e.r.SetupWithManager(mgr, controller.Options{SkipNameValidation: &skip}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return e
+}
+
+// ptOption changes a PT before it is created.
+type ptOption func(*capacityv1alpha1.ProvisionedThroughput)
+
+func withPolicy(p capacityv1alpha1.VerificationPolicy) ptOption {
+	return func(pt *capacityv1alpha1.ProvisionedThroughput) { pt.Spec.Verification.Policy = p }
+}
+
+func withInterval(d time.Duration) ptOption {
+	return func(pt *capacityv1alpha1.ProvisionedThroughput) {
+		pt.Spec.Verification.Interval = &metav1.Duration{Duration: d}
+	}
+}
+
+func withGrace(d time.Duration) ptOption {
+	return func(pt *capacityv1alpha1.ProvisionedThroughput) {
+		pt.Spec.Verification.GracePeriod = &metav1.Duration{Duration: d}
+	}
+}
+
+func withTermEnd(end time.Time) ptOption {
+	return func(pt *capacityv1alpha1.ProvisionedThroughput) {
+		pt.Spec.Term = &capacityv1alpha1.Term{End: &metav1.Time{Time: end}}
+	}
+}
+
+func withProject(p string) ptOption {
+	return func(pt *capacityv1alpha1.ProvisionedThroughput) { pt.Spec.Project = p }
+}
+
+func withLocation(l string) ptOption {
+	return func(pt *capacityv1alpha1.ProvisionedThroughput) { pt.Spec.Location = l }
+}
+
+func withModel(m string) ptOption {
+	return func(pt *capacityv1alpha1.ProvisionedThroughput) { pt.Spec.Model = m }
+}
+
+// Defaults of the PTs the tests declare.
+const (
+	testProject  = "acme-prod"
+	testLocation = "europe-west1"
+	testModel    = "gemini-2.5-flash-lite"
+)
+
+// create declares a PT of gsus in the test namespace.
+func (e *ptEnv) create(name string, gsus int64, opts ...ptOption) *capacityv1alpha1.ProvisionedThroughput {
+	e.t.Helper()
+	pt := &capacityv1alpha1.ProvisionedThroughput{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
+		Spec: capacityv1alpha1.ProvisionedThroughputSpec{
+			Project: testProject, Location: testLocation, Model: testModel, GSUs: gsus,
+		},
+	}
+	for _, o := range opts {
+		o(pt)
+	}
+	if err := e.cl.Create(context.Background(), pt); err != nil {
+		e.t.Fatalf("creating %s: %v", name, err)
+	}
+	return pt
+}
+
+// gcpShows makes the fake report PT in the test project's location and model.
+func (e *ptEnv) gcpShows(gsus int64, tokensPerSecond float64, consumed map[string]float64) {
+	e.fake.SetPT(gcpfake.PT{Project: testProject, Location: testLocation, Publisher: "google", Model: testModel + "-001",
+		GSUs: gsus, TokensPerSecond: tokensPerSecond, Consumed: consumed})
+}
+
+// get reads the PT from the API server.
+func (e *ptEnv) get(name string) *capacityv1alpha1.ProvisionedThroughput {
+	e.t.Helper()
+	pt := &capacityv1alpha1.ProvisionedThroughput{}
+	if err := e.cl.Get(context.Background(), types.NamespacedName{Namespace: e.ns, Name: name}, pt); err != nil {
+		e.t.Fatalf("getting %s: %v", name, err)
+	}
+	return pt
+}
+
+// reconcile runs the reconciler once on the PT, as the manager would.
+func (e *ptEnv) reconcile(name string) reconcile.Result {
+	e.t.Helper()
+	res, err := e.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.ns, Name: name}})
+	if err != nil {
+		e.t.Fatalf("reconciling %s: %v", name, err)
+	}
+	return res
+}
+
+// waitFor polls the PT until ok holds. The deadline only keeps a broken
+// controller from hanging the run; nothing is asserted about time.
+func (e *ptEnv) waitFor(name string, what string, ok func(*capacityv1alpha1.ProvisionedThroughput) bool) *capacityv1alpha1.ProvisionedThroughput {
+	e.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		pt := e.get(name)
+		if ok(pt) {
+			return pt
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s never got %s; status: %+v", name, what, pt.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitReconciled waits for the manager's first reconcile of a new PT.
+func (e *ptEnv) waitReconciled(name string) *capacityv1alpha1.ProvisionedThroughput {
+	e.t.Helper()
+	return e.waitFor(name, "a Verified condition", func(pt *capacityv1alpha1.ProvisionedThroughput) bool {
+		return meta.FindStatusCondition(pt.Status.Conditions, capacityv1alpha1.ConditionVerified) != nil
+	})
+}
+
+// cond returns the PT's condition of type t, failing when it has none.
+func cond(t *testing.T, pt *capacityv1alpha1.ProvisionedThroughput, typ string) metav1.Condition {
+	t.Helper()
+	c := meta.FindStatusCondition(pt.Status.Conditions, typ)
+	if c == nil {
+		t.Fatalf("%s has no %s condition; conditions: %+v", pt.Name, typ, pt.Status.Conditions)
+	}
+	if c.ObservedGeneration != pt.Generation {
+		t.Errorf("%s: %s.observedGeneration = %d, want %d", pt.Name, typ, c.ObservedGeneration, pt.Generation)
+	}
+	return *c
+}
+
+// expectCond checks a condition's status and reason.
+func expectCond(t *testing.T, pt *capacityv1alpha1.ProvisionedThroughput, typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
+	t.Helper()
+	c := cond(t, pt, typ)
+	if c.Status != status || c.Reason != reason {
+		t.Errorf("%s: %s = %s/%s (%q), want %s/%s", pt.Name, typ, c.Status, c.Reason, c.Message, status, reason)
+	}
+	return c
+}
+
+// metricValue reads a PT metric from controller-runtime's registry; ok is
+// false when the series does not exist.
+func metricValue(t *testing.T, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if hasLabels(m, labels) {
+				if m.GetGauge() != nil {
+					return m.GetGauge().GetValue(), true
+				}
+				return m.GetCounter().GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	got := map[string]string{}
+	for _, l := range m.GetLabel() {
+		got[l.GetName()] = l.GetValue()
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,138 @@
+package controllers
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
+	"github.com/regionwarden/regionwarden/internal/gcp"
+)
+
+// TestPTRBAC runs the PT controller as a user bound to nothing but the
+// ClusterRole that controller-gen writes (config/rbac/role.yaml): it verifies
+// and records events, and it cannot touch a spec, delete anything or read
+// secrets.
+func TestPTRBAC(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.Unmarshal(raw, &role); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var user string
+	as := func(ns string) *rest.Config {
+		user = "regionwarden-manager-" + ns
+		role.ObjectMeta = metav1.ObjectMeta{Name: user}
+		binding := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: user},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+		}
+		for _, o := range []client.Object{&role, binding} {
+			if err := testClient.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = testClient.Delete(context.Background(), o) })
+		}
+		cfg := rest.CopyConfig(testConfig)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+		return cfg
+	}
+	e := newPTEnv(t, ptEnvOptions{restConfig: as})
+
+	e.gcpShows(2, 3000, map[string]float64{gcp.RequestTypeDedicated: 300})
+	e.create("pt", 4)
+	pt := e.waitReconciled("pt")
+	expectCond(t, pt, capacityv1alpha1.ConditionVerified, metav1.ConditionFalse, capacityv1alpha1.ReasonMismatch)
+	e.waitForEvent("pt", capacityv1alpha1.ReasonMismatch)
+
+	// A repeated event is a patch of the first (its series): the same report
+	// about the same object version, recorded twice, must be accepted too.
+	for range 2 {
+		recordEvent(e.rec, pt, eventWarning, capacityv1alpha1.ReasonMismatch, ActionVerify, cond(t, pt, capacityv1alpha1.ConditionVerified).Message)
+	}
+	e.waitForEventSeries("pt", capacityv1alpha1.ReasonMismatch)
+
+	for _, tc := range []struct {
+		verb, group, resource, subresource string
+		allowed                            bool
+	}{
+		{"get", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "", true},
+		{"list", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "", true},
+		{"watch", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "", true},
+		{"patch", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "status", true},
+		{"update", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "status", true},
+		{"create", "events.k8s.io", "events", "", true},
+		{"patch", "events.k8s.io", "events", "", true},
+
+		{"create", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "", false},
+		{"update", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "", false},
+		{"patch", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "", false},
+		{"delete", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "", false},
+		{"deletecollection", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "", false},
+		{"delete", "events.k8s.io", "events", "", false},
+		{"get", "", "secrets", "", false},
+		{"list", "", "secrets", "", false},
+	} {
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: e.ns, Verb: tc.verb, Group: tc.group, Resource: tc.resource, Subresource: tc.subresource,
+			},
+		}}
+		if err := testClient.Create(ctx, review); err != nil {
+			t.Fatal(err)
+		}
+		if review.Status.Allowed != tc.allowed {
+			t.Errorf("%s %s/%s %s: allowed = %v, want %v", tc.verb, tc.group, tc.resource, tc.subresource, review.Status.Allowed, tc.allowed)
+		}
+	}
+}
+
+// waitForEvent waits until the API server holds an Event about the PT with
+// the reason.
+func (e *ptEnv) waitForEvent(name, reason string) eventsv1.Event {
+	e.t.Helper()
+	return e.waitForEventWhere(name, reason, "an Event", func(eventsv1.Event) bool { return true })
+}
+
+// waitForEventSeries waits until the PT's Event with the reason counts
+// repeats.
+func (e *ptEnv) waitForEventSeries(name, reason string) eventsv1.Event {
+	e.t.Helper()
+	return e.waitForEventWhere(name, reason, "a repeated Event", func(ev eventsv1.Event) bool { return ev.Series != nil })
+}
+
+func (e *ptEnv) waitForEventWhere(name, reason, what string, ok func(eventsv1.Event) bool) eventsv1.Event {
+	e.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var list eventsv1.EventList
+		if err := e.cl.List(context.Background(), &list, client.InNamespace(e.ns)); err != nil {
+			e.t.Fatal(err)
+		}
+		for _, ev := range list.Items {
+			if ev.Regarding.Name == name && ev.Reason == reason && ok(ev) {
+				return ev
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s never got %s with reason %s; events: %+v", name, what, reason, list.Items)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
