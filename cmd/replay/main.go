@@ -47,6 +47,8 @@ type config struct {
 	duration  time.Duration
 	routerBin string
 	portkey   string
+	pkScale   float64
+	pkScens   string
 	verbose   bool
 }
 
@@ -63,6 +65,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.duration, "duration", 0, "replay only this much of each scenario (scenario time); 0 replays all")
 	fs.StringVar(&c.routerBin, "router-bin", "", "router binary for the end-to-end column; empty builds ./cmd/router if it exists")
 	fs.StringVar(&c.portkey, "portkey-dir", defaultPortkeyDir(), "folder where the Portkey gateway is installed from npm")
+	fs.Float64Var(&c.pkScale, "portkey-scale", 6, "the fastest scale the Portkey gateway keeps up with (Node.js needs milliseconds of CPU per call); it replays in a pass of its own at this scale")
+	fs.StringVar(&c.pkScens, "portkey-scenarios", replay.ScenarioProvisionedIncident, "scenarios to replay the Portkey gateway in, comma-separated; empty means all")
 	fs.BoolVar(&c.verbose, "v", false, "print the policies' diagnostics")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -119,7 +123,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "== %s: %s of scenario time at scale %g (about %s real), %d policies\n",
 			sc.Name, dur, scale, time.Duration(float64(dur)/scale).Round(time.Second), len(policies))
-		rep, err := replay.Run(ctx, sc, policies, replay.Options{
+		rep, err := replay.Run(ctx, sc, forScenario(policies, sc.Name, cfg.pkScens), replay.Options{
 			Seed: cfg.seed, Scale: cfg.scale, Duration: cfg.duration,
 			ProgressEvery: 5 * time.Second, Progress: progress(stdout), Logf: logf,
 		})
@@ -230,6 +234,22 @@ func scenarioFiles(list string) ([]string, error) {
 		return nil, fmt.Errorf("no scenarios in %q", list)
 	}
 	return out, nil
+}
+
+// forScenario leaves the Portkey gateway out of scenarios it is not asked
+// for: at its scale it takes several minutes of real time per scenario.
+func forScenario(policies []replay.Policy, scenario, portkeyScenarios string) []replay.Policy {
+	if portkeyScenarios == "" {
+		return policies
+	}
+	var out []replay.Policy
+	for _, p := range policies {
+		if p.Name == replay.NamePortkey && !contains(strings.Split(portkeyScenarios, ","), scenario) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // scenarioRank orders the incident scenarios as the page tells them: the

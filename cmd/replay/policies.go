@@ -65,7 +65,7 @@ func choosePolicies(ctx context.Context, cfg config, stdout io.Writer, logf func
 			}
 			policies = append(policies, replay.Router(bin))
 		case "portkey":
-			p, note := portkeyPolicy(ctx, cfg.portkey, stdout, logf)
+			p, note := portkeyPolicy(ctx, cfg.portkey, cfg.pkScale, stdout, logf)
 			if note != "" {
 				notes = append(notes, note)
 			}

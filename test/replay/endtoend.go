@@ -1,11 +1,9 @@
 package replay
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -15,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -37,21 +34,9 @@ func Router(bin string) Policy {
 	}}
 }
 
-// routerProcess is a running router binary and the REST client that calls it.
-type routerProcess struct {
-	env    *Env
-	cmd    *exec.Cmd
-	dir    string
-	url    string
-	body   []byte
-	client *http.Client
-	exited chan struct{}
-	stderr *tailBuffer
-}
-
 // startRouter writes the table, starts the router on a free loopback port
 // and waits until it is ready.
-func startRouter(ctx context.Context, bin string, env *Env) (*routerProcess, error) {
+func startRouter(ctx context.Context, bin string, env *Env) (*httpCaller, error) {
 	dir, err := os.MkdirTemp("", "replay-router-")
 	if err != nil {
 		return nil, err
@@ -74,8 +59,8 @@ func startRouter(ctx context.Context, bin string, env *Env) (*routerProcess, err
 	// The router's own request timeout is the call's deadline in real time,
 	// so it, not the caller hanging up, ends a call that runs out of time.
 	deadline := env.Clock.Real(env.Scenario.Load.Deadline.Duration)
-	rp := &routerProcess{env: env, dir: dir, url: "http://" + addr, exited: make(chan struct{}), stderr: &tailBuffer{max: 8 << 10}}
-	rp.cmd = exec.Command(bin,
+	c := &httpCaller{env: env, dir: dir, exited: make(chan struct{}), out: &tailBuffer{max: 8 << 10}}
+	c.cmd = exec.Command(bin,
 		"--table-file", tableFile,
 		"--listen", addr,
 		"--upstream-insecure",
@@ -85,90 +70,26 @@ func startRouter(ctx context.Context, bin string, env *Env) (*routerProcess, err
 		"--shutdown-grace", "1s",
 		"--log-level", "error",
 	)
-	rp.cmd.Stdout = rp.stderr
-	rp.cmd.Stderr = rp.stderr
-	if err := rp.cmd.Start(); err != nil {
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	if err := c.cmd.Start(); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("start router: %w", err)
 	}
 	go func() {
-		_ = rp.cmd.Wait()
-		close(rp.exited)
+		_ = c.cmd.Wait()
+		close(c.exited)
 	}()
-	rp.client = &http.Client{Transport: &http.Transport{
-		MaxIdleConns:        1024,
-		MaxIdleConnsPerHost: 1024,
-		IdleConnTimeout:     time.Minute,
-	}}
+	c.client = newHTTPClient()
 	sc := env.Scenario
-	loc := sc.Regions[0].Name
-	rp.url += fmt.Sprintf("/v1/projects/%s/locations/%s/publishers/%s/models/%s:generateContent", sc.Project, loc, sc.Publisher, sc.Model)
-	rp.body, err = json.Marshal(map[string]any{
-		"contents": []any{map[string]any{"role": "user", "parts": []any{map[string]string{"text": env.Prompt}}}},
-	})
-	if err != nil {
-		_ = rp.Close()
+	c.url = fmt.Sprintf("http://%s/v1/projects/%s/locations/%s/publishers/%s/models/%s:generateContent",
+		addr, sc.Project, sc.Regions[0].Name, sc.Publisher, sc.Model)
+	c.headers = http.Header{"Content-Type": {"application/json"}}
+	c.body = requestBody(env.Prompt)
+	if err := c.waitReady(ctx, "http://"+addr+"/readyz"); err != nil {
+		_ = c.Close()
 		return nil, err
 	}
-	if err := rp.waitReady(ctx, "http://"+addr+"/readyz"); err != nil {
-		_ = rp.Close()
-		return nil, err
-	}
-	return rp, nil
-}
-
-// waitReady polls the router's readiness until it answers 200, the router
-// exits, or 30 s pass.
-func (rp *routerProcess) waitReady(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		if resp, err := rp.client.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-rp.exited:
-			return fmt.Errorf("router exited before it was ready: %s", rp.stderr.String())
-		case <-ctx.Done():
-			return fmt.Errorf("router not ready after 30 s: %s", rp.stderr.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// Call makes one generateContent call through the router. The router
-// retries as its policy allows; the caller waits a little past the deadline
-// so that the router's answer, not a hang-up, ends the call.
-func (rp *routerProcess) Call(ctx context.Context, deadline time.Duration) CallResult {
-	d := rp.env.Clock.Real(deadline)
-	ctx, cancel := context.WithTimeout(ctx, d+d/5+50*time.Millisecond)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rp.url, bytes.NewReader(rp.body))
-	if err != nil {
-		return CallResult{Err: Other}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := rp.client.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return CallResult{Err: Timeout}
-		}
-		return CallResult{Err: Failed}
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return CallResult{Err: Timeout}
-	}
-	return restResult(resp.StatusCode, b)
+	return c, nil
 }
 
 // restResult classifies a Vertex REST answer: the router's own refusals
@@ -208,24 +129,6 @@ func restResult(code int, body []byte) CallResult {
 	}
 }
 
-// Close stops the router (SIGTERM, then SIGKILL after 5 s) and removes its
-// table.
-func (rp *routerProcess) Close() error {
-	defer func() { _ = os.RemoveAll(rp.dir) }()
-	rp.client.CloseIdleConnections()
-	if rp.cmd.Process == nil {
-		return nil
-	}
-	_ = rp.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-rp.exited:
-	case <-time.After(5 * time.Second):
-		_ = rp.cmd.Process.Kill()
-		<-rp.exited
-	}
-	return nil
-}
-
 // freePort returns a free 127.0.0.1 address.
 func freePort() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -235,6 +138,12 @@ func freePort() (string, error) {
 	addr := l.Addr().String()
 	return addr, l.Close()
 }
+
+// splitPort returns the port of a host:port.
+func splitPort(addr string) (host, port string, err error) { return net.SplitHostPort(addr) }
+
+// terminate asks a child process to stop.
+var terminate os.Signal = syscall.SIGTERM
 
 // tailBuffer keeps the last max bytes written to it, for error messages.
 type tailBuffer struct {

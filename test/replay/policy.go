@@ -18,6 +18,12 @@ var ErrUnavailable = errors.New("not available here")
 type Policy struct {
 	// Name is the column's name in tables and charts.
 	Name string
+	// MaxScale, when above zero, is the fastest time scale at which the
+	// policy keeps up on this machine (a gateway in another runtime may
+	// need milliseconds of CPU per call). A replay at a higher scale runs
+	// this policy in a pass of its own at MaxScale: the same scenario time,
+	// seed and load, more real time.
+	MaxScale float64
 	// Start prepares the policy against one set of emulated regions; the
 	// clock has not started yet. An error wrapping ErrUnavailable skips the
 	// policy; any other error fails the replay.

@@ -12,8 +12,9 @@ import (
 type Report struct {
 	// Scenario and Description are the scenario's.
 	Scenario, Description string
-	// Duration is the scenario time replayed; Scale the compression; Wall
-	// the real time the replay took.
+	// Duration is the scenario time replayed; Scale the compression (a
+	// policy with a lower MaxScale has its own, in Result.Scale); Wall the
+	// real time the replay took, every pass included.
 	Duration time.Duration
 	Scale    float64
 	Wall     time.Duration
@@ -33,6 +34,8 @@ type Result struct {
 	Policy string
 	// Skipped says why the policy did not run; every other field is then zero.
 	Skipped string
+	// Scale is the time scale the policy was replayed at.
+	Scale float64
 	// Requests is the number of calls made; Succeeded how many succeeded;
 	// Provisioned how many of those the PT served.
 	Requests, Succeeded, Provisioned int64
@@ -173,8 +176,12 @@ func writeReport(b *strings.Builder, rep *Report, chartDir string) {
 			fmt.Fprintf(b, "| %s | skipped: %s | | | | | | | | | | |\n", r.Policy, escape(r.Skipped))
 			continue
 		}
+		name := r.Policy
+		if r.Scale != 0 && r.Scale != rep.Scale {
+			name += fmt.Sprintf(" (at scale %g)", r.Scale)
+		}
 		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %.3f | %d | %d | %s | %s | %s (%s) |\n",
-			r.Policy, r.Requests, pct(r.SuccessRate()), fmtLatency(r.P50), fmtLatency(r.P99), pct(r.PTShare()),
+			name, r.Requests, pct(r.SuccessRate()), fmtLatency(r.P50), fmtLatency(r.P99), pct(r.PTShare()),
 			r.AttemptsPerRequest(), r.NoRegions, r.Shed, otherErrors(r.Errors), sessions(r),
 			fmtSeconds(r.LagP99), fmtSeconds(r.LagMax))
 	}

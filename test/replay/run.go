@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -85,32 +86,57 @@ func Run(ctx context.Context, sc *emulator.Scenario, policies []Policy, o Option
 	if o.ProgressEvery <= 0 {
 		o.ProgressEvery = time.Second
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
-	clock := emulator.NewScaledClock(o.Scale)
-	runs := make([]*policyRun, len(policies))
-	defer func() {
-		for _, pr := range runs {
-			if pr != nil {
-				pr.close()
-			}
-		}
-	}()
-	for i, p := range policies {
-		pr, err := startPolicy(ctx, sc, p, clock, o, dur)
-		if err != nil {
-			return nil, err
-		}
-		runs[i] = pr
-	}
-
 	rep := &Report{Scenario: sc.Name, Description: sc.Description, Duration: dur, Scale: o.Scale, Seed: o.Seed, Rate: sc.Load.RequestsPerSecond}
 	for _, ph := range sc.Load.Phases {
 		if ph.From.Duration < dur {
 			rep.Phases = append(rep.Phases, Phase{From: ph.From.Duration, To: min(ph.To.Duration, dur), Multiplier: ph.Multiplier})
 		}
 	}
+	// Policies that cannot keep up with the replay's scale replay in a pass
+	// of their own, after the others, at the scale they can take.
+	rep.Results = make([]*Result, len(policies))
+	scales := []float64{o.Scale}
+	for _, p := range policies {
+		if s := p.MaxScale; s > 0 && s < o.Scale && !slices.Contains(scales, s) {
+			scales = append(scales, s)
+		}
+	}
+	for _, scale := range scales {
+		var idx []int
+		for i, p := range policies {
+			if s := p.MaxScale; (s > 0 && s < o.Scale && s == scale) || ((s <= 0 || s >= o.Scale) && scale == o.Scale) {
+				idx = append(idx, i)
+			}
+		}
+		wall, err := runPass(ctx, sc, policies, idx, scale, dur, o, rep)
+		if err != nil {
+			return nil, err
+		}
+		rep.Wall += wall
+	}
+	return rep, nil
+}
+
+// runPass replays the policies at indexes idx on one clock at scale and
+// stores their results in rep.Results at the same indexes.
+func runPass(ctx context.Context, sc *emulator.Scenario, policies []Policy, idx []int, scale float64, dur time.Duration, o Options, rep *Report) (time.Duration, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	clock := emulator.NewScaledClock(scale)
+	runs := make([]*policyRun, 0, len(idx))
+	defer func() {
+		for _, pr := range runs {
+			pr.close()
+		}
+	}()
+	for _, i := range idx {
+		pr, err := startPolicy(ctx, sc, policies[i], clock, o, dur)
+		if err != nil {
+			return 0, err
+		}
+		runs = append(runs, pr)
+	}
+
 	begin := time.Now()
 	clock.Start()
 	var wg sync.WaitGroup
@@ -135,7 +161,7 @@ func Run(ctx context.Context, sc *emulator.Scenario, policies []Policy, o Option
 		select {
 		case <-ctx.Done():
 			<-finished
-			return nil, ctx.Err()
+			return 0, ctx.Err()
 		case <-finished:
 			running = false
 		case <-tick.C:
@@ -148,15 +174,16 @@ func Run(ctx context.Context, sc *emulator.Scenario, policies []Policy, o Option
 			}
 		}
 	}
-	rep.Wall = time.Since(begin)
-	for _, pr := range runs {
+	wall := time.Since(begin)
+	for k, pr := range runs {
 		res := pr.result(rep)
-		rep.Results = append(rep.Results, res)
+		res.Scale = scale
+		rep.Results[idx[k]] = res
 		if o.Progress != nil {
 			o.Progress(Event{Scenario: sc.Name, Elapsed: dur, Duration: dur, Result: res})
 		}
 	}
-	return rep, nil
+	return wall, nil
 }
 
 // policyRun is one policy's replay: its regions, its caller and what it saw.
