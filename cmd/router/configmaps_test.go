@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +23,8 @@ import (
 // TestTablesFromConfigMaps runs the router on routing ConfigMaps read through
 // a real API server, as a user allowed only get, list and watch on configmaps
 // in one namespace: the RBAC the router needs. A ConfigMap update takes
-// effect; when the API server goes away the router keeps routing.
+// effect; when the API server goes away (every connection to it cut) the
+// router keeps routing on the table it has.
 func TestTablesFromConfigMaps(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Skip("KUBEBUILDER_ASSETS is unset: run with KUBEBUILDER_ASSETS=\"$(hack/setup-envtest.sh)\" to test against a real API server")
@@ -28,12 +34,7 @@ func TestTablesFromConfigMaps(t *testing.T) {
 	if err != nil {
 		t.Fatalf("test API server: %v", err)
 	}
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = env.Stop()
-		}
-	})
+	t.Cleanup(func() { _ = env.Stop() })
 	admin, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +64,11 @@ func TestTablesFromConfigMaps(t *testing.T) {
 	mustCreate(err)
 	kc, err := user.KubeConfig()
 	mustCreate(err)
+	// The router reaches the API server through a proxy that the test cuts
+	// to make the API server go away.
+	apiHost := strings.TrimPrefix(strings.TrimPrefix(cfg.Host, "https://"), "http://")
+	proxy := startProxy(t, apiHost)
+	kc = bytes.ReplaceAll(kc, []byte(apiHost), []byte(proxy.addr()))
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	mustCreate(os.WriteFile(kubeconfig, kc, 0o600))
 
@@ -89,11 +95,70 @@ func TestTablesFromConfigMaps(t *testing.T) {
 		return err == nil && got == "europe-west4"
 	})
 
-	stopped = true
-	if err := env.Stop(); err != nil {
-		t.Fatal(err)
-	}
+	proxy.cut()
 	if got, err := answer(c); err != nil || got != "europe-west4" {
 		t.Errorf("with the API server gone: answer %q, %v; want the last table serving", got, err)
+	}
+}
+
+// proxy forwards TCP connections to an address until cut.
+type proxy struct {
+	ln    net.Listener
+	to    string
+	mu    sync.Mutex
+	conns []net.Conn
+	dead  bool
+}
+
+func startProxy(t *testing.T, to string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, to: to}
+	go p.serve()
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) serve() {
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", p.to)
+		if err != nil {
+			_ = in.Close()
+			continue
+		}
+		p.mu.Lock()
+		if p.dead {
+			p.mu.Unlock()
+			_ = in.Close()
+			_ = out.Close()
+			return
+		}
+		p.conns = append(p.conns, in, out)
+		p.mu.Unlock()
+		go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
+		go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
+	}
+}
+
+// cut closes the listener and every connection: the API server is gone.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dead {
+		return
+	}
+	p.dead = true
+	_ = p.ln.Close()
+	for _, c := range p.conns {
+		_ = c.Close()
 	}
 }
