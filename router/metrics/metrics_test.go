@@ -1,0 +1,90 @@
+package metrics
+
+import (
+	"errors"
+	"strings"
+	"strconv"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// samples gathers the registry and returns "name{labels} value" lines.
+func samples(t *testing.T, r *prometheus.Registry) string {
+	t.Helper()
+	mfs, err := r.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			b.WriteString(mf.GetName())
+			for _, l := range m.GetLabel() {
+				b.WriteString(" " + l.GetName() + "=" + l.GetValue())
+			}
+			switch {
+			case m.GetCounter() != nil:
+				b.WriteString(" " + ftoa(m.GetCounter().GetValue()))
+			case m.GetGauge() != nil:
+				b.WriteString(" " + ftoa(m.GetGauge().GetValue()))
+			}
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+func TestTableObserver(t *testing.T) {
+	m := New()
+	m.Loaded("file:/t", "aaaa")
+	m.Loaded("file:/t", "bbbb")
+	m.Rejected("file:/t", "invalid", errors.New("bad"))
+	got := samples(t, m.Registry())
+	for _, want := range []string{
+		"regionwarden_router_table_loads_total 2\n",
+		"regionwarden_router_table_rejections_total reason=invalid 1\n",
+		"regionwarden_router_table_info hash=bbbb 1\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "hash=aaaa") {
+		t.Error("the replaced table's hash is still reported")
+	}
+}
+
+func TestPoolStateAtScrape(t *testing.T) {
+	pool := table.Pool{Project: "p", Publisher: "google", Model: "m", Policy: table.DefaultPolicy(),
+		Regions: []table.Region{
+			{Name: "europe-west1", Tier: table.TierProvisioned},
+			{Name: "us-central1", Tier: table.TierShared, Ejectable: true},
+		}}
+	pool.Default()
+	p, err := policy.New(pool, policy.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New()
+	if got := samples(t, m.Registry()); strings.Contains(got, "region_ejected") {
+		t.Errorf("pool state reported before WatchPools:\n%s", got)
+	}
+	m.WatchPools(func() []policy.Snapshot { return []policy.Snapshot{p.Snapshot()} })
+	got := samples(t, m.Registry())
+	for _, want := range []string{
+		"regionwarden_router_region_ejected pool=p/google/m region=europe-west1 tier=provisioned 0\n",
+		"regionwarden_router_region_ejected pool=p/google/m region=us-central1 tier=shared 0\n",
+		"regionwarden_router_pool_panic pool=p/google/m 0\n",
+		"regionwarden_router_region_in_flight_limit pool=p/google/m region=us-central1 tier=shared 64\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, got)
+		}
+	}
+}
