@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -84,7 +85,8 @@ type poolEnv struct {
 	rec *poolEventLog
 }
 
-// newPoolEnv starts the controller in a new namespace. With start false the
+// newPoolEnv starts the controller in a new namespace, with the concurrency
+// cmd/manager gives it. With start false the
 // manager is built but not started (the caller starts it with env.start).
 func newPoolEnv(t testing.TB, start bool) *poolEnv {
 	t.Helper()
@@ -94,6 +96,7 @@ func newPoolEnv(t testing.TB, start bool) *poolEnv {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}},
+		Logger:                 logr.Discard(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +105,7 @@ func newPoolEnv(t testing.TB, start bool) *poolEnv {
 	e.rec = &poolEventLog{next: mgr.GetEventRecorder(RegionPoolControllerName)}
 	e.r = &RegionPoolReconciler{Client: mgr.GetClient(), Recorder: e.rec}
 	skip := true
-	if err := e.r.SetupWithManager(mgr, controller.Options{SkipNameValidation: &skip, MaxConcurrentReconciles: 2}); err != nil {
+	if err := e.r.SetupWithManager(mgr, controller.Options{SkipNameValidation: &skip, MaxConcurrentReconciles: 4}); err != nil {
 		t.Fatal(err)
 	}
 	if start {

@@ -124,7 +124,9 @@ func TestPTRoutingChanged(t *testing.T) {
 		{"observed gone", func(p *capacityv1alpha1.ProvisionedThroughput) { p.Status.Observed = nil }, true},
 		{"spec", func(p *capacityv1alpha1.ProvisionedThroughput) { p.Generation = 2 }, true},
 		{"labels", func(p *capacityv1alpha1.ProvisionedThroughput) { p.Labels = map[string]string{"team": "b"} }, true},
-		{"deleting", func(p *capacityv1alpha1.ProvisionedThroughput) { p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)} }, true},
+		{"deleting", func(p *capacityv1alpha1.ProvisionedThroughput) {
+			p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			changed := base.DeepCopy()
