@@ -2,8 +2,8 @@ package metrics
 
 import (
 	"errors"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
