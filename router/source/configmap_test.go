@@ -1,0 +1,234 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// The API server is started once, by the first test that needs it, and stopped
+// by TestMain.
+var (
+	envOnce   sync.Once
+	env       *envtest.Environment
+	envClient kubernetes.Interface
+	envErr    error
+	nsCounter atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if env != nil {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the test API server:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+// kube returns a client of a real API server and a fresh namespace, or skips
+// the test when no control plane is available.
+func kube(t *testing.T) (kubernetes.Interface, string) {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Skip("KUBEBUILDER_ASSETS is unset: run with KUBEBUILDER_ASSETS=\"$(hack/setup-envtest.sh)\" to test against a real API server")
+	}
+	envOnce.Do(func() {
+		env = &envtest.Environment{}
+		cfg, err := env.Start()
+		if err != nil {
+			envErr = err
+			return
+		}
+		envClient, envErr = kubernetes.NewForConfig(cfg)
+	})
+	if envErr != nil {
+		t.Fatalf("test API server: %v", envErr)
+	}
+	ns := fmt.Sprintf("routing-%d", nsCounter.Add(1))
+	_, err := envClient.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	return envClient, ns
+}
+
+func routingConfigMap(ns, name string, data []byte) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{table.LabelRoutingTable: "true"}},
+		Data:       map[string]string{table.DataKey: string(data)},
+	}
+}
+
+type configMaps struct {
+	t      *testing.T
+	client kubernetes.Interface
+	ns     string
+}
+
+func (c configMaps) create(cm *corev1.ConfigMap) {
+	c.t.Helper()
+	if _, err := c.client.CoreV1().ConfigMaps(cm.Namespace).Create(c.t.Context(), cm, metav1.CreateOptions{}); err != nil {
+		c.t.Fatalf("create configmap: %v", err)
+	}
+}
+
+func (c configMaps) update(name string, change func(*corev1.ConfigMap)) {
+	c.t.Helper()
+	api := c.client.CoreV1().ConfigMaps(c.ns)
+	cm, err := api.Get(c.t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatalf("get configmap: %v", err)
+	}
+	change(cm)
+	if _, err := api.Update(c.t.Context(), cm, metav1.UpdateOptions{}); err != nil {
+		c.t.Fatalf("update configmap: %v", err)
+	}
+}
+
+func (c configMaps) delete(name string) {
+	c.t.Helper()
+	if err := c.client.CoreV1().ConfigMaps(c.ns).Delete(c.t.Context(), name, metav1.DeleteOptions{}); err != nil {
+		c.t.Fatalf("delete configmap: %v", err)
+	}
+}
+
+// startConfigMapSource runs a source on ns and waits for its first table.
+func startConfigMapSource(t *testing.T, client kubernetes.Interface, ns string, obs Observer) *ConfigMapSource {
+	t.Helper()
+	s := NewConfigMapSource(client, ns, ConfigMapOptions{Logger: quietLogger(), Observer: obs})
+	run(t, s)
+	NewWithT(t).Eventually(s.Current, wait).ShouldNot(BeNil(), "the source serves once the first list is in")
+	return s
+}
+
+func models(s *ConfigMapSource) func() []string {
+	return func() []string { return poolModels(s.Current()) }
+}
+
+func TestConfigMapSourceMergesPools(t *testing.T) {
+	g := NewWithT(t)
+	client, ns := kube(t)
+	cms := configMaps{t, client, ns}
+	cms.create(routingConfigMap(ns, "a-routing", renderPool(t, "p", "model-a")))
+	cms.create(routingConfigMap(ns, "b-routing", renderPool(t, "p", "model-b")))
+
+	unlabeled := routingConfigMap(ns, "c-unlabeled", renderPool(t, "p", "model-c"))
+	unlabeled.Labels = nil
+	cms.create(unlabeled)
+	otherNS := fmt.Sprintf("%s-other", ns)
+	_, err := client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: otherNS}}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	cms.create(routingConfigMap(otherNS, "d-routing", renderPool(t, "p", "model-d")))
+
+	var c Counters
+	s := startConfigMapSource(t, client, ns, &c)
+	g.Eventually(models(s), wait).Should(ConsistOf("p/model-a", "p/model-b"))
+	g.Expect(c.Rejections()).To(BeZero())
+
+	// A ConfigMap that gains the label joins; one that loses it leaves.
+	cms.update("c-unlabeled", func(cm *corev1.ConfigMap) {
+		cm.Labels = map[string]string{table.LabelRoutingTable: "true"}
+	})
+	g.Eventually(models(s), wait).Should(ConsistOf("p/model-a", "p/model-b", "p/model-c"))
+	cms.update("a-routing", func(cm *corev1.ConfigMap) { cm.Labels = nil })
+	g.Eventually(models(s), wait).Should(ConsistOf("p/model-b", "p/model-c"))
+}
+
+func TestConfigMapSourceRefusesBadUpdate(t *testing.T) {
+	for _, bad := range badTables {
+		t.Run(bad.name, func(t *testing.T) {
+			g := NewWithT(t)
+			client, ns := kube(t)
+			cms := configMaps{t, client, ns}
+			cms.create(routingConfigMap(ns, "a-routing", renderPool(t, "p", "model-a")))
+			cms.create(routingConfigMap(ns, "b-routing", renderPool(t, "p", "model-b")))
+			var r recorder
+			s := startConfigMapSource(t, client, ns, &r)
+			g.Eventually(models(s), wait).Should(ConsistOf("p/model-a", "p/model-b"))
+			before := s.Hash()
+
+			cms.update("a-routing", func(cm *corev1.ConfigMap) { cm.Data[table.DataKey] = bad.data })
+			g.Eventually(r.rejections, wait).Should(Equal([]string{"configmap:" + ns + "/a-routing " + bad.reason}), "%v", r.LastError())
+			g.Expect(s.Hash()).To(Equal(before), "the last good pools keep serving")
+
+			// The other ConfigMap still updates; the refused one keeps its old pool.
+			cms.update("b-routing", func(cm *corev1.ConfigMap) {
+				cm.Data[table.DataKey] = string(renderPool(t, "p", "model-b2"))
+			})
+			g.Eventually(models(s), wait).Should(ConsistOf("p/model-a", "p/model-b2"))
+
+			// A good update of the refused ConfigMap is taken.
+			cms.update("a-routing", func(cm *corev1.ConfigMap) {
+				cm.Data[table.DataKey] = string(renderPool(t, "p", "model-a2"))
+			})
+			g.Eventually(models(s), wait).Should(ConsistOf("p/model-a2", "p/model-b2"))
+			g.Expect(r.Rejections()).To(BeEquivalentTo(1))
+		})
+	}
+}
+
+func TestConfigMapSourceDeleteRemovesPools(t *testing.T) {
+	g := NewWithT(t)
+	client, ns := kube(t)
+	cms := configMaps{t, client, ns}
+	cms.create(routingConfigMap(ns, "a-routing", renderPool(t, "p", "model-a")))
+	cms.create(routingConfigMap(ns, "b-routing", renderPool(t, "p", "model-b")))
+	s := startConfigMapSource(t, client, ns, nil)
+	g.Eventually(models(s), wait).Should(ConsistOf("p/model-a", "p/model-b"))
+
+	cms.delete("a-routing")
+	g.Eventually(models(s), wait).Should(ConsistOf("p/model-b"))
+	cms.delete("b-routing")
+	g.Eventually(models(s), wait).Should(BeEmpty())
+	g.Expect(s.Current()).NotTo(BeNil(), "with no routing ConfigMap left the source serves an empty table")
+}
+
+func TestConfigMapSourceDuplicatePoolFirstNameWins(t *testing.T) {
+	g := NewWithT(t)
+	client, ns := kube(t)
+	cms := configMaps{t, client, ns}
+	// Same pool key, told apart by their regions.
+	cms.create(routingConfigMap(ns, "b-routing", renderPool(t, "p", "model-a", "us-central1")))
+	cms.create(routingConfigMap(ns, "a-routing", renderPool(t, "p", "model-a", "europe-west1")))
+	var r recorder
+	s := startConfigMapSource(t, client, ns, &r)
+	regions := func() []string {
+		var out []string
+		for _, p := range s.Current().Pools {
+			for _, reg := range p.Regions {
+				out = append(out, reg.Name)
+			}
+		}
+		return out
+	}
+	g.Eventually(regions, wait).Should(Equal([]string{"europe-west1"}))
+	g.Eventually(r.rejections, wait).Should(ContainElement("configmap:" + ns + "/b-routing " + ReasonDuplicatePool))
+
+	// When the winner goes, the other ConfigMap's pool takes over.
+	cms.delete("a-routing")
+	g.Eventually(regions, wait).Should(Equal([]string{"us-central1"}))
+}
+
+func TestConfigMapSourceRunEndedBeforeFirstListFails(t *testing.T) {
+	client, ns := kube(t)
+	s := NewConfigMapSource(client, ns, ConfigMapOptions{Logger: quietLogger()})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Millisecond)
+	defer cancel()
+	<-ctx.Done()
+	if err := s.Run(ctx); err == nil {
+		t.Fatal("Run must fail when its context ends before the first list")
+	}
+}
