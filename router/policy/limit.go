@@ -45,12 +45,16 @@ func (l *aimd) grow(inFlight int64, hi float64) {
 	}
 }
 
-// shrink applies the multiplicative decrease after a 429 or a timeout.
-func (l *aimd) shrink() {
+// shrink applies the multiplicative decrease after a 429 or a timeout, never
+// below floor.
+func (l *aimd) shrink(floor float64) {
 	for {
 		old := l.bits.Load()
 		v := math.Float64frombits(old)
-		nv := max(v*limitDecrease, limitMin)
+		nv := max(v*limitDecrease, floor, limitMin)
+		if v <= floor {
+			return
+		}
 		if nv == v || l.bits.CompareAndSwap(old, math.Float64bits(nv)) {
 			return
 		}

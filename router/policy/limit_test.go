@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -26,15 +27,54 @@ func TestAIMD(t *testing.T) {
 	if got := l.get(); got != 11 {
 		t.Errorf("grow over max: %v, want 11", got)
 	}
-	l.shrink()
+	l.shrink(limitMin)
 	if got := l.get(); got != 11*limitDecrease {
 		t.Errorf("shrink: %v, want %v", got, 11*limitDecrease)
 	}
 	for range 100 {
-		l.shrink()
+		l.shrink(limitMin)
 	}
 	if got := l.get(); got != limitMin {
 		t.Errorf("shrink to the floor: %v, want %v", got, limitMin)
+	}
+	l.set(30)
+	for range 100 {
+		l.shrink(8)
+	}
+	if got := l.get(); got != 8 {
+		t.Errorf("shrink to a floor of 8: %v, want 8", got)
+	}
+}
+
+// TestProvisionedLimitSurvivesTimeouts replays an upstream incident's
+// intermittent 504s (timeouts) on a provisioned and a shared region: the
+// shared region's in-flight limit shrinks, the provisioned region's never
+// goes below its initial limit, so it keeps taking concurrent calls.
+func TestProvisionedLimitSurvivesTimeouts(t *testing.T) {
+	clk := newClock()
+	tp := pool(provisioned("europe-west1", table.Capacity{GSUs: 6}), shared("europe-west4", 0))
+	tp.Regions[1].Ejectable = false
+	tp.Policy.Concurrency = table.Concurrency{MaxInFlight: 1000, RegionInitialLimit: 16, RegionMaxLimit: 64}
+	p := mustNew(t, tp, clk)
+	for i := range 200 {
+		for _, s := range p.st.Load().slots {
+			s.r.inFlight.Add(1)
+			p.inFlight.Add(1)
+			s.r.done(Report{Outcome: Failure, Timeout: true})
+		}
+		if i%10 == 0 {
+			clk.Advance(time.Second)
+		}
+	}
+	limits := map[string]int64{}
+	for _, r := range p.Snapshot().Regions {
+		limits[r.Name] = r.Limit
+	}
+	if limits["europe-west1"] < 16 {
+		t.Errorf("provisioned region's limit fell to %d after timeouts; want at least its initial 16", limits["europe-west1"])
+	}
+	if limits["europe-west4"] >= 16 {
+		t.Errorf("shared region's limit stayed at %d after timeouts; want it shrunk", limits["europe-west4"])
 	}
 }
 

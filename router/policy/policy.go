@@ -455,6 +455,10 @@ func (p *Pool) admit(s *slot, pr Priority, now int64, ref *refusal) bool {
 // success and failure feed the failure rate; 429 and timeouts shrink the
 // in-flight limit and success grows it; caller faults and cancellations only
 // free the attempt's place.
+//
+// A provisioned region's limit never shrinks below the initial limit: its
+// capacity is paid for, and intermittent 504s during an upstream incident
+// must not starve it down to one call at a time while most calls succeed.
 func (r *region) done(rep Report) {
 	p := r.p
 	now := p.nanos()
@@ -469,11 +473,11 @@ func (r *region) done(rep Report) {
 	case Capacity:
 		r.thr.add(now, 1, 0)
 		r.lastCapacity.Store(now)
-		r.limit.shrink()
+		r.limit.shrink(s.limitFloor())
 	case Failure:
 		r.fails.Load().add(now, 1, 1)
 		if rep.Timeout {
-			r.limit.shrink()
+			r.limit.shrink(s.limitFloor())
 		}
 		if s.ejectable {
 			p.maybeEject(r, now)
@@ -482,6 +486,14 @@ func (r *region) done(rep Report) {
 	if rep.Tokens > 0 && s.tokCost > 0 {
 		r.tokRate.charge(now, int64(float64(rep.Tokens)*s.tokCost))
 	}
+}
+
+// limitFloor is the lowest the region's adaptive in-flight limit may go.
+func (s *slot) limitFloor() float64 {
+	if s.provisioned {
+		return s.st.initialLimit
+	}
+	return limitMin
 }
 
 // rng draws random numbers without a lock: SplitMix64 over an atomic counter,
