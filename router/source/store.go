@@ -126,8 +126,8 @@ func (s *Store) Hash() string {
 }
 
 // Subscribe calls fn with every table that starts serving after this call, in
-// order, from the source's goroutine; fn must not block for long. Read Current
-// for the table serving now. The returned function ends the subscription.
+// order, from the source's goroutine; fn must not block for long and must not
+// call Subscribe or unsubscribe. Read Current for the table serving now. The returned function ends the subscription.
 func (s *Store) Subscribe(fn func(*table.Table)) (unsubscribe func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
