@@ -245,9 +245,12 @@ func finalizeStatus(pt *capacityv1alpha1.ProvisionedThroughput, v verification) 
 	}
 	code := gcp.Code(v.err)
 	switch code {
-	case codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument, codes.NotFound, codes.FailedPrecondition, codes.Unimplemented:
+	case codes.PermissionDenied, codes.Unauthenticated:
 		markStalled(pt, capacityv1alpha1.ReasonSourceUnavailable,
 			fmt.Sprintf("Cloud Monitoring refuses to answer (%s): the operator's Google service account needs roles/monitoring.viewer on project %s", code, pt.Spec.Project))
+	case codes.InvalidArgument, codes.NotFound, codes.FailedPrecondition, codes.Unimplemented:
+		markStalled(pt, capacityv1alpha1.ReasonSourceUnavailable,
+			fmt.Sprintf("Cloud Monitoring cannot answer (%s) until the project or the manager's configuration changes: %v", code, v.err))
 	default:
 		markReconciling(pt, capacityv1alpha1.ReasonSourceUnavailable,
 			fmt.Sprintf("waiting for Cloud Monitoring to answer (%s)", code))
