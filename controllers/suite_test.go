@@ -45,6 +45,9 @@ func TestMain(m *testing.M) {
 	testConfig, err = env.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
+		// Start may fail after it started etcd and the API server (a CRD the
+		// server refuses): stop them, or they outlive the test binary.
+		_ = env.Stop()
 		os.Exit(1)
 	}
 	code := 1

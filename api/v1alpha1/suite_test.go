@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 	cfg, err = env.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
+		// Start may fail after it started etcd and the API server (a CRD the
+		// server refuses): stop them, or they outlive the test binary.
+		_ = env.Stop()
 		os.Exit(1)
 	}
 	scheme := runtime.NewScheme()
