@@ -70,6 +70,12 @@ bench: ## Run the benchmarks and print their numbers.
 replay: ## Replay the incident scenarios against every policy; rewrite docs/replays.md and docs/replays/*.png.
 	go run ./cmd/replay --scenarios test/scenarios --out docs/replays.md --charts docs/replays
 
+##@ Demo
+
+.PHONY: demo
+demo: build ## Bring regionwarden up locally (control plane, emulated regions, operator, router) and replay the incident through it.
+	@KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go run ./hack/demo $(DEMO_FLAGS)
+
 ##@ Build
 
 .PHONY: build

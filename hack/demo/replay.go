@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/regionwarden/regionwarden/internal/emulator"
+	"github.com/regionwarden/regionwarden/test/replay"
+)
+
+// followClock is the clock of the demo's emulated regions. Until the replay
+// starts it stands at scenario time zero; then it follows the replay's clock,
+// so the incident's faults unfold in step with the load.
+type followClock struct {
+	target atomic.Pointer[emulator.ScaledClock]
+	scale  float64
+}
+
+func (f *followClock) follow(c *emulator.ScaledClock) { f.target.Store(c) }
+
+// Elapsed is scenario time since the replay started.
+func (f *followClock) Elapsed() time.Duration {
+	if c := f.target.Load(); c != nil {
+		return c.Elapsed()
+	}
+	return 0
+}
+
+// Sleep waits d of scenario time.
+func (f *followClock) Sleep(ctx context.Context, d time.Duration) error {
+	if c := f.target.Load(); c != nil {
+		return c.Sleep(ctx, d)
+	}
+	t := time.NewTimer(time.Duration(float64(d) / max(f.scale, 1)))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+const liveName = "regionwarden (router)"
+
+// replayIncident drives the scenario's load through the running router and,
+// on emulated regions of its own, through the count blocklist, then prints the
+// side-by-side table and writes the chart.
+func replayIncident(ctx context.Context, sc *emulator.Scenario, routerURL string, emu *emulator.Emulator, clock *followClock, work string, o options) error {
+	clock.scale = sc.TimeScale
+	policies := []replay.Policy{
+		replay.Blocklist(),
+		replay.LiveRouter(liveName, routerURL, func(env *replay.Env) { clock.follow(env.Clock) }),
+	}
+	fmt.Printf("    %s of scenario time at %gx: about %s; Ctrl-C stops everything\n",
+		sc.Duration.Duration, sc.TimeScale, time.Duration(float64(sc.Duration.Duration)/sc.TimeScale).Round(time.Second))
+	rep, err := replay.Run(ctx, sc, policies, replay.Options{
+		Seed: o.seed,
+		Progress: func(ev replay.Event) {
+			if ev.Result != nil {
+				return
+			}
+			line := fmt.Sprintf("    %6s / %s", ev.Elapsed.Truncate(time.Second), ev.Duration)
+			for _, l := range ev.Live {
+				rate := 0.0
+				if l.Requests > 0 {
+					rate = 100 * float64(l.Succeeded) / float64(l.Requests)
+				}
+				line += fmt.Sprintf("  |  %s: %5.1f%% of %d ok", l.Policy, rate, l.Requests)
+			}
+			fmt.Printf("\r%-150s", line)
+		},
+	})
+	fmt.Println()
+	if err != nil {
+		return err
+	}
+	// The live router's calls reached the demo's own emulated regions: take
+	// what each region received from them.
+	if live := rep.Results[1]; live.Skipped == "" {
+		live.Attempts = 0
+		live.Regions = live.Regions[:0]
+		for _, r := range emu.Stats().Regions {
+			live.Attempts += r.Requests
+			live.Regions = append(live.Regions, replay.RegionLoad{
+				Name: r.Name, Tier: string(r.Tier), Capacity: r.CapacityRequestsPerSecond,
+				Requests: r.Requests, Peak: r.PeakRequestsPerSecond,
+				SecondsOver: r.SecondsOverCapacity, LongestOver: r.LongestOverCapacity,
+			})
+		}
+	}
+
+	step("results")
+	fmt.Printf("    %-24s %9s %9s %9s %9s %13s %11s %6s\n", "POLICY", "SUCCESS", "P50", "P99", "PT SHARE", "ATTEMPTS/REQ", "NO REGIONS", "SHED")
+	for _, r := range rep.Results {
+		if r.Skipped != "" {
+			fmt.Printf("    %-24s skipped: %s\n", r.Policy, r.Skipped)
+			continue
+		}
+		fmt.Printf("    %-24s %8.2f%% %9s %9s %8.1f%% %13.2f %11d %6d\n", r.Policy, 100*r.SuccessRate(),
+			r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond), 100*r.PTShare(), r.AttemptsPerRequest(), r.NoRegions, r.Shed)
+	}
+	chart := filepath.Join(work, replay.ChartFile(sc.Name))
+	if err := replay.WriteChart(chart, rep); err != nil {
+		return fmt.Errorf("writing the chart: %w", err)
+	}
+	page := filepath.Join(work, "results.md")
+	f, err := os.Create(page)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }()
+	if err := replay.WriteMarkdown(f, replay.Page{Command: "make demo", ChartDir: ".", Reports: []*replay.Report{rep}}); err != nil {
+		return err
+	}
+	fmt.Printf("\n    success rate over time: %s\n    full table: %s\n", chart, page)
+	return nil
+}
