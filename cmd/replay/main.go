@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"syscall"
@@ -106,6 +107,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer cleanup()
 
+	notes = append(notes, machineNote())
 	begin := time.Now()
 	var reports []*replay.Report
 	for _, f := range files {
@@ -170,6 +172,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", cfg.out)
 	return nil
+}
+
+// machineNote says what the replay ran on: compressed-clock replays are only
+// as faithful as the CPU they get, which the "load sent late" column measures.
+func machineNote() string {
+	load := "unknown"
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			load = f[0]
+		}
+	}
+	return fmt.Sprintf("Replayed on %d CPUs with a load average of %s when the replay started. The replays run in real time on a "+
+		"compressed clock, so a process that waits for a CPU falls behind its schedule and then sends its backlog at once; "+
+		"the \"load sent late\" column measures that (at scale 30, 0.1 s of real delay is 3 s of scenario time).",
+		runtime.NumCPU(), load)
 }
 
 // progress prints a line of running success rates every few seconds and one
@@ -253,7 +270,7 @@ func forScenario(policies []replay.Policy, scenario, portkeyScenarios string) []
 }
 
 // scenarioRank orders the incident scenarios as the page tells them: the
-// outage first, then its two neighbours, then any other scenario.
+// outage first, then its two neighbors, then any other scenario.
 func scenarioRank(path string) int {
 	switch strings.TrimSuffix(filepath.Base(path), ".yaml") {
 	case replay.ScenarioProvisionedIncident:

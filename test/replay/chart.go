@@ -32,7 +32,7 @@ func WriteChart(path string, rep *Report) error {
 			return err
 		}
 		band.Color = color.RGBA{R: 255, G: 200, B: 120, A: 90}
-		band.LineStyle.Width = 0
+		band.Width = 0
 		p.Add(band)
 		p.Legend.Add(fmt.Sprintf("load x%s", trimFloat(ph.Multiplier)), band)
 	}

@@ -235,7 +235,7 @@ func startPolicy(ctx context.Context, sc *emulator.Scenario, p Policy, clock *em
 }
 
 // heldClock is the shared scaled clock as the emulator reads it: a Clock
-// the emulator does not recognise as a ScaledClock, so it never starts it.
+// the emulator does not recognize as a ScaledClock, so it never starts it.
 type heldClock struct{ c *emulator.ScaledClock }
 
 func (h heldClock) Elapsed() time.Duration { return h.c.Elapsed() }
