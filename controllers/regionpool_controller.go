@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -28,7 +29,8 @@ import (
 const RegionPoolFieldOwner = "regionwarden-regionpool"
 
 // RegionPoolReconciler renders each RegionPool, with the ready
-// ProvisionedThroughputs that select it, into the pool's routing-table
+// ProvisionedThroughputs that select it and the Provisioned Throughput GCP
+// reports that none declares (discovery), into the pool's routing-table
 // ConfigMap, and writes only the pool's status and that ConfigMap.
 //
 // A PT selects a pool when both are in one namespace and have the same
@@ -53,6 +55,16 @@ type RegionPoolReconciler struct {
 	Reader client.Reader
 	// Recorder records events; nil records none.
 	Recorder events.EventRecorder
+	// Facts tells what Provisioned Throughput GCP reports, for discovery. It
+	// is the ProvisionedThroughputReconciler, so discovery and verification
+	// share one GCP call per project and interval. Nil means the manager runs
+	// without GCP: discovery is off and CapacityDeclared says so.
+	Facts FactsSource
+	// DiscoveryInterval, when positive, replaces every pool's
+	// spec.discovery.interval, which cannot go under 30s: for emulated
+	// regions and benchmarks, where GCP's answers change in seconds. Zero
+	// uses each pool's interval.
+	DiscoveryInterval time.Duration
 }
 
 // +kubebuilder:rbac:groups=capacity.regionwarden.io,resources=regionpools,verbs=get;list;watch
@@ -65,11 +77,15 @@ type RegionPoolReconciler struct {
 func (r *RegionPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	pool := &capacityv1alpha1.RegionPool{}
 	if err := r.reader().Get(ctx, req.NamespacedName, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetDiscoveryMetrics(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	// The ConfigMap is the only thing the pool has, and it carries an owner
 	// reference: the garbage collector removes it, so no finalizer is needed.
 	if !pool.DeletionTimestamp.IsZero() {
+		forgetDiscoveryMetrics(pool.Namespace, pool.Name)
 		return ctrl.Result{}, nil
 	}
 
@@ -89,8 +105,10 @@ func (r *RegionPoolReconciler) reader() client.Reader {
 	return r.Client
 }
 
-// reconcile renders the table, checks that the ConfigMap is the pool's to
-// write, writes it and fills in the status.
+// reconcile asks GCP what it reports (discovery), renders the table, checks
+// that the ConfigMap is the pool's to write, writes it and fills in the
+// status. A pool whose discovery is on is reconciled again at its discovery
+// interval.
 func (r *RegionPoolReconciler) reconcile(ctx context.Context, pool *capacityv1alpha1.RegionPool) (ctrl.Result, error) {
 	// A selector the API server accepted but that does not parse, or a
 	// table that does not validate (more than table.MaxRegions with the
@@ -111,7 +129,8 @@ func (r *RegionPoolReconciler) reconcile(ctx context.Context, pool *capacityv1al
 		markReconciling(pool, capacityv1alpha1.ReasonProgressing, "listing ProvisionedThroughputs: "+err.Error())
 		return ctrl.Result{}, err
 	}
-	out := renderPool(pool, pts)
+	disc := r.discover(ctx, pool, pts)
+	out := renderPool(pool, pts, disc.protect)
 	data, err := table.Render(&table.Table{Version: table.Version, Pools: []table.Pool{out.pool}})
 	if err != nil {
 		return stall(err)
@@ -150,7 +169,7 @@ func (r *RegionPoolReconciler) reconcile(ctx context.Context, pool *capacityv1al
 	r.setReady(pool, metav1.ConditionTrue, reason, msg)
 	markReconciled(pool)
 	pool.Status.ObservedGeneration = pool.Generation
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: disc.requeue}, nil
 }
 
 // setReady sets Ready and records an event when it changes: a Warning for

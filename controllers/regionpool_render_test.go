@@ -62,7 +62,7 @@ func TestRenderPoolIgnoresOrder(t *testing.T) {
 		testPT("c", "global", 1, true, 0),
 		testPT("d", "us-east5", 8, false, 0),
 	}
-	want := renderBytes(t, renderPool(pool, pts))
+	want := renderBytes(t, renderPool(pool, pts, nil))
 	rnd := rand.New(rand.NewPCG(1, 2))
 	for range 20 {
 		shuffled := slices.Clone(pts)
@@ -71,7 +71,7 @@ func TestRenderPoolIgnoresOrder(t *testing.T) {
 		rnd.Shuffle(len(regions), func(i, j int) { regions[i], regions[j] = regions[j], regions[i] })
 		p := pool.DeepCopy()
 		p.Spec.Regions = regions
-		out := renderPool(p, shuffled)
+		out := renderPool(p, shuffled, nil)
 		if got := renderBytes(t, out); !bytes.Equal(got, want) {
 			t.Fatalf("another input order renders differently:\n%s\nwant:\n%s", got, want)
 		}
@@ -116,7 +116,7 @@ func TestRenderPool(t *testing.T) {
 			[]string{"europe-west1=shared/0/0", "europe-west4=shared/0/0", "us-east5=shared/0/0"}, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := renderPool(testPool("europe-west1", "europe-west4", "us-east5"), tc.pts)
+			out := renderPool(testPool("europe-west1", "europe-west4", "us-east5"), tc.pts, nil)
 			var got []string
 			for _, r := range out.pool.Regions {
 				got = append(got, r.Name+"="+string(r.Tier)+"/"+strconv.FormatInt(r.Capacity.GSUs, 10)+"/"+strconv.FormatFloat(r.Capacity.TokensPerSecond, 'f', -1, 64))
@@ -158,7 +158,7 @@ func TestRenderPoolEndpointsAndHints(t *testing.T) {
 	rps := int32(30)
 	pool.Spec.Regions[0].Endpoint = "vertex-emulator.llm.svc:8443"
 	pool.Spec.Regions[0].RequestsPerSecond = &rps
-	out := renderPool(pool, []capacityv1alpha1.ProvisionedThroughput{testPT("a", "europe-west1", 2, true, 0)})
+	out := renderPool(pool, []capacityv1alpha1.ProvisionedThroughput{testPT("a", "europe-west1", 2, true, 0)}, nil)
 	ew1 := out.pool.Regions[0]
 	if ew1.Endpoint != "vertex-emulator.llm.svc:8443" || ew1.Capacity.RequestsPerSecond != 30 || ew1.Tier != table.TierProvisioned {
 		t.Errorf("europe-west1 = %+v, want the endpoint override and the hint kept when provisioned", ew1)

@@ -47,13 +47,31 @@ func modelKey(project, publisher, model string) string {
 // shows (readiness, GSUs, observed tokens, labels, creation or deletion), and
 // when a ConfigMap with its output name changes: its own, so a hand edit is
 // reverted, or a foreign one, so a Stalled conflict clears when that
-// ConfigMap goes. ConfigMaps are cached as metadata only.
+// ConfigMap goes. ConfigMaps are cached as metadata only. Discovery needs no
+// watch: each reconcile asks GCP (through the shared cache) and requeues at
+// the discovery interval.
 func (r *RegionPoolReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	if r.Reader == nil {
 		r.Reader = mgr.GetAPIReader()
 	}
+	if err := indexPoolFields(mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(RegionPoolControllerName).
+		For(&capacityv1alpha1.RegionPool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.poolsForConfigMap), builder.OnlyMetadata).
+		Watches(&capacityv1alpha1.ProvisionedThroughput{}, handler.EnqueueRequestsFromMapFunc(r.poolsForPT),
+			builder.WithPredicates(ptRoutingChanged{})).
+		WithOptions(opts).
+		Complete(r)
+}
+
+// indexPoolFields registers the field indexes the RegionPool reconciler
+// reads through, once per manager.
+func indexPoolFields(idx client.FieldIndexer) error {
 	ctx := context.Background()
-	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &capacityv1alpha1.RegionPool{}, indexPoolByModel, func(o client.Object) []string {
 		p := o.(*capacityv1alpha1.RegionPool)
 		return []string{modelKey(p.Spec.Project, p.GetPublisher(), p.Spec.Model)}
@@ -71,16 +89,7 @@ func (r *RegionPoolReconciler) SetupWithManager(mgr ctrl.Manager, opts controlle
 	}); err != nil {
 		return err
 	}
-
-	return ctrl.NewControllerManagedBy(mgr).
-		Named(RegionPoolControllerName).
-		For(&capacityv1alpha1.RegionPool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.poolsForConfigMap), builder.OnlyMetadata).
-		Watches(&capacityv1alpha1.ProvisionedThroughput{}, handler.EnqueueRequestsFromMapFunc(r.poolsForPT),
-			builder.WithPredicates(ptRoutingChanged{})).
-		WithOptions(opts).
-		Complete(r)
+	return nil
 }
 
 // poolsForPT maps a PT to the pools of its namespace and model whose selector

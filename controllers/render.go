@@ -63,7 +63,12 @@ func ptMatchesPool(pool *capacityv1alpha1.RegionPool, pt *capacityv1alpha1.Provi
 // location that only a PT put in the table leaves it when that PT stops being
 // ready, since spec.regions never asked for it. pts that are not ready or do
 // not match the pool's model are ignored.
-func renderPool(pool *capacityv1alpha1.RegionPool, pts []capacityv1alpha1.ProvisionedThroughput) rendered {
+//
+// Each of discovered that spec.regions lists and no ready PT makes
+// provisioned is provisioned and never ejectable on GCP's word, with source
+// discovered and the GSUs and token limit GCP reports: capacity bought in GCP
+// is protected even when nobody wrote it down. A ready PT wins over discovery.
+func renderPool(pool *capacityv1alpha1.RegionPool, pts []capacityv1alpha1.ProvisionedThroughput, discovered []capacityv1alpha1.DiscoveredRegion) rendered {
 	type provisioned struct {
 		gsus   int64
 		tokens float64
@@ -109,8 +114,20 @@ func renderPool(pool *capacityv1alpha1.RegionPool, pts []capacityv1alpha1.Provis
 			out.pool.Regions = append(out.pool.Regions, table.Region{Name: name})
 		}
 	}
+	found := map[string]capacityv1alpha1.DiscoveredRegion{}
+	for _, d := range discovered {
+		if listed[d.Name] && byLocation[d.Name] == nil && d.GSUs > 0 {
+			found[d.Name] = d
+		}
+	}
 	for i := range out.pool.Regions {
 		r := &out.pool.Regions[i]
+		if d, ok := found[r.Name]; ok {
+			r.Tier, r.Ejectable, r.Source = table.TierProvisioned, false, table.SourceDiscovered
+			r.Capacity.GSUs, r.Capacity.TokensPerSecond = d.GSUs, d.TokensPerSecond
+			out.protected = append(out.protected, r.Name)
+			continue
+		}
 		p := byLocation[r.Name]
 		if p == nil {
 			continue

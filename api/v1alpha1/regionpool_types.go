@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -59,6 +61,62 @@ type RegionPoolSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Output Output `json:"output,omitempty"`
+
+	// Discovery says what the operator does with Provisioned Throughput that
+	// GCP reports in the pool's regions and no ProvisionedThroughput declares.
+	// +kubebuilder:default={}
+	// +optional
+	Discovery Discovery `json:"discovery,omitempty"`
+}
+
+// DiscoveryMode says what the operator does with Provisioned Throughput that
+// GCP reports and no ProvisionedThroughput object declares.
+// +kubebuilder:validation:Enum=Protect;Warn;Off
+type DiscoveryMode string
+
+const (
+	// DiscoveryProtect routes a discovered region as provisioned, never
+	// ejected, and warns until a ProvisionedThroughput declares it.
+	DiscoveryProtect DiscoveryMode = "Protect"
+	// DiscoveryWarn leaves the routing table as the declarations make it and
+	// warns.
+	DiscoveryWarn DiscoveryMode = "Warn"
+	// DiscoveryOff makes no discovery calls to GCP.
+	DiscoveryOff DiscoveryMode = "Off"
+)
+
+// DefaultDiscoveryInterval is how often a pool asks GCP when
+// spec.discovery.interval is unset; the schema's default is the same value.
+const DefaultDiscoveryInterval = 5 * time.Minute
+
+// Discovery configures how the pool finds Provisioned Throughput in its
+// regions that GCP reports and nobody declared.
+type Discovery struct {
+	// Mode is Protect (route discovered regions as provisioned and warn),
+	// Warn (warn only) or Off (make no discovery calls).
+	// +kubebuilder:default=Protect
+	// +optional
+	Mode DiscoveryMode `json:"mode,omitempty"`
+
+	// Interval between discoveries, at least 30s. GCP is asked once per project
+	// and interval, in a call shared with ProvisionedThroughput verification.
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('30s')",message="interval must be at least 30s"
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// GracePeriod is how long GCP must report no Provisioned Throughput in a
+	// discovered region, in answers it gave, before the region loses
+	// discovered protection. Time in which GCP could not be asked never counts.
+	// +kubebuilder:default="1h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +optional
+	GracePeriod *metav1.Duration `json:"gracePeriod,omitempty"`
 }
 
 // PoolRegion is one Vertex AI location of a pool.
@@ -220,9 +278,31 @@ type RegionStatus struct {
 	ProvisionedThroughput string `json:"provisionedThroughput,omitempty"`
 }
 
+// DiscoveredRegion is Provisioned Throughput that GCP reports in one of the
+// pool's regions for the pool's model.
+type DiscoveredRegion struct {
+	// Name is the location.
+	Name string `json:"name"`
+	// GSUs is the dedicated GSU limit GCP last reported.
+	GSUs int64 `json:"gsus"`
+	// TokensPerSecond is the dedicated token limit GCP last reported.
+	// +optional
+	TokensPerSecond float64 `json:"tokensPerSecond,omitempty"`
+	// LastSeenTime is the time of the last GCP answer that reported it.
+	LastSeenTime metav1.Time `json:"lastSeenTime"`
+	// MissingSince is the time of the first GCP answer, since LastSeenTime,
+	// that did not report it; empty while GCP reports it.
+	// +optional
+	MissingSince *metav1.Time `json:"missingSince,omitempty"`
+	// ProvisionedThroughput names the objects that declare the capacity;
+	// empty when none does: the capacity is undeclared.
+	// +optional
+	ProvisionedThroughput string `json:"provisionedThroughput,omitempty"`
+}
+
 // RegionPoolStatus is what the operator rendered.
 type RegionPoolStatus struct {
-	// Conditions: Ready, Reconciling and Stalled.
+	// Conditions: Ready, CapacityDeclared, Reconciling and Stalled.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -242,6 +322,16 @@ type RegionPoolStatus struct {
 	// TableHash is the hash of the routing table last written.
 	// +optional
 	TableHash string `json:"tableHash,omitempty"`
+	// Discovered is the Provisioned Throughput GCP reports in the pool's
+	// regions for its model, declared or not, kept through GCP outages and
+	// operator restarts.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Discovered []DiscoveredRegion `json:"discovered,omitempty"`
+	// LastDiscoveryTime is when GCP last answered a discovery.
+	// +optional
+	LastDiscoveryTime *metav1.Time `json:"lastDiscoveryTime,omitempty"`
 }
 
 // RegionPool is the set of Vertex AI regions that serve one model of one
@@ -254,6 +344,7 @@ type RegionPoolStatus struct {
 // +kubebuilder:printcolumn:name="Regions",type=string,JSONPath=`.spec.regions[*].name`
 // +kubebuilder:printcolumn:name="Protected",type=string,JSONPath=`.status.protectedRegions[*]`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Declared",type=string,JSONPath=`.status.conditions[?(@.type=="CapacityDeclared")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RegionPool struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -293,6 +384,46 @@ func (p *RegionPool) GetConfigMapName() string {
 	}
 	return p.Name + "-routing"
 }
+
+// GetDiscoveryMode returns the discovery mode, defaulted to Protect.
+func (p *RegionPool) GetDiscoveryMode() DiscoveryMode {
+	if p.Spec.Discovery.Mode == "" {
+		return DiscoveryProtect
+	}
+	return p.Spec.Discovery.Mode
+}
+
+// GetDiscoveryInterval returns the discovery interval, defaulted.
+func (p *RegionPool) GetDiscoveryInterval() time.Duration {
+	if v := p.Spec.Discovery.Interval; v != nil && v.Duration > 0 {
+		return v.Duration
+	}
+	return DefaultDiscoveryInterval
+}
+
+// GetDiscoveryGracePeriod returns the discovery grace period, defaulted to
+// the ProvisionedThroughput default.
+func (p *RegionPool) GetDiscoveryGracePeriod() time.Duration {
+	if v := p.Spec.Discovery.GracePeriod; v != nil && v.Duration >= 0 {
+		return v.Duration
+	}
+	return DefaultGracePeriod
+}
+
+// Discovery's condition on a RegionPool.
+const (
+	// ConditionCapacityDeclared is True when every region in which GCP reports
+	// Provisioned Throughput for the pool's model has a ProvisionedThroughput
+	// object that declares it.
+	ConditionCapacityDeclared = "CapacityDeclared"
+	// ReasonUndeclaredProvisionedThroughput: GCP reports Provisioned
+	// Throughput that no ProvisionedThroughput object declares.
+	ReasonUndeclaredProvisionedThroughput = "UndeclaredProvisionedThroughput"
+	// ReasonDeclared: every Provisioned Throughput GCP reports is declared.
+	ReasonDeclared = "Declared"
+	// ReasonDiscoveryOff: discovery makes no GCP calls.
+	ReasonDiscoveryOff = "DiscoveryOff"
+)
 
 // GetConditions returns the status conditions.
 func (p *RegionPool) GetConditions() []metav1.Condition { return p.Status.Conditions }

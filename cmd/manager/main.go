@@ -59,7 +59,7 @@ func run() error {
 		gcpInsecure bool
 		gcpTimeout  time.Duration
 	)
-	flag.BoolVar(&gcpVerify, "gcp-verify", true, "Verify ProvisionedThroughput objects against Cloud Monitoring. False makes no GCP calls and needs no credentials; objects then stay Verified Unknown and Ready by their term.")
+	flag.BoolVar(&gcpVerify, "gcp-verify", true, "Verify ProvisionedThroughput objects against Cloud Monitoring, and discover undeclared Provisioned Throughput for RegionPools. False makes no GCP calls and needs no credentials; objects then stay Verified Unknown and Ready by their term, and discovery is off.")
 	flag.StringVar(&gcpEndpoint, "gcp-monitoring-endpoint", gcp.DefaultEndpoint, "Cloud Monitoring API host:port.")
 	flag.BoolVar(&gcpInsecure, "gcp-insecure", false, "Dial --gcp-monitoring-endpoint in plaintext without credentials: for emulators and tests only.")
 	flag.DurationVar(&gcpTimeout, "gcp-timeout", gcp.DefaultTimeout, "Bound on one project's Cloud Monitoring fetch, all pages included.")
@@ -132,11 +132,17 @@ func run() error {
 	// End of the ProvisionedThroughput controller.
 
 	// The RegionPool controller. Its reconciles wait on the API server, not
-	// the CPU, so a few run at once.
-	if err := (&controllers.RegionPoolReconciler{
+	// the CPU, so a few run at once. Discovery asks GCP through the
+	// ProvisionedThroughput controller's cache, so both share one call per
+	// project and interval; with --gcp-verify=false it is off.
+	poolReconciler := &controllers.RegionPoolReconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder(controllers.RegionPoolControllerName + "-controller"),
-	}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 4}); err != nil {
+	}
+	if ptSource != nil {
+		poolReconciler.Facts = ptReconciler
+	}
+	if err := poolReconciler.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 4}); err != nil {
 		return fmt.Errorf("setting up the RegionPool controller: %w", err)
 	}
 	// End of the RegionPool controller.
