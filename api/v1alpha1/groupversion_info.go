@@ -10,8 +10,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -19,8 +20,18 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "capacity.regionwarden.io", Version: "v1alpha1"}
 
 	// SchemeBuilder adds the kinds of this group version to a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the kinds of this group version to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+// addKnownTypes registers the kinds of this group version.
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion,
+		&ProvisionedThroughput{}, &ProvisionedThroughputList{},
+		&RegionPool{}, &RegionPoolList{},
+	)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -191,9 +191,6 @@ type ProvisionedThroughputList struct {
 	Items           []ProvisionedThroughput `json:"items"`
 }
 
-func init() {
-	SchemeBuilder.Register(&ProvisionedThroughput{}, &ProvisionedThroughputList{})
-}
 
 // GetPublisher returns the publisher, defaulted.
 func (pt *ProvisionedThroughput) GetPublisher() string {

@@ -365,9 +365,6 @@ type RegionPoolList struct {
 	Items           []RegionPool `json:"items"`
 }
 
-func init() {
-	SchemeBuilder.Register(&RegionPool{}, &RegionPoolList{})
-}
 
 // GetPublisher returns the publisher, defaulted.
 func (p *RegionPool) GetPublisher() string {

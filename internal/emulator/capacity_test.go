@@ -16,12 +16,6 @@ const (
 )
 
 // served is what one call came back as: a traffic type, or an error code.
-type served struct {
-	traffic aiplatformpb.GenerateContentResponse_UsageMetadata_TrafficType
-	code    codes.Code
-	msg     string
-}
-
 func TestCapacityByRequestType(t *testing.T) {
 	// europe-west1 holds a PT of 5 calls/s and a pay-as-you-go quota of 3;
 	// europe-west4 has a quota of 4. All calls land in the same second.

@@ -31,7 +31,7 @@ type Blocklist struct {
 	keepProvisioned bool
 	st              atomic.Pointer[blockState]
 
-	mu sync.Mutex // serialises Update
+	mu sync.Mutex // serializes Update
 }
 
 var _ Router = (*Blocklist)(nil)
@@ -223,7 +223,7 @@ func (b *Blocklist) Snapshot() Snapshot {
 		rs := RegionSnapshot{
 			Name:         s.name,
 			Tier:         table.TierShared,
-			Ejectable:    !(b.keepProvisioned && s.provisioned),
+			Ejectable:    !b.keepProvisioned || !s.provisioned,
 			TimesEjected: r.timesRemoved.Load(),
 			Failed:       failed,
 		}

@@ -37,7 +37,7 @@ type Pool struct {
 	_        [56]byte
 	st       atomic.Pointer[poolState]
 
-	mu sync.Mutex // serialises Update and ejections
+	mu sync.Mutex // serializes Update and ejections
 }
 
 var _ Router = (*Pool)(nil)
@@ -316,7 +316,7 @@ const (
 )
 
 // inPanic reports whether too few regions are left un-ejected for ejection to
-// be honoured.
+// be honored.
 func (st *poolState) inPanic(now int64) bool {
 	ejected := st.ejected(now)
 	n := len(st.slots)

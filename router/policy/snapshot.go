@@ -19,7 +19,7 @@ type Snapshot struct {
 	// Time is when the snapshot was taken, by the router's clock.
 	Time time.Time `json:"time"`
 	// Panic is true while too few regions are un-ejected for ejection to be
-	// honoured.
+	// honored.
 	Panic bool `json:"panic"`
 	// InFlight is the calls in flight in the pool; MaxInFlight caps them.
 	InFlight    int64 `json:"inFlight"`
