@@ -1,0 +1,212 @@
+package controllers
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
+	"github.com/regionwarden/regionwarden/internal/gcp"
+	"github.com/regionwarden/regionwarden/internal/gcp/gcpfake"
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// discoveryRegions are the four regions of every discovery test's pool.
+var discoveryRegions = []string{"europe-west1", "europe-west4", "us-central1", "us-east5"}
+
+// gcpModel is the pool's model as GCP labels it: with its version suffix.
+const gcpModel = poolModel + "-001"
+
+// discoveryEnv is one discovery test's world: a namespace, a fake Cloud
+// Monitoring on loopback read by the real monitoring client, a
+// ProvisionedThroughputReconciler whose cache is the pool reconciler's
+// FactsSource, and a manager, all on one clock.
+type discoveryEnv struct {
+	*poolEnv
+	clk  *fakeClock
+	fake *gcpfake.MetricServer
+	pt   *ProvisionedThroughputReconciler
+}
+
+type discoveryEnvOptions struct {
+	// runPools runs the RegionPool controller in the manager; otherwise the
+	// manager only serves its cache and the test reconciles by hand.
+	runPools bool
+	// runPTs runs the ProvisionedThroughput controller in the manager.
+	runPTs bool
+	// noSource runs without GCP, as --gcp-verify=false does.
+	noSource bool
+	// realClock uses time.Now instead of a fake clock (benchmarks).
+	realClock bool
+	// interval is the reconciler's DiscoveryInterval override.
+	interval time.Duration
+}
+
+func newDiscoveryEnv(t testing.TB, o discoveryEnvOptions) *discoveryEnv {
+	t.Helper()
+	e := &discoveryEnv{poolEnv: &poolEnv{t: t, ns: newNamespace(t), cl: testClient}, clk: &fakeClock{t: ptT0}, fake: gcpfake.NewMetricServer()}
+	now := e.clk.Now
+	if o.realClock {
+		now = time.Now
+	}
+	e.fake.SetNow(now)
+
+	var src gcp.Source
+	if !o.noSource {
+		addr, stop, err := gcpfake.Start(e.fake)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stop)
+		ms, err := gcp.NewMonitoringSource(context.Background(), gcp.Options{Endpoint: addr, Insecure: true, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ms.Close() })
+		src = ms
+	}
+
+	mgr, err := ctrl.NewManager(testConfig, ctrl.Options{
+		Scheme:                 testScheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}},
+		Logger:                 logr.Discard(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mgr = mgr
+	e.pt = &ProvisionedThroughputReconciler{Client: mgr.GetClient(), Source: src, Recorder: mgr.GetEventRecorder("provisionedthroughput-controller"), Now: now}
+	e.rec = &poolEventLog{next: mgr.GetEventRecorder(RegionPoolControllerName)}
+	e.r = &RegionPoolReconciler{Client: mgr.GetClient(), Recorder: e.rec, Facts: e.pt, DiscoveryInterval: o.interval}
+	skip := true
+	if o.runPools {
+		if err := e.r.SetupWithManager(mgr, controller.Options{SkipNameValidation: &skip, MaxConcurrentReconciles: 4}); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		e.r.Reader = mgr.GetAPIReader()
+		if err := indexPoolFields(mgr.GetFieldIndexer()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o.runPTs {
+		if err := e.pt.SetupWithManager(mgr, controller.Options{SkipNameValidation: &skip}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.start()
+	return e
+}
+
+// gcpShows makes GCP report gsus of PT for the pool's model in location.
+func (e *discoveryEnv) gcpShows(location string, gsus int64, tokensPerSecond float64) {
+	e.fake.SetPT(gcpfake.PT{Project: poolProject, Location: location, Publisher: "google", Model: gcpModel, GSUs: gsus, TokensPerSecond: tokensPerSecond})
+}
+
+// orderEnds makes GCP stop reporting PT in location.
+func (e *discoveryEnv) orderEnds(location string) {
+	e.fake.DeletePT(poolProject, location, "google", gcpModel)
+}
+
+// reconcile runs the pool reconciler once, as the manager would.
+func (e *discoveryEnv) reconcile(name string) reconcile.Result {
+	e.t.Helper()
+	res, err := e.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.ns, Name: name}})
+	if err != nil {
+		e.t.Fatalf("reconciling %s: %v", name, err)
+	}
+	return res
+}
+
+func poolWithDiscovery(mode capacityv1alpha1.DiscoveryMode) poolOption {
+	return func(p *capacityv1alpha1.RegionPool) { p.Spec.Discovery.Mode = mode }
+}
+
+func poolWithDiscoveryGrace(d time.Duration) poolOption {
+	return func(p *capacityv1alpha1.RegionPool) {
+		p.Spec.Discovery.GracePeriod = &metav1.Duration{Duration: d}
+	}
+}
+
+// capacityDeclared is the pool's CapacityDeclared condition, or nil.
+func capacityDeclared(p *capacityv1alpha1.RegionPool) *metav1.Condition {
+	return meta.FindStatusCondition(p.Status.Conditions, capacityv1alpha1.ConditionCapacityDeclared)
+}
+
+// discoveredMetric reads the pool's regionwarden_discovered_provisioned_regions
+// series for location; ok is false when there is none.
+func (e *discoveryEnv) discoveredMetric(t *testing.T, pool, location string) (float64, bool) {
+	t.Helper()
+	return metricValue(t, "regionwarden_discovered_provisioned_regions",
+		map[string]string{"namespace": e.ns, "pool": pool, "location": location, "model": poolModel})
+}
+
+// tableWatch records every version of a routing-table ConfigMap that a
+// watcher (a router) sees.
+type tableWatch struct {
+	w    watch.Interface
+	done chan struct{}
+
+	mu       sync.Mutex
+	versions []routingTable
+}
+
+// watchTable starts watching ConfigMap name from its current version on.
+func (e *discoveryEnv) watchTable(name string) *tableWatch {
+	e.t.Helper()
+	wc, err := client.NewWithWatch(testConfig, client.Options{Scheme: testScheme})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	w, err := wc.Watch(context.Background(), &corev1.ConfigMapList{}, client.InNamespace(e.ns),
+		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", name)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	tw := &tableWatch{w: w, done: make(chan struct{})}
+	go func() {
+		defer close(tw.done)
+		for ev := range w.ResultChan() {
+			cm, ok := ev.Object.(*corev1.ConfigMap)
+			if !ok {
+				continue
+			}
+			rt := routingTable{cm: cm}
+			if ev.Type == watch.Deleted {
+				rt.cm = nil
+			} else if tb, err := table.Parse([]byte(cm.Data[table.DataKey])); err == nil {
+				rt.table = tb
+			}
+			tw.mu.Lock()
+			tw.versions = append(tw.versions, rt)
+			tw.mu.Unlock()
+		}
+	}()
+	return tw
+}
+
+// stop ends the watch and returns every version seen.
+func (tw *tableWatch) stop() []routingTable {
+	tw.w.Stop()
+	<-tw.done
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	return tw.versions
+}
