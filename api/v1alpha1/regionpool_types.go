@@ -365,7 +365,6 @@ type RegionPoolList struct {
 	Items           []RegionPool `json:"items"`
 }
 
-
 // GetPublisher returns the publisher, defaulted.
 func (p *RegionPool) GetPublisher() string {
 	if p.Spec.Publisher == "" {
