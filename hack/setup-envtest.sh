@@ -36,7 +36,7 @@ fi
 work="${cache}/envtest/build-${k8s_version}"
 rm -f "${work}/apiserver/tools.go"
 mkdir -p "${work}/apiserver" "${work}/etcd" "${assets}.partial"
-log "building kube-apiserver, kubectl and etcd for Kubernetes ${k8s_version} (first run only: about 8 minutes on 2 cores)"
+log "building kube-apiserver, kubectl and etcd for Kubernetes ${k8s_version} (first run only: about 10 minutes on 2 cores)"
 
 # The kubernetes module replaces every staging module (k8s.io/api, k8s.io/apiserver, ...)
 # with a folder of its own repository. Outside that repository, the same code is
@@ -78,22 +78,26 @@ func main() { etcdmain.Main(os.Args) }
 GO
 
 ldflags="-s -w"
-(
-  cd "${work}/apiserver"
-  log "resolving kube-apiserver dependencies"
-  go get k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl 2>&1 | grep -v '^go: ' >&2 || true
-  log "compiling kube-apiserver"
-  GOFLAGS=-mod=mod go build -trimpath -ldflags="${ldflags}" -o "${assets}.partial/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-  log "compiling kubectl"
-  GOFLAGS=-mod=mod go build -trimpath -ldflags="${ldflags}" -o "${assets}.partial/kubectl" k8s.io/kubernetes/cmd/kubectl
-)
+# etcd builds in the background while kube-apiserver and kubectl build in one
+# go build (shared packages compile once, and the two links overlap).
 (
   cd "${work}/etcd"
   log "resolving etcd ${etcd_version} dependencies"
   GOFLAGS=-mod=mod go mod tidy >/dev/null
   log "compiling etcd ${etcd_version}"
   GOFLAGS=-mod=mod go build -trimpath -ldflags="${ldflags}" -o "${assets}.partial/etcd" .
-)
+  log "etcd done"
+) &
+etcd_pid=$!
+(
+  cd "${work}/apiserver"
+  log "resolving kube-apiserver dependencies"
+  go get k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl 2>&1 | grep -v '^go: ' >&2 || true
+  log "compiling kube-apiserver and kubectl"
+  GOFLAGS=-mod=mod go build -trimpath -ldflags="${ldflags}" -o "${assets}.partial/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+  log "kube-apiserver and kubectl done"
+) || { kill "${etcd_pid}" 2>/dev/null || true; exit 1; }
+wait "${etcd_pid}"
 
 rm -rf "${assets}"
 mv "${assets}.partial" "${assets}"
