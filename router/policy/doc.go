@@ -22,9 +22,7 @@
 // Overflow and retries spill to shared regions in proportion to their
 // RequestsPerSecond hints (a region without a hint weighs the mean of the
 // others' hints), never beyond a region's hint. Capacities are enforced by a
-// GCRA rate limit with a burst of one second of capacity for shared regions
-// (pay-as-you-go quotas answer 429 at once) and ten seconds for provisioned
-// ones (GCP enforces Provisioned Throughput over seconds to minutes). When no region has headroom the
+// GCRA rate limit with a one-second burst. When no region has headroom the
 // call is refused with ErrOverCapacity and a Retry-After, never pushed on a
 // region that cannot take it.
 //

@@ -76,19 +76,10 @@ type slot struct {
 	weight      float64 // share of traffic within the region's tier
 	reqCost     int64   // nanoseconds per request at the RPS hint; 0: no hint
 	tokCost     float64 // nanoseconds per token at TokensPerSecond; 0: none
-	tolerance   int64   // burst the capacity allows, in nanoseconds of it
 }
 
-// rateTolerance is the burst a shared region's capacity allows: one second of
-// it. Pay-as-you-go quotas answer 429 as soon as they are exceeded.
+// rateTolerance is the burst a capacity allows: one second of it.
 const rateTolerance = int64(time.Second)
-
-// provisionedTolerance is the burst a provisioned region's capacity allows:
-// GCP enforces Provisioned Throughput over a window of seconds to minutes,
-// depending on the order's size, so a burst of ten seconds of capacity is
-// served, and refusing it early would push calls the PT would take onto
-// regions that cannot.
-const provisionedTolerance = 10 * int64(time.Second)
 
 // region is the live state of one region, kept across table updates.
 type region struct {
@@ -196,10 +187,6 @@ func (st *poolState) buildSlots(find func(name string) *region) {
 			header:      requestType(r, tp.Policy),
 			provisioned: r.Tier == table.TierProvisioned,
 			ejectable:   r.Ejectable && r.Tier != table.TierProvisioned,
-		}
-		s.tolerance = rateTolerance
-		if s.provisioned {
-			s.tolerance = provisionedTolerance
 		}
 		c := r.Capacity
 		switch {
@@ -448,14 +435,14 @@ func (p *Pool) admit(s *slot, pr Priority, now int64, ref *refusal) bool {
 		return false
 	}
 	if s.tokCost > 0 {
-		if ok, wait := r.tokRate.peek(now, s.tolerance); !ok {
+		if ok, wait := r.tokRate.peek(now, rateTolerance); !ok {
 			r.inFlight.Add(-1)
 			ref.note(wait)
 			return false
 		}
 	}
 	if s.reqCost > 0 {
-		if ok, wait := r.reqRate.take(now, s.reqCost, max(s.tolerance-s.reqCost, 0)); !ok {
+		if ok, wait := r.reqRate.take(now, s.reqCost, max(rateTolerance-s.reqCost, 0)); !ok {
 			r.inFlight.Add(-1)
 			ref.note(wait)
 			return false

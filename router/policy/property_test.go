@@ -157,8 +157,8 @@ func hasHeadroom(p *Pool, pr Priority) bool {
 		case r.ejectedUntil.Load() > now && !panicking:
 		case r.inFlight.Load()+1 > ceiling(int64(r.limit.get()), pr):
 		case r.throttleP(now) > 0:
-		case s.tokCost > 0 && !peekOK(&r.tokRate, now, s.tolerance):
-		case s.reqCost > 0 && !peekOK(&r.reqRate, now, max(s.tolerance-s.reqCost, 0)):
+		case s.tokCost > 0 && !peekOK(&r.tokRate, now, rateTolerance):
+		case s.reqCost > 0 && !peekOK(&r.reqRate, now, max(rateTolerance-s.reqCost, 0)):
 		default:
 			return true
 		}
