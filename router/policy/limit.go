@@ -35,7 +35,9 @@ func (l *aimd) grow(inFlight int64, hi float64) {
 	for {
 		old := l.bits.Load()
 		v := math.Float64frombits(old)
-		if float64(inFlight)*2 < v || v >= hi {
+		// Half of the whole calls the limit admits: a limit of 2.5 admits
+		// two, so one in flight is half used and the limit can grow again.
+		if float64(inFlight)*2 < math.Floor(v) || v >= hi {
 			return
 		}
 		nv := min(v+1/v, hi)

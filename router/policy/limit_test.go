@@ -37,6 +37,11 @@ func TestAIMD(t *testing.T) {
 	if got := l.get(); got != limitMin {
 		t.Errorf("shrink to the floor: %v, want %v", got, limitMin)
 	}
+	l.set(2.5)
+	l.grow(1, 100)
+	if got := l.get(); got <= 2.5 {
+		t.Errorf("a limit of 2.5 with one call in flight did not grow: %v", got)
+	}
 	l.set(30)
 	for range 100 {
 		l.shrink(8)
