@@ -191,7 +191,6 @@ type ProvisionedThroughputList struct {
 	Items           []ProvisionedThroughput `json:"items"`
 }
 
-
 // GetPublisher returns the publisher, defaulted.
 func (pt *ProvisionedThroughput) GetPublisher() string {
 	if pt.Spec.Publisher == "" {
