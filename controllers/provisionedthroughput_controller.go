@@ -63,7 +63,7 @@ type ProvisionedThroughputReconciler struct {
 
 // +kubebuilder:rbac:groups=capacity.regionwarden.io,resources=provisionedthroughputs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=capacity.regionwarden.io,resources=provisionedthroughputs/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=system,resources=events,verbs=create;patch
 
 // Reconcile verifies one ProvisionedThroughput and writes its status, once,
 // on the way out.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,21 +29,50 @@ func TestPTRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// role.yaml holds the ClusterRole (the operator's kinds, cluster-wide) and
+	// the Role for its own namespace (ConfigMaps and events).
 	var role rbacv1.ClusterRole
-	if err := yaml.Unmarshal(raw, &role); err != nil {
-		t.Fatal(err)
+	var nsRole rbacv1.Role
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatal(err)
+		}
+		switch meta.Kind {
+		case "ClusterRole":
+			err = yaml.Unmarshal([]byte(doc), &role)
+		case "Role":
+			err = yaml.Unmarshal([]byte(doc), &nsRole)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if role.Name == "" || nsRole.Name == "" {
+		t.Fatalf("role.yaml holds no ClusterRole or no Role: %s", raw)
 	}
 	ctx := context.Background()
 	var user string
 	as := func(ns string) *rest.Config {
 		user = "regionwarden-manager-" + ns
+		subjects := []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}
 		role.ObjectMeta = metav1.ObjectMeta{Name: user}
-		binding := &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: user},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+		nsRole.ObjectMeta = metav1.ObjectMeta{Name: user, Namespace: ns}
+		objs := []client.Object{
+			&role,
+			&rbacv1.ClusterRoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: user},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+				Subjects:   subjects,
+			},
+			&nsRole,
+			&rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+				Subjects:   subjects,
+			},
 		}
-		for _, o := range []client.Object{&role, binding} {
+		for _, o := range objs {
 			if err := testClient.Create(ctx, o); err != nil {
 				t.Fatal(err)
 			}
@@ -99,6 +129,21 @@ func TestPTRBAC(t *testing.T) {
 		}
 		if review.Status.Allowed != tc.allowed {
 			t.Errorf("%s %s/%s %s: allowed = %v, want %v", tc.verb, tc.group, tc.resource, tc.subresource, review.Status.Allowed, tc.allowed)
+		}
+	}
+
+	// ConfigMaps and events are granted in the operator's own namespace
+	// only: nothing cluster-wide beyond its own kinds.
+	for _, res := range []struct{ group, resource string }{{"events.k8s.io", "events"}, {"", "configmaps"}} {
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               user,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "default", Verb: "create", Group: res.group, Resource: res.resource},
+		}}
+		if err := testClient.Create(ctx, review); err != nil {
+			t.Fatal(err)
+		}
+		if review.Status.Allowed {
+			t.Errorf("create %s in another namespace is allowed; want it granted in the operator's namespace only", res.resource)
 		}
 	}
 }

@@ -70,8 +70,8 @@ type RegionPoolReconciler struct {
 // +kubebuilder:rbac:groups=capacity.regionwarden.io,resources=regionpools,verbs=get;list;watch
 // +kubebuilder:rbac:groups=capacity.regionwarden.io,resources=regionpools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=capacity.regionwarden.io,resources=provisionedthroughputs,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",namespace=system,resources=configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=system,resources=events,verbs=create;patch
 
 // Reconcile renders one RegionPool and writes its status, once, on the way out.
 func (r *RegionPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {

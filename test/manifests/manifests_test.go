@@ -186,6 +186,30 @@ func TestRouterMayOnlyReadConfigMaps(t *testing.T) {
 	}
 }
 
+// TestOperatorIsClusterWideOnlyForItsKinds checks the operator's least
+// privilege: its ClusterRoles grant only its own API group; ConfigMaps,
+// events and leases come from Roles in its namespace.
+func TestOperatorIsClusterWideOnlyForItsKinds(t *testing.T) {
+	objs := kustomize(t, filepath.Join("..", "..", "config", "default"))
+	clusterRoles := 0
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRole" {
+			continue
+		}
+		clusterRoles++
+		rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+		for _, r := range rules {
+			groups := fmt.Sprint(r.(map[string]any)["apiGroups"])
+			if groups != "[capacity.regionwarden.io]" {
+				t.Errorf("ClusterRole %s grants %v on API groups %s; want only capacity.regionwarden.io cluster-wide", o.GetName(), r.(map[string]any)["resources"], groups)
+			}
+		}
+	}
+	if clusterRoles == 0 {
+		t.Fatal("config/default renders no ClusterRole for the operator")
+	}
+}
+
 // TestBrokenManifestIsRefused shows the check bites: a fixture with a
 // Deployment the API server must refuse is refused.
 func TestBrokenManifestIsRefused(t *testing.T) {
