@@ -51,7 +51,7 @@ func TestFileSourceFollowsKubeletUpdates(t *testing.T) {
 		defer mu.Unlock()
 		return append([]string(nil), seen...)
 	}, wait).Should(Equal([]string{"p/model-a", "p/model-b"}))
-	g.Expect(c.Loads()).To(BeEquivalentTo(2))
+	g.Eventually(c.Loads, wait).Should(BeEquivalentTo(2), "the hash is served before the observer hears of it")
 	g.Expect(c.Rejections()).To(BeZero())
 }
 
@@ -129,7 +129,7 @@ func TestFileSourcePlainFile(t *testing.T) {
 				tc.write(t, path, next)
 				g.Eventually(s.Hash, wait).Should(Equal(hashOf(t, next)))
 			}
-			g.Expect(c.Loads()).To(BeEquivalentTo(3))
+			g.Eventually(c.Loads, wait).Should(BeEquivalentTo(3), "the hash is served before the observer hears of it")
 		})
 	}
 }
