@@ -8,12 +8,12 @@ import (
 	"github.com/regionwarden/regionwarden/internal/emulator"
 )
 
-// minHeadline is the success this short replay guards. The issue's target is
-// 99.5%; at the default retry budget (10% of calls plus one a second) the
-// policy serves about 99.4% here and 98.8% over the full 30 minutes: when the
-// PT region's 504s cluster, a burst of failures can outrun the budget and
-// those calls are not retried. With a budget of 20% it serves 99.7%. See
-// docs/replays.md.
+// minHeadline is the success this short replay guards, with room for a busy
+// machine: the target is 99.5%, and on an idle one the policy serves 99.75%
+// here. Over the full 30 minutes at scale 30 it serves about 98.4%: when the
+// PT region's 504s cluster, a burst of failures can outrun the default retry
+// budget (10% of calls plus one a second) and those calls are not retried.
+// See docs/replays.md.
 const minHeadline = 0.99
 
 // shortIncident is the provisioned-region incident cut to four minutes of
@@ -45,14 +45,14 @@ func shortIncident(t *testing.T) *emulator.Scenario {
 // adaptive policy serves at least minHeadline of calls and never answers "no
 // regions"; the blocklist loses most calls to "no regions to run".
 //
-// Scale 12 replays the four minutes in 20 s: on a busy 2-core machine a
+// Scale 6 replays the four minutes in 40 s: on a busy 2-core machine a
 // higher scale makes the load generator fall behind and send bursts (see
 // Result.LagP99), which is the machine's doing, not the policy's.
 func TestProvisionedIncidentHeadline(t *testing.T) {
 	if testing.Short() {
-		t.Skip("replays four minutes of scenario time in about 20 seconds")
+		t.Skip("replays four minutes of scenario time in about 40 seconds")
 	}
-	rep, err := Run(context.Background(), shortIncident(t), []Policy{Regionwarden(), Blocklist()}, Options{Seed: 7, Scale: 12})
+	rep, err := Run(context.Background(), shortIncident(t), []Policy{Regionwarden(), Blocklist()}, Options{Seed: 7, Scale: 6})
 	if err != nil {
 		t.Fatal(err)
 	}
