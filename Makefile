@@ -73,7 +73,8 @@ replay: ## Replay the incident scenarios against every policy; rewrite docs/repl
 ##@ Demo
 
 .PHONY: demo
-demo: build ## Bring regionwarden up locally (control plane, emulated regions, operator, router) and replay the incident through it.
+demo: ## Bring regionwarden up locally (control plane, emulated regions, operator, router) and replay the incident through it.
+	go build -o $(LOCALBIN)/ ./cmd/manager ./cmd/router
 	@KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go run ./hack/demo $(DEMO_FLAGS)
 
 ##@ Build
