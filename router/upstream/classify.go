@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -79,7 +80,7 @@ func ClassifyContext(ctx context.Context, err error) policy.Outcome {
 	if err == nil {
 		return policy.Success
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || deadlinePassed(ctx) {
 		return policy.Cancelled //nolint:misspell // the policy package's name
 	}
 	o := Classify(err)
@@ -167,4 +168,13 @@ func GoogleError(code codes.Code, message string) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// deadlinePassed reports whether ctx's deadline is behind us. gRPC runs its
+// own timer from the deadline and can fail a call with DEADLINE_EXCEEDED a
+// moment before the context itself reports it is done; the caller's deadline
+// ran out all the same, and the region must not be blamed for it.
+func deadlinePassed(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
