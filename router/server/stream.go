@@ -118,7 +118,7 @@ func (x *exchange) stream(in *aiplatformpb.GenerateContentRequest, sse bool) att
 				rep := x.report(err)
 				rep.Tokens = tokens
 				code := upstream.Code(err)
-				_ = sw.chunk(errorBody(upstream.HTTPStatus(code), code, status.Convert(err).Message()))
+				_ = sw.chunk(upstream.GoogleError(code, status.Convert(err).Message()))
 				sw.end()
 				return rep, true, err
 			}

@@ -162,7 +162,13 @@ type googleErrorBody struct {
 // Google's client libraries parse:
 // {"error":{"code":429,"message":"...","status":"RESOURCE_EXHAUSTED"}}.
 func GoogleError(code codes.Code, message string) []byte {
-	b, err := json.Marshal(googleError{Error: googleErrorBody{Code: HTTPStatus(code), Message: message, Status: StatusName(code)}})
+	return GoogleErrorStatus(HTTPStatus(code), code, message)
+}
+
+// GoogleErrorStatus is GoogleError for an answer whose HTTP status is not the
+// one Google maps code to, such as 413 with INVALID_ARGUMENT.
+func GoogleErrorStatus(httpCode int, code codes.Code, message string) []byte {
+	b, err := json.Marshal(googleError{Error: googleErrorBody{Code: httpCode, Message: message, Status: StatusName(code)}})
 	if err != nil {
 		// Marshaling strings and ints cannot fail.
 		panic(err)
