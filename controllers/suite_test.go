@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
+	"github.com/regionwarden/regionwarden/internal/testenv"
 )
 
 // The tests of this package share one real kube-apiserver and etcd. Each test
@@ -27,40 +27,22 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds the test control plane (hack/setup-envtest.sh)")
-		os.Exit(1)
-	}
-	if err := clientgoscheme.AddToScheme(testScheme); err != nil {
-		panic(err)
-	}
-	if err := capacityv1alpha1.AddToScheme(testScheme); err != nil {
-		panic(err)
-	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
-	var err error
-	testConfig, err = env.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
-		// Start may fail after it started etcd and the API server (a CRD the
-		// server refuses): stop them, or they outlive the test binary.
-		_ = env.Stop()
-		os.Exit(1)
-	}
-	code := 1
-	testClient, err = client.New(testConfig, client.Options{Scheme: testScheme})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "creating a client:", err)
-	} else {
-		code = m.Run()
-	}
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the test control plane:", err)
-	}
-	os.Exit(code)
+	os.Exit(testenv.Run(m, env, func(cfg *rest.Config) error {
+		if err := clientgoscheme.AddToScheme(testScheme); err != nil {
+			return err
+		}
+		if err := capacityv1alpha1.AddToScheme(testScheme); err != nil {
+			return err
+		}
+		testConfig = cfg
+		var err error
+		testClient, err = client.New(cfg, client.Options{Scheme: testScheme})
+		return err
+	}))
 }
 
 // newNamespace creates a namespace for one test and returns its name.

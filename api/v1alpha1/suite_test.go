@@ -2,7 +2,6 @@ package v1alpha1_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
+	"github.com/regionwarden/regionwarden/internal/testenv"
 )
 
 // k8s is a client of the real API server that the CRDs are installed into.
@@ -25,37 +25,23 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds the test control plane (hack/setup-envtest.sh)")
-		os.Exit(1)
-	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
-	var err error
-	cfg, err = env.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
-		// Start may fail after it started etcd and the API server (a CRD the
-		// server refuses): stop them, or they outlive the test binary.
-		_ = env.Stop()
-		os.Exit(1)
-	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = capacityv1alpha1.AddToScheme(scheme)
-	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
-	code := 1
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "creating a client:", err)
-	} else {
-		code = m.Run()
-	}
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the test control plane:", err)
-	}
-	os.Exit(code)
+	os.Exit(testenv.Run(m, env, func(c *rest.Config) error {
+		cfg = c
+		scheme := runtime.NewScheme()
+		if err := clientgoscheme.AddToScheme(scheme); err != nil {
+			return err
+		}
+		if err := capacityv1alpha1.AddToScheme(scheme); err != nil {
+			return err
+		}
+		var err error
+		k8s, err = client.New(cfg, client.Options{Scheme: scheme})
+		return err
+	}))
 }
 
 // newNamespace creates a namespace for one test and returns its name.

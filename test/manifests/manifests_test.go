@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/regionwarden/regionwarden/internal/testenv"
 )
 
 var (
@@ -52,26 +54,11 @@ func (w *warningRecorder) take() []string {
 }
 
 func TestMain(m *testing.M) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds the test control plane (hack/setup-envtest.sh)")
-		os.Exit(1)
-	}
-	env := &envtest.Environment{}
-	var err error
-	cfg, err = env.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
-		// Start may fail after it started etcd and the API server (a CRD the
-		// server refuses): stop them, or they outlive the test binary.
-		_ = env.Stop()
-		os.Exit(1)
-	}
-	cfg.WarningHandler = warnings
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the test control plane:", err)
-	}
-	os.Exit(code)
+	os.Exit(testenv.Run(m, &envtest.Environment{}, func(c *rest.Config) error {
+		cfg = c
+		cfg.WarningHandler = warnings
+		return nil
+	}))
 }
 
 // kustomize renders a kustomization folder with the kubectl of the test
