@@ -140,7 +140,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	clock := &followClock{}
+	clock := newFollowClock(sc.TimeScale)
 	emu, err := emulator.New(sc, emulator.Options{Seed: o.seed, Clock: clock})
 	if err != nil {
 		return err

@@ -13,36 +13,27 @@ import (
 )
 
 // followClock is the clock of the demo's emulated regions. Until the replay
-// starts it stands at scenario time zero; then it follows the replay's clock,
-// so the incident's faults unfold in step with the load.
+// starts it is a stopped clock at the scenario's scale (scenario time zero);
+// then it follows the replay's clock, so the incident's faults unfold in step
+// with the load.
 type followClock struct {
 	target atomic.Pointer[emulator.ScaledClock]
-	scale  float64
+}
+
+func newFollowClock(scale float64) *followClock {
+	f := &followClock{}
+	f.target.Store(emulator.NewScaledClock(scale))
+	return f
 }
 
 func (f *followClock) follow(c *emulator.ScaledClock) { f.target.Store(c) }
 
 // Elapsed is scenario time since the replay started.
-func (f *followClock) Elapsed() time.Duration {
-	if c := f.target.Load(); c != nil {
-		return c.Elapsed()
-	}
-	return 0
-}
+func (f *followClock) Elapsed() time.Duration { return f.target.Load().Elapsed() }
 
 // Sleep waits d of scenario time.
 func (f *followClock) Sleep(ctx context.Context, d time.Duration) error {
-	if c := f.target.Load(); c != nil {
-		return c.Sleep(ctx, d)
-	}
-	t := time.NewTimer(time.Duration(float64(d) / max(f.scale, 1)))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return f.target.Load().Sleep(ctx, d)
 }
 
 const liveName = "regionwarden (router)"
@@ -51,7 +42,6 @@ const liveName = "regionwarden (router)"
 // on emulated regions of its own, through the count blocklist, then prints the
 // side-by-side table and writes the chart.
 func replayIncident(ctx context.Context, sc *emulator.Scenario, routerURL string, emu *emulator.Emulator, clock *followClock, work string, o options) error {
-	clock.scale = sc.TimeScale
 	policies := []replay.Policy{
 		replay.Blocklist(),
 		replay.LiveRouter(liveName, routerURL, func(env *replay.Env) { clock.follow(env.Clock) }),
