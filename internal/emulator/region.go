@@ -11,6 +11,8 @@ import (
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/regionwarden/regionwarden/router/upstream"
 )
 
 // Request types, as the x-vertex-ai-llm-request-type header spells them.
@@ -54,7 +56,7 @@ type apiError struct {
 	refused bool // drop the connection instead of answering
 }
 
-func (e *apiError) Error() string { return statusName(e.code) + ": " + e.msg }
+func (e *apiError) Error() string { return upstream.StatusName(e.code) + ": " + e.msg }
 
 // grpcErr is the error a gRPC handler returns.
 func (e *apiError) grpcErr() error { return status.Error(e.code, e.msg) }
@@ -64,50 +66,7 @@ func (e *apiError) outcome() string {
 	if e.refused {
 		return outcomeRefused
 	}
-	return statusName(e.code)
-}
-
-var statusNames = map[codes.Code]string{
-	codes.OK:                "OK",
-	codes.Canceled:          "CANCELLED",
-	codes.Unknown:           "UNKNOWN",
-	codes.InvalidArgument:   "INVALID_ARGUMENT",
-	codes.DeadlineExceeded:  "DEADLINE_EXCEEDED",
-	codes.NotFound:          "NOT_FOUND",
-	codes.PermissionDenied:  "PERMISSION_DENIED",
-	codes.ResourceExhausted: "RESOURCE_EXHAUSTED",
-	codes.Unimplemented:     "UNIMPLEMENTED",
-	codes.Internal:          "INTERNAL",
-	codes.Unavailable:       "UNAVAILABLE",
-}
-
-var httpStatuses = map[codes.Code]int{
-	codes.OK:                200,
-	codes.Canceled:          499,
-	codes.InvalidArgument:   400,
-	codes.DeadlineExceeded:  504,
-	codes.NotFound:          404,
-	codes.PermissionDenied:  403,
-	codes.ResourceExhausted: 429,
-	codes.Unimplemented:     501,
-	codes.Internal:          500,
-	codes.Unavailable:       503,
-}
-
-// statusName is Google's name for a code, e.g. RESOURCE_EXHAUSTED.
-func statusName(c codes.Code) string {
-	if n, ok := statusNames[c]; ok {
-		return n
-	}
-	return "UNKNOWN"
-}
-
-// httpStatus is the HTTP status Google maps a code to.
-func httpStatus(c codes.Code) int {
-	if s, ok := httpStatuses[c]; ok {
-		return s
-	}
-	return 500
+	return upstream.StatusName(e.code)
 }
 
 // second is one second of scenario time in a region's histogram.

@@ -2,7 +2,6 @@ package emulator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/regionwarden/regionwarden/router/upstream"
 )
 
 // maxBodyBytes bounds a REST request body.
@@ -163,22 +164,12 @@ func writeServeError(w http.ResponseWriter, err error) {
 	writeError(w, ae)
 }
 
-// googleError is Google's REST error body.
-type googleError struct {
-	Error googleErrorBody `json:"error"`
-}
-
-type googleErrorBody struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-	Status  string `json:"status"`
-}
-
+// writeError writes e as Google's REST error JSON with the HTTP status Google
+// maps its code to.
 func writeError(w http.ResponseWriter, e *apiError) {
-	code := httpStatus(e.code)
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(googleError{Error: googleErrorBody{Code: code, Message: e.msg, Status: statusName(e.code)}})
+	w.WriteHeader(upstream.HTTPStatus(e.code))
+	_, _ = w.Write(upstream.GoogleError(e.code, e.msg))
 }
 
 func writeMessage(w http.ResponseWriter, m proto.Message) {
