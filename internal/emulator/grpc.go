@@ -10,9 +10,6 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// metadataRequestType is the request-type header as gRPC metadata carries it.
-const metadataRequestType = "x-vertex-ai-llm-request-type"
-
 // predictionServer is a region's gRPC PredictionService.
 type predictionServer struct {
 	aiplatformpb.UnimplementedPredictionServiceServer
@@ -30,9 +27,11 @@ func registerGRPC(s *grpc.Server, r *region) {
 	aiplatformpb.RegisterLlmUtilityServiceServer(s, &llmUtilityServer{r: r})
 }
 
+// requestTypeFromMetadata reads the request-type header; metadata keys are
+// lower case and MD.Get lowers the key it looks for.
 func requestTypeFromMetadata(ctx context.Context) string {
 	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get(metadataRequestType); len(v) > 0 {
+	if v := md.Get(HeaderRequestType); len(v) > 0 {
 		return v[0]
 	}
 	return ""

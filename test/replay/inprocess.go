@@ -18,6 +18,7 @@ import (
 
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream"
 )
 
 // Policy names, as tables and charts show them.
@@ -28,9 +29,6 @@ const (
 	NameRouter       = "regionwarden router (end to end)"
 	NamePortkey      = "Portkey gateway"
 )
-
-// metadataRequestType carries X-Vertex-AI-LLM-Request-Type over gRPC.
-const metadataRequestType = "x-vertex-ai-llm-request-type"
 
 // Blocklist is the count blocklist the outage came from, in process.
 func Blocklist() Policy {
@@ -131,7 +129,7 @@ func (c *routerCaller) Call(ctx context.Context, deadline time.Duration) CallRes
 		}
 		actx := ctx
 		if a.RequestType != "" {
-			actx = metadata.AppendToOutgoingContext(ctx, metadataRequestType, a.RequestType)
+			actx = metadata.AppendToOutgoingContext(ctx, upstream.RequestTypeHeader, a.RequestType)
 		}
 		resp, err := c.clients[a.Region].GenerateContent(actx, c.reqs[a.Region])
 		rep := report(ctx, err)
