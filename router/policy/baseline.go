@@ -115,7 +115,7 @@ func (b *Blocklist) Update(tp table.Pool) error {
 			r:           r,
 			name:        tr.Name,
 			endpoint:    tr.Endpoint,
-			header:      requestType(tr, tp.Policy),
+			header:      tp.Policy.Provisioned.Header(tr.Tier),
 			provisioned: tr.Tier == table.TierProvisioned,
 		}
 		if b.keepProvisioned && s.provisioned && r.removedUntil.Load() > now {

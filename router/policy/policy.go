@@ -148,20 +148,6 @@ func newState(tp table.Pool) *poolState {
 	}
 }
 
-// requestType is the X-Vertex-AI-LLM-Request-Type value for a region: none for
-// provisioned with spillover, "dedicated" for provisioned only, and "shared"
-// (pay-as-you-go only) for a shared region, so that a shared region never
-// draws on provisioned capacity bought for another route.
-func requestType(r table.Region, pol table.Policy) string {
-	if r.Tier != table.TierProvisioned {
-		return "shared"
-	}
-	if pol.Provisioned.RequestType == table.RequestTypeDedicated {
-		return string(table.RequestTypeDedicated)
-	}
-	return ""
-}
-
 // buildSlots builds the slots of state st from its pool, reusing live regions
 // by name through find.
 func (st *poolState) buildSlots(find func(name string) *region) {
@@ -184,7 +170,7 @@ func (st *poolState) buildSlots(find func(name string) *region) {
 			st:          st,
 			name:        r.Name,
 			endpoint:    r.Endpoint,
-			header:      requestType(r, tp.Policy),
+			header:      tp.Policy.Provisioned.Header(r.Tier),
 			provisioned: r.Tier == table.TierProvisioned,
 			ejectable:   r.Ejectable && r.Tier != table.TierProvisioned,
 		}

@@ -175,6 +175,22 @@ type Provisioned struct {
 	RequestType RequestType `json:"requestType"`
 }
 
+// Header is the X-Vertex-AI-LLM-Request-Type value of a call to a region of
+// tier t, or "" for none. A shared region is called "shared", so that it uses
+// pay-as-you-go capacity alone and never draws on provisioned capacity bought
+// for another route. A provisioned region is called "dedicated" when the pool
+// asks for dedicated calls, and without the header (Provisioned Throughput,
+// then spillover to pay-as-you-go) otherwise.
+func (p Provisioned) Header(t Tier) string {
+	switch {
+	case t != TierProvisioned:
+		return string(TierShared)
+	case p.RequestType == RequestTypeDedicated:
+		return string(RequestTypeDedicated)
+	}
+	return ""
+}
+
 // Concurrency bounds in-flight calls (bulkheads).
 type Concurrency struct {
 	// MaxInFlight is the pool-wide cap on calls in flight. Default 1024.

@@ -26,10 +26,10 @@ import (
 // pay-as-you-go).
 const RequestTypeHeader = "x-vertex-ai-llm-request-type"
 
-// Request type values of RequestTypeHeader.
+// Request type values of RequestTypeHeader, as table.Provisioned.Header gives them.
 const (
-	RequestTypeDedicated = "dedicated"
-	RequestTypeShared    = "shared"
+	RequestTypeDedicated = string(table.RequestTypeDedicated)
+	RequestTypeShared    = string(table.TierShared)
 )
 
 // ErrClosed is returned by calls made after Close.
@@ -164,13 +164,7 @@ func ModelName(pool *table.Pool, region table.Region) string {
 // for dedicated calls, and without the header (Provisioned Throughput with
 // spillover) otherwise.
 func RequestType(pool *table.Pool, region table.Region) string {
-	if region.Tier != table.TierProvisioned {
-		return RequestTypeShared
-	}
-	if pool.Policy.Provisioned.RequestType == table.RequestTypeDedicated {
-		return RequestTypeDedicated
-	}
-	return ""
+	return pool.Policy.Provisioned.Header(region.Tier)
 }
 
 // outgoing returns ctx with the request type of the call in its outgoing
