@@ -140,12 +140,9 @@ func renderPool(pool *capacityv1alpha1.RegionPool, pts []capacityv1alpha1.Provis
 			out.undeclared = append(out.undeclared, undeclaredRegion{name: r.Name, pts: p.names})
 		}
 	}
-	for i := range out.pool.Regions {
-		if out.pool.Regions[i].Endpoint == "" {
-			out.pool.Regions[i].Endpoint = table.DefaultEndpoint(out.pool.Regions[i].Name)
-		}
-	}
-	table.SortRegions(out.pool.Regions)
+	// Fills in Google's endpoint where spec.regions gives none, and sorts the
+	// regions as the router reads them.
+	out.pool.Default()
 	sort.Strings(out.protected)
 	sort.Slice(out.undeclared, func(i, j int) bool { return out.undeclared[i].name < out.undeclared[j].name })
 
