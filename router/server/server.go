@@ -101,9 +101,8 @@ type routing struct {
 // poolEntry is one pool of an applied table.
 type poolEntry struct {
 	router   *policy.Pool
-	table    table.Pool              // the pool as applied, defaults filled
-	label    string                  // metric label: project/publisher/model
-	regions  map[string]table.Region // by name
+	table    table.Pool // the pool as applied, defaults filled
+	label    string     // metric label: project/publisher/model
 	inFlight prometheus.Gauge
 }
 
@@ -202,17 +201,12 @@ func (s *Server) entry(router *policy.Pool, tp table.Pool, label string) *poolEn
 	// shared with the source.
 	tp.Regions = append([]table.Region(nil), tp.Regions...)
 	tp.Default()
-	e := &poolEntry{
+	return &poolEntry{
 		router:   router,
 		table:    tp,
 		label:    label,
-		regions:  make(map[string]table.Region, len(tp.Regions)),
 		inFlight: s.metrics.InFlight(label),
 	}
-	for _, r := range tp.Regions {
-		e.regions[r.Name] = r
-	}
-	return e
 }
 
 // keySeed spreads the server's seed over pools.

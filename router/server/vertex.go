@@ -149,12 +149,7 @@ func (x *exchange) run(ctx context.Context, try attemptFunc) {
 			x.refused(err, last)
 			return
 		}
-		region, ok := p.regions[a.Region]
-		if !ok {
-			// The policy was updated by a newer table since this request
-			// began; the attempt still names its region and endpoint.
-			region = regionOf(a)
-		}
+		region := regionOf(a)
 		x.region = region.Name
 		began := time.Now()
 		rep, committed, err := try(ctx, region)
@@ -171,8 +166,9 @@ func (x *exchange) run(ctx context.Context, try attemptFunc) {
 	}
 }
 
-// regionOf rebuilds the table region an attempt names, for a region the
-// request's pool entry does not hold.
+// regionOf is the table region an attempt names: what upstream needs of it
+// (name, endpoint and tier) as the policy picked it, even when a newer table
+// has updated the policy since the request began.
 func regionOf(a policy.Attempt) table.Region {
 	r := table.Region{Name: a.Region, Endpoint: a.Endpoint, Tier: table.TierShared}
 	if a.RequestType != upstream.RequestTypeShared {
