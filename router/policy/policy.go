@@ -332,8 +332,12 @@ const (
 // inPanic reports whether too few regions are left un-ejected for ejection to
 // be honored.
 func (st *poolState) inPanic(now int64) bool {
-	ejected := st.ejected(now)
-	n := len(st.slots)
+	return panicking(st.ejected(now), len(st.slots))
+}
+
+// panicking reports whether a pool of n regions, ejected of them ejected, is
+// below the panic threshold.
+func panicking(ejected, n int) bool {
 	return ejected > 0 && (n-ejected)*100 < panicThreshold*n
 }
 
@@ -365,7 +369,7 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool) (*slo
 		}
 		ranks[i] = rankOf(s, st, cs, now, retry)
 	}
-	if n := len(st.slots); ejected > 0 && (n-ejected)*100 < panicThreshold*n {
+	if panicking(ejected, len(st.slots)) {
 		for i, s := range st.slots {
 			if ranks[i] == rankNone {
 				ranks[i] = rankOf(s, st, cs, now, retry)
