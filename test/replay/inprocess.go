@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
@@ -117,8 +116,8 @@ type routerCaller struct {
 
 // Call makes attempts as the policy picks them until one succeeds or the
 // policy refuses another, within one deadline.
-func (c *routerCaller) Call(ctx context.Context, deadline time.Duration) CallResult {
-	ctx, cancel := context.WithTimeout(ctx, c.env.Clock.Real(deadline))
+func (c *routerCaller) Call(caller context.Context, deadline time.Duration) CallResult {
+	ctx, cancel := context.WithTimeout(caller, c.env.Clock.Real(deadline))
 	defer cancel()
 	call := c.r.Start(policy.Request{Deadline: c.env.Now().Add(deadline)})
 	last := Other
@@ -132,7 +131,7 @@ func (c *routerCaller) Call(ctx context.Context, deadline time.Duration) CallRes
 			actx = metadata.AppendToOutgoingContext(ctx, upstream.RequestTypeHeader, a.RequestType)
 		}
 		resp, err := c.clients[a.Region].GenerateContent(actx, c.reqs[a.Region])
-		rep := report(ctx, err)
+		rep := report(caller, err)
 		rep.Tokens = int64(resp.GetUsageMetadata().GetTotalTokenCount())
 		a.Finish(rep)
 		switch rep.Outcome {
@@ -182,26 +181,12 @@ func pickError(err error, last ErrorKind, attempts int) ErrorKind {
 	}
 }
 
-// report classifies an attempt's error the way the router does: 429 is
-// capacity, a caller's mistake counts for nothing, the call's own deadline
-// passing is a timeout, and everything else from the region is a failure.
-func report(ctx context.Context, err error) policy.Report {
-	if err == nil {
-		return policy.Report{Outcome: policy.Success}
-	}
-	if ctx.Err() != nil {
-		return policy.Report{Outcome: policy.Failure, Timeout: true}
-	}
-	switch status.Code(err) {
-	case codes.ResourceExhausted:
-		return policy.Report{Outcome: policy.Capacity}
-	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unauthenticated, codes.FailedPrecondition, codes.OutOfRange:
-		return policy.Report{Outcome: policy.CallerFault}
-	case codes.Canceled:
-		return policy.Report{Outcome: policy.Cancelled}
-	case codes.DeadlineExceeded:
-		return policy.Report{Outcome: policy.Failure, Timeout: true}
-	default:
-		return policy.Report{Outcome: policy.Failure}
-	}
+// report is what the policy learns from an attempt, as the router tells it
+// (router/server): upstream.ClassifyContext on the caller's own context, and
+// a Failure that was DEADLINE_EXCEEDED is a timeout. The call's deadline
+// stands for the router's request timeout: its running out is the region
+// being slow, not the caller giving up.
+func report(caller context.Context, err error) policy.Report {
+	o := upstream.ClassifyContext(caller, err)
+	return policy.Report{Outcome: o, Timeout: o == policy.Failure && upstream.Code(err) == codes.DeadlineExceeded}
 }
