@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -19,23 +18,6 @@ import (
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 	"github.com/regionwarden/regionwarden/internal/gcp"
 )
-
-// FactsSource tells the Provisioned Throughput facts of a GCP project, no
-// older than maxAge. Callers that ask about one project with one maxAge share
-// one call per maxAge.
-type FactsSource interface {
-	ProjectFacts(ctx context.Context, project string, maxAge time.Duration) (*gcp.ProjectFacts, error)
-}
-
-var _ FactsSource = (*ProvisionedThroughputReconciler)(nil)
-
-// ProjectFacts answers from the cache that verification uses, so a pool that
-// discovers with the same interval as its PTs verify adds no GCP call. It
-// fails with codes.Unimplemented when the reconciler runs without GCP.
-func (r *ProvisionedThroughputReconciler) ProjectFacts(ctx context.Context, project string, maxAge time.Duration) (*gcp.ProjectFacts, error) {
-	r.init()
-	return r.ask(ctx, project, maxAge)
-}
 
 // discoveredRegions has one series per undeclared region: the team has
 // capacity in GCP that no ProvisionedThroughput object names.
@@ -80,15 +62,11 @@ func (r *RegionPoolReconciler) discover(ctx context.Context, pool *capacityv1alp
 		return discovery{}
 	}
 	if r.Facts == nil {
-		discoveryOff(pool, noSourceMessage)
+		discoveryOff(pool, "the manager runs without GCP (--gcp-verify=false): discovery of undeclared Provisioned Throughput is off")
 		return discovery{}
 	}
 	interval := r.discoveryInterval(pool)
 	facts, err := r.Facts.ProjectFacts(ctx, pool.Spec.Project, interval)
-	if errors.Is(err, errNoSource) {
-		discoveryOff(pool, noSourceMessage)
-		return discovery{}
-	}
 
 	before := map[string]capacityv1alpha1.DiscoveredRegion{}
 	for _, d := range pool.Status.Discovered {
@@ -151,10 +129,6 @@ func (r *RegionPoolReconciler) discover(ctx context.Context, pool *capacityv1alp
 	}
 	return out
 }
-
-// noSourceMessage is CapacityDeclared's message when the manager runs
-// without GCP.
-const noSourceMessage = "the manager runs without GCP (--gcp-verify=false): discovery of undeclared Provisioned Throughput is off"
 
 // discoveryOff forgets what discovery knew: nothing is asked, so nothing is
 // protected on GCP's word.

@@ -34,13 +34,16 @@ const gcpModel = poolModel + "-001"
 
 // discoveryEnv is one discovery test's world: a namespace, a fake Cloud
 // Monitoring on loopback read by the real monitoring client, a
-// ProvisionedThroughputReconciler whose cache is the pool reconciler's
-// FactsSource, and a manager, all on one clock.
+// ProvisionedThroughputReconciler that shares its FactsSource with the pool
+// reconciler, and a manager, all on one clock.
 type discoveryEnv struct {
 	*poolEnv
 	clk  *fakeClock
 	fake *gcpfake.MetricServer
-	pt   *ProvisionedThroughputReconciler
+	// src is the Monitoring client that every FactsSource of the test reads
+	// through; nil without GCP.
+	src gcp.Source
+	pt  *ProvisionedThroughputReconciler
 }
 
 type discoveryEnvOptions struct {
@@ -80,6 +83,7 @@ func newDiscoveryEnv(t testing.TB, o discoveryEnvOptions) *discoveryEnv {
 		t.Cleanup(func() { _ = ms.Close() })
 		src = ms
 	}
+	e.src = src
 
 	mgr, err := ctrl.NewManager(testConfig, ctrl.Options{
 		Scheme:                 testScheme,
@@ -92,9 +96,10 @@ func newDiscoveryEnv(t testing.TB, o discoveryEnvOptions) *discoveryEnv {
 		t.Fatal(err)
 	}
 	e.mgr = mgr
-	e.pt = &ProvisionedThroughputReconciler{Client: mgr.GetClient(), Source: src, Recorder: mgr.GetEventRecorder("provisionedthroughput-controller"), Now: now}
+	facts := NewFacts(src, now)
+	e.pt = &ProvisionedThroughputReconciler{Client: mgr.GetClient(), Facts: facts, Recorder: mgr.GetEventRecorder("provisionedthroughput-controller"), Now: now}
 	e.rec = &poolEventLog{next: mgr.GetEventRecorder(RegionPoolControllerName)}
-	e.r = &RegionPoolReconciler{Client: mgr.GetClient(), Recorder: e.rec, Facts: e.pt, DiscoveryInterval: o.interval}
+	e.r = &RegionPoolReconciler{Client: mgr.GetClient(), Recorder: e.rec, Facts: facts, DiscoveryInterval: o.interval}
 	skip := true
 	if o.runPools {
 		if err := e.r.SetupWithManager(mgr, controller.Options{SkipNameValidation: &skip, MaxConcurrentReconciles: 4}); err != nil {

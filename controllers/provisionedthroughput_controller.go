@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -47,18 +46,16 @@ const (
 type ProvisionedThroughputReconciler struct {
 	// Client reads and patches ProvisionedThroughput objects.
 	Client client.Client
-	// Source tells what GCP shows; every call goes through a per-interval
-	// cache, so GCP is asked once per project per verification interval,
-	// whatever the number of objects. Nil means the manager runs without GCP:
-	// Warn and Enforce objects stay Verified Unknown and Ready by their term.
-	Source gcp.Source
+	// Facts tells what GCP shows, no older than an object's verification
+	// interval. NewFacts makes one that asks GCP once per project and
+	// interval, whatever the number of objects; the RegionPoolReconciler
+	// shares it. Nil means the manager runs without GCP: Warn and Enforce
+	// objects stay Verified Unknown and Ready by their term.
+	Facts FactsSource
 	// Recorder records events; nil records none.
 	Recorder events.EventRecorder
-	// Now is the clock for terms, grace periods and caches; nil means time.Now.
+	// Now is the clock for terms and grace periods; nil means time.Now.
 	Now func() time.Time
-
-	initOnce sync.Once
-	facts    *sharedFacts
 }
 
 // +kubebuilder:rbac:groups=capacity.regionwarden.io,resources=provisionedthroughputs,verbs=get;list;watch
@@ -68,7 +65,6 @@ type ProvisionedThroughputReconciler struct {
 // Reconcile verifies one ProvisionedThroughput and writes its status, once,
 // on the way out.
 func (r *ProvisionedThroughputReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	r.init()
 	pt := &capacityv1alpha1.ProvisionedThroughput{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pt); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -291,20 +287,14 @@ func (r *ProvisionedThroughputReconciler) patchStatus(ctx context.Context, befor
 // ask returns the project's facts, shared with every object of the project
 // with the same interval.
 func (r *ProvisionedThroughputReconciler) ask(ctx context.Context, project string, interval time.Duration) (*gcp.ProjectFacts, error) {
-	if r.Source == nil {
+	if r.Facts == nil {
 		return nil, errNoSource
 	}
-	return r.facts.get(ctx, project, interval)
+	return r.Facts.ProjectFacts(ctx, project, interval)
 }
 
 // errNoSource is the answer when the manager runs without GCP.
 var errNoSource = status.Error(codes.Unimplemented, "the manager runs without GCP verification (--gcp-verify=false)")
-
-func (r *ProvisionedThroughputReconciler) init() {
-	r.initOnce.Do(func() {
-		r.facts = &sharedFacts{src: r.Source, now: r.now, byInterval: map[time.Duration]*gcp.CachedSource{}}
-	})
-}
 
 func (r *ProvisionedThroughputReconciler) now() time.Time {
 	if r.Now != nil {
@@ -325,28 +315,4 @@ func termEnd(pt *capacityv1alpha1.ProvisionedThroughput) *metav1.Time {
 func stamp(t time.Time) *metav1.Time {
 	mt := metav1.NewTime(t.Truncate(time.Second))
 	return &mt
-}
-
-// sharedFacts shares GCP's answers per project among the objects that have
-// the same verification interval: one gcp.CachedSource per interval, with the
-// interval as its TTL. An object requeues after at least its interval, so one
-// call per project serves every object of a round, and no object is served an
-// answer older than its interval.
-type sharedFacts struct {
-	src gcp.Source
-	now func() time.Time
-
-	mu         sync.Mutex
-	byInterval map[time.Duration]*gcp.CachedSource
-}
-
-func (s *sharedFacts) get(ctx context.Context, project string, interval time.Duration) (*gcp.ProjectFacts, error) {
-	s.mu.Lock()
-	c := s.byInterval[interval]
-	if c == nil {
-		c = gcp.NewCachedSource(s.src, gcp.CacheOptions{TTL: interval, ErrorTTL: min(interval, SourceErrorTTL), Now: s.now})
-		s.byInterval[interval] = c
-	}
-	s.mu.Unlock()
-	return c.ProvisionedThroughput(ctx, project)
 }

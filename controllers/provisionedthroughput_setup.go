@@ -18,7 +18,6 @@ const ProvisionedThroughputControllerName = "provisionedthroughput"
 // do not, and time-driven work comes from requeues. Annotating an object
 // (for example with a timestamp) asks for a verification now.
 func (r *ProvisionedThroughputReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
-	r.init()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ProvisionedThroughputControllerName).
 		For(&capacityv1alpha1.ProvisionedThroughput{}, builder.WithPredicates(

@@ -56,8 +56,8 @@ type RegionPoolReconciler struct {
 	// Recorder records events; nil records none.
 	Recorder events.EventRecorder
 	// Facts tells what Provisioned Throughput GCP reports, for discovery. It
-	// is the ProvisionedThroughputReconciler, so discovery and verification
-	// share one GCP call per project and interval. Nil means the manager runs
+	// is the ProvisionedThroughputReconciler's (NewFacts), so discovery and
+	// verification share one GCP call per project and interval. Nil means the manager runs
 	// without GCP: discovery is off and CapacityDeclared says so.
 	Facts FactsSource
 	// DiscoveryInterval, when positive, replaces every pool's

@@ -86,10 +86,11 @@ func run() error {
 	if watchNamespace != "" {
 		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{watchNamespace: {}}
 	}
-	// Cloud Monitoring for ProvisionedThroughput verification. Credentials are
-	// found now, so a manager that cannot verify stops here with advice, not
-	// at the first object.
-	var ptSource *gcp.MonitoringSource
+	// Cloud Monitoring for ProvisionedThroughput verification and RegionPool
+	// discovery, which share its answers per project and interval. Credentials
+	// are found now, so a manager that cannot verify stops here with advice,
+	// not at the first object. Without GCP, facts stays nil.
+	var facts controllers.FactsSource
 	if gcpInsecure && gcpEndpoint == gcp.DefaultEndpoint {
 		return fmt.Errorf("--gcp-insecure needs --gcp-monitoring-endpoint set to an emulator's host:port, never Google's")
 	}
@@ -99,7 +100,7 @@ func run() error {
 			return fmt.Errorf("verifying ProvisionedThroughput needs Cloud Monitoring (or --gcp-verify=false): %w", err)
 		}
 		defer func() { _ = src.Close() }()
-		ptSource = src
+		facts = controllers.NewFacts(src, nil)
 	}
 	// End of Cloud Monitoring.
 
@@ -122,9 +123,7 @@ func run() error {
 	ptReconciler := &controllers.ProvisionedThroughputReconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder(controllers.ProvisionedThroughputControllerName + "-controller"),
-	}
-	if ptSource != nil { // a nil *MonitoringSource must stay a nil Source
-		ptReconciler.Source = ptSource
+		Facts:    facts,
 	}
 	if err := ptReconciler.SetupWithManager(mgr, controller.Options{}); err != nil {
 		return fmt.Errorf("setting up the ProvisionedThroughput controller: %w", err)
@@ -132,15 +131,13 @@ func run() error {
 	// End of the ProvisionedThroughput controller.
 
 	// The RegionPool controller. Its reconciles wait on the API server, not
-	// the CPU, so a few run at once. Discovery asks GCP through the
-	// ProvisionedThroughput controller's cache, so both share one call per
-	// project and interval; with --gcp-verify=false it is off.
+	// the CPU, so a few run at once. Discovery asks GCP through the facts
+	// verification uses, so both share one call per project and interval;
+	// with --gcp-verify=false it is off.
 	poolReconciler := &controllers.RegionPoolReconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder(controllers.RegionPoolControllerName + "-controller"),
-	}
-	if ptSource != nil {
-		poolReconciler.Facts = ptReconciler
+		Facts:    facts,
 	}
 	if err := poolReconciler.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 4}); err != nil {
 		return fmt.Errorf("setting up the RegionPool controller: %w", err)

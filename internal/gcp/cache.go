@@ -150,3 +150,37 @@ func (c *CachedSource) fetch(ctx context.Context, project string, e *cacheEntry)
 	}
 	close(e.done)
 }
+
+// IntervalCache shares a Source's answers among callers that each accept
+// answers up to some age, such as a verification or a discovery interval: one
+// CachedSource per age, with the age as its TTL. Callers that ask about one
+// project and accept the same age share one call per age, and no caller is
+// served an answer older than it accepts. It is safe for concurrent use.
+type IntervalCache struct {
+	src      Source
+	errorTTL time.Duration
+	now      func() time.Time
+
+	mu    sync.Mutex
+	byAge map[time.Duration]*CachedSource
+}
+
+// NewIntervalCache wraps src. A failed answer is served for errorTTL, or for
+// the age asked for when that is shorter, so callers retrying during an outage
+// make one call per project per errorTTL. now is the clock for expiry; nil
+// means time.Now.
+func NewIntervalCache(src Source, errorTTL time.Duration, now func() time.Time) *IntervalCache {
+	return &IntervalCache{src: src, errorTTL: errorTTL, now: now, byAge: map[time.Duration]*CachedSource{}}
+}
+
+// ProjectFacts returns the project's facts, no older than maxAge.
+func (c *IntervalCache) ProjectFacts(ctx context.Context, project string, maxAge time.Duration) (*ProjectFacts, error) {
+	c.mu.Lock()
+	cs := c.byAge[maxAge]
+	if cs == nil {
+		cs = NewCachedSource(c.src, CacheOptions{TTL: maxAge, ErrorTTL: min(maxAge, c.errorTTL), Now: c.now})
+		c.byAge[maxAge] = cs
+	}
+	c.mu.Unlock()
+	return cs.ProvisionedThroughput(ctx, project)
+}

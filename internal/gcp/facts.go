@@ -12,6 +12,7 @@
 // MonitoringSource answers it with one ListTimeSeries per metric, whatever the
 // number of PT objects; CachedSource in front of it shares answers for a TTL,
 // so the number of Monitoring calls grows with projects, not with PT objects.
+// IntervalCache keeps one CachedSource per interval that its callers ask for.
 //
 // Errors keep their gRPC code through wrapping: use Code to read it.
 package gcp
