@@ -81,14 +81,35 @@ func (r *region) stats() RegionStats {
 		Tokens:                    maps.Clone(r.tokens),
 		PerSecond:                 make([]SecondStats, len(r.seconds)),
 	}
-	run := 0
 	for i, s := range r.seconds {
 		rs.PerSecond[i] = SecondStats{Second: i, Requests: s.requests, Served: s.served, Throttled: s.throttled, Failed: s.failed, Cancelled: s.cancelled}
-		rs.Requests += s.requests
-		if s.requests > rs.PeakRequestsPerSecond {
-			rs.PeakRequestsPerSecond, rs.PeakSecond = s.requests, i
+	}
+	rs.summarize()
+	return rs
+}
+
+// Until is the region's stats for the calls that arrived in the first n
+// seconds of scenario time: PerSecond cut there, and Requests, the peak and
+// the seconds over capacity counted over what is left. The counts that are
+// not kept by second (ByCode, ByTrafficType, ByUsage, Tokens) stay whole.
+func (rs RegionStats) Until(n int) RegionStats {
+	rs.PerSecond = rs.PerSecond[:min(max(n, 0), len(rs.PerSecond))]
+	rs.summarize()
+	return rs
+}
+
+// summarize counts Requests, the peak and the seconds over capacity from
+// PerSecond.
+func (rs *RegionStats) summarize() {
+	rs.Requests, rs.PeakRequestsPerSecond, rs.PeakSecond = 0, 0, 0
+	rs.SecondsOverCapacity, rs.LongestOverCapacity = 0, 0
+	run := 0
+	for i, s := range rs.PerSecond {
+		rs.Requests += s.Requests
+		if s.Requests > rs.PeakRequestsPerSecond {
+			rs.PeakRequestsPerSecond, rs.PeakSecond = s.Requests, i
 		}
-		if capacity > 0 && float64(s.requests) > capacity {
+		if c := rs.CapacityRequestsPerSecond; c > 0 && float64(s.Requests) > c {
 			rs.SecondsOverCapacity++
 			run++
 			rs.LongestOverCapacity = max(rs.LongestOverCapacity, run)
@@ -96,7 +117,6 @@ func (r *region) stats() RegionStats {
 			run = 0
 		}
 	}
-	return rs
 }
 
 // consumed is the region's tokens per second by usage kind over scenario

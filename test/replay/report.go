@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/regionwarden/regionwarden/internal/emulator"
 )
 
 // Report is one scenario replayed against a set of policies.
@@ -95,6 +97,16 @@ type RegionLoad struct {
 	// SecondsOver counts the seconds in which more calls arrived than
 	// Capacity; LongestOver is the longest run of such seconds.
 	SecondsOver, LongestOver int
+}
+
+// NewRegionLoad is the load an emulated region's stats show. Cut the stats
+// with RegionStats.Until to count only the seconds a replay covers.
+func NewRegionLoad(rs emulator.RegionStats) RegionLoad {
+	return RegionLoad{
+		Name: rs.Name, Tier: string(rs.Tier), Capacity: rs.CapacityRequestsPerSecond,
+		Requests: rs.Requests, Peak: rs.PeakRequestsPerSecond,
+		SecondsOver: rs.SecondsOverCapacity, LongestOver: rs.LongestOverCapacity,
+	}
 }
 
 // Bucket is one bucketWidth of a run, by call start time.

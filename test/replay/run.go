@@ -315,24 +315,10 @@ func (pr *policyRun) result(rep *Report) *Result {
 	st := pr.emu.Stats()
 	seconds := int(pr.dur / time.Second)
 	for _, rs := range st.Regions {
-		rl := RegionLoad{Name: rs.Name, Tier: string(rs.Tier), Capacity: rs.CapacityRequestsPerSecond}
-		run := 0
+		rs = rs.Until(seconds)
+		rl := NewRegionLoad(rs)
+		res.Attempts += rl.Requests
 		for _, s := range rs.PerSecond {
-			if s.Second >= seconds {
-				break
-			}
-			rl.Requests += s.Requests
-			res.Attempts += s.Requests
-			if s.Requests > rl.Peak {
-				rl.Peak = s.Requests
-			}
-			if rl.Capacity > 0 && float64(s.Requests) > rl.Capacity {
-				rl.SecondsOver++
-				run++
-				rl.LongestOver = max(rl.LongestOver, run)
-			} else {
-				run = 0
-			}
 			if b := s.Second * int(time.Second) / int(bucketWidth); b < len(res.Series) {
 				res.Series[b].Attempts += s.Requests
 			}
