@@ -160,6 +160,21 @@ func (r *region) refusing() bool {
 	return false
 }
 
+// outage is what every call gets while an outage is active at t: the first
+// active outage's error, or nil when there is none.
+func (r *region) outage(t time.Duration) *apiError {
+	for _, fs := range r.faults {
+		if fs.f.Outage == "" || !fs.f.active(t) {
+			continue
+		}
+		if fs.f.Outage == OutageRefused {
+			return &apiError{code: codes.Unavailable, msg: msgRefused, refused: true}
+		}
+		return &apiError{code: codes.Unavailable, msg: msgUnavailable}
+	}
+	return nil
+}
+
 // secondAt returns the histogram entry for scenario second i, growing it.
 // Caller must hold r.mu.
 func (r *region) secondAt(i int) *second {
@@ -180,22 +195,12 @@ func (r *region) begin(c call) admission {
 	s := r.secondAt(a.sec)
 	s.requests++
 
-	for _, fs := range r.faults {
-		if fs.f.Outage == "" || !fs.f.active(t) {
-			continue
-		}
-		if fs.f.Outage == OutageRefused {
-			a.err = &apiError{code: codes.Unavailable, msg: msgRefused, refused: true}
-		} else {
-			a.err = &apiError{code: codes.Unavailable, msg: msgUnavailable}
-		}
-		a.done = true
-		r.recordLocked(a, a.err.outcome())
-		return a
-	}
-
 	tokens := c.inputTokens + c.outputTokens
-	if err := r.admitLocked(&a, c.requestType, t, tokens); err != nil {
+	err := r.outage(t)
+	if err == nil {
+		err = r.admitLocked(&a, c.requestType, t, tokens)
+	}
+	if err != nil {
 		a.err, a.done = err, true
 		r.recordLocked(a, err.outcome())
 		return a

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -124,15 +123,11 @@ func (r *region) countTokens(req *aiplatformpb.CountTokensRequest) (*aiplatformp
 	if err := r.checkModel(req.GetModel()); err != nil {
 		return nil, err
 	}
-	t := r.clock.Elapsed()
-	for _, fs := range r.faults {
-		if fs.f.Outage != "" && fs.f.active(t) {
-			if fs.f.Outage == OutageRefused {
-				r.dropConnections()
-				return nil, &apiError{code: codes.Unavailable, msg: msgRefused, refused: true}
-			}
-			return nil, &apiError{code: codes.Unavailable, msg: msgUnavailable}
+	if err := r.outage(r.clock.Elapsed()); err != nil {
+		if err.refused {
+			r.dropConnections()
 		}
+		return nil, err
 	}
 	chars := 0
 	for _, c := range req.GetContents() {
