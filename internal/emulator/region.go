@@ -118,7 +118,7 @@ func newRegion(sc *Scenario, cfg *Region, clock Clock, seed uint64) *region {
 		tokens:    map[string]int64{},
 	}
 	if p := cfg.Provisioned; p != nil {
-		r.pt = newQuota(Capacity{RequestsPerSecond: p.RequestsPerSecond, TokensPerSecond: p.TokensPerSecond}, sc.CapacityWindow.Duration)
+		r.pt = newQuota(p.Capacity(), sc.CapacityWindow.Duration)
 	}
 	for i := range cfg.Faults {
 		f := &cfg.Faults[i]

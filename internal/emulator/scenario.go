@@ -197,6 +197,11 @@ type Provisioned struct {
 	Mode PTMode `json:"mode,omitempty"`
 }
 
+// Capacity is the PT as the rate limit it enforces.
+func (p *Provisioned) Capacity() Capacity {
+	return Capacity{RequestsPerSecond: p.RequestsPerSecond, TokensPerSecond: p.TokensPerSecond}
+}
+
 // Latency is a latency distribution in scenario time.
 type Latency struct {
 	// Distribution is lognormal (default) or fixed.
@@ -473,7 +478,7 @@ func (r *Region) validate(f string, window time.Duration, bad func(field, format
 		if p.TokensPerSecond <= 0 {
 			bad(f+".provisioned.tokensPerSecond", "must be positive, got %v", p.TokensPerSecond)
 		}
-		validCapacity(f+".provisioned", Capacity{RequestsPerSecond: p.RequestsPerSecond, TokensPerSecond: p.TokensPerSecond}, window, bad)
+		validCapacity(f+".provisioned", p.Capacity(), window, bad)
 		if p.Mode != ModeSpillover && p.Mode != ModeDedicated {
 			bad(f+".provisioned.mode", "must be spillover or dedicated, got %q", p.Mode)
 		}
@@ -593,7 +598,7 @@ func (s *Scenario) RequestsPerSecond(r *Region) float64 {
 		total += calls(r.Capacity)
 	}
 	if p := r.Provisioned; p != nil {
-		total += calls(Capacity{RequestsPerSecond: p.RequestsPerSecond, TokensPerSecond: p.TokensPerSecond})
+		total += calls(p.Capacity())
 	}
 	if math.IsInf(total, 0) {
 		return 0
