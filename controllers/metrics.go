@@ -45,11 +45,8 @@ func init() {
 
 // forgetPTMetrics deletes every series of the object namespace/name.
 func forgetPTMetrics(namespace, name string) {
-	l := prometheus.Labels{"namespace": namespace, "name": name}
-	ptObservedGSUs.DeletePartialMatch(l)
-	ptUtilization.DeletePartialMatch(l)
-	ptSpilloverRatio.DeletePartialMatch(l)
-	ptVerificationErrors.DeletePartialMatch(l)
+	forgetPTObserved(namespace, name)
+	ptVerificationErrors.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 }
 
 // forgetPTObserved deletes the object's gauges, which describe a verified
