@@ -44,15 +44,6 @@ func removeCondition(obj conditionObject, t string) {
 	}
 }
 
-// conditionStatus is the status of obj's condition of type t, Unknown when
-// the object has none.
-func conditionStatus(obj conditionObject, t string) metav1.ConditionStatus {
-	if c := meta.FindStatusCondition(obj.GetConditions(), t); c != nil {
-		return c.Status
-	}
-	return metav1.ConditionUnknown
-}
-
 // conditionReason is the reason of obj's condition of type t, empty when the
 // object has none.
 func conditionReason(obj conditionObject, t string) string {

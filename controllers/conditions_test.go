@@ -3,6 +3,7 @@ package controllers
 import (
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 
@@ -103,4 +104,13 @@ func TestSetConditionWithEvent(t *testing.T) {
 	}
 	// A nil recorder records nothing and does not fail.
 	setConditionWithEvent(nil, pt, eventWarning, ActionVerify, "Verified", metav1.ConditionTrue, "Observed", "4 shown")
+}
+
+// conditionStatus is the status of obj's condition of type t, Unknown when
+// the object has none.
+func conditionStatus(obj conditionObject, t string) metav1.ConditionStatus {
+	if c := meta.FindStatusCondition(obj.GetConditions(), t); c != nil {
+		return c.Status
+	}
+	return metav1.ConditionUnknown
 }
