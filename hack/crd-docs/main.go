@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -75,7 +76,7 @@ func document(buf *bytes.Buffer, file string) error {
 				fmt.Fprintf(buf, "Rule on the whole `%s`: %s.\n\n", top, v.Message)
 			}
 			buf.WriteString("| field | type | default | rules | description |\n| --- | --- | --- | --- | --- |\n")
-			walk(buf, top, p, contains(s.Required, top))
+			walk(buf, top, p, slices.Contains(s.Required, top))
 			buf.WriteString("\n")
 		}
 	}
@@ -96,24 +97,21 @@ func walk(buf *bytes.Buffer, path string, s apiextensionsv1.JSONSchemaProps, req
 	if path != "spec" && path != "status" {
 		fmt.Fprintf(buf, "| `%s` | %s | %s | %s | %s |\n", path, typeOf(s), def(s), rules(s, required), cell(s.Description))
 	}
+	walkProperties(buf, path, s)
+	if s.Items != nil && s.Items.Schema != nil && path != "status.conditions" {
+		walkProperties(buf, path+"[]", *s.Items.Schema)
+	}
+}
+
+// walkProperties walks the properties of s in name order, under path.
+func walkProperties(buf *bytes.Buffer, path string, s apiextensionsv1.JSONSchemaProps) {
 	names := make([]string, 0, len(s.Properties))
 	for n := range s.Properties {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		walk(buf, path+"."+n, s.Properties[n], contains(s.Required, n))
-	}
-	if s.Items != nil && s.Items.Schema != nil && len(s.Items.Schema.Properties) > 0 && path != "status.conditions" {
-		walk2 := *s.Items.Schema
-		names := make([]string, 0, len(walk2.Properties))
-		for n := range walk2.Properties {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			walk(buf, path+"[]."+n, walk2.Properties[n], contains(walk2.Required, n))
-		}
+		walk(buf, path+"."+n, s.Properties[n], slices.Contains(s.Required, n))
 	}
 }
 
@@ -191,12 +189,3 @@ func cell(s string) string {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
