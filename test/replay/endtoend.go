@@ -51,7 +51,7 @@ func startRouter(ctx context.Context, bin string, env *Env) (*httpCaller, error)
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	addr, err := freePort()
+	addr, err := FreeAddr()
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -129,8 +129,9 @@ func restResult(code int, body []byte) CallResult {
 	}
 }
 
-// freePort returns a free 127.0.0.1 address.
-func freePort() (string, error) {
+// FreeAddr returns a 127.0.0.1 address with a port that was free a moment
+// ago, for a process the caller starts.
+func FreeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -138,9 +139,6 @@ func freePort() (string, error) {
 	addr := l.Addr().String()
 	return addr, l.Close()
 }
-
-// splitPort returns the port of a host:port.
-func splitPort(addr string) (host, port string, err error) { return net.SplitHostPort(addr) }
 
 // terminate asks a child process to stop.
 var terminate os.Signal = syscall.SIGTERM

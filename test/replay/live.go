@@ -29,18 +29,28 @@ func LiveRouter(name, baseURL string, onStart func(env *Env)) Policy {
 			url: fmt.Sprintf("%s/v1/projects/%s/locations/%s/publishers/%s/models/%s:generateContent",
 				strings.TrimRight(baseURL, "/"), sc.Project, sc.Regions[0].Name, sc.Publisher, sc.Model),
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(baseURL, "/")+"/readyz", nil)
-		if err != nil {
+		if err := RouterReady(ctx, c.client, baseURL); err != nil {
 			return nil, err
-		}
-		resp, err := c.client.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("%w: router at %s: %v", ErrUnavailable, baseURL, err)
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("%w: router at %s is not ready (%s)", ErrUnavailable, baseURL, resp.Status)
 		}
 		return c, nil
 	}}
+}
+
+// RouterReady asks the router at baseURL once whether it is ready: nil when
+// its /readyz answers 200, an error wrapping ErrUnavailable when it does not
+// answer or answers otherwise.
+func RouterReady(ctx context.Context, client *http.Client, baseURL string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(baseURL, "/")+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: router at %s: %v", ErrUnavailable, baseURL, err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%w: router at %s is not ready (%s)", ErrUnavailable, baseURL, resp.Status)
+	}
+	return nil
 }

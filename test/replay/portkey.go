@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -130,11 +131,11 @@ func startPortkey(ctx context.Context, node, dir string, env *Env) (*httpCaller,
 	if err != nil {
 		return nil, err
 	}
-	addr, err := freePort()
+	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	_, port, _ := splitPort(addr)
+	_, port, _ := net.SplitHostPort(addr)
 	deadline := env.Clock.Real(env.Scenario.Load.Deadline.Duration)
 	c := &httpCaller{env: env, exited: make(chan struct{}), out: &tailBuffer{max: 8 << 10}}
 	c.cmd = exec.Command(node, portkeyServer(dir), "--port="+port, "--headless")
