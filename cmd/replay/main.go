@@ -207,11 +207,7 @@ func progress(w io.Writer) func(replay.Event) {
 			if l.Skipped != "" {
 				continue
 			}
-			rate := 0.0
-			if l.Requests > 0 {
-				rate = 100 * float64(l.Succeeded) / float64(l.Requests)
-			}
-			parts = append(parts, fmt.Sprintf("%s %.1f%%", l.Policy, rate))
+			parts = append(parts, fmt.Sprintf("%s %.1f%%", l.Policy, 100*l.SuccessRate()))
 		}
 		fmt.Fprintf(w, "   ... %s/%s  %s\n", ev.Elapsed.Truncate(time.Second), ev.Duration, strings.Join(parts, " | "))
 	}

@@ -59,6 +59,9 @@ type Live struct {
 	Skipped string
 }
 
+// SuccessRate is the share of the calls ended so far that succeeded.
+func (l Live) SuccessRate() float64 { return ratio(l.Succeeded, l.Requests) }
+
 // bucketWidth is the width of the time series that the charts and the
 // recovery check read.
 const bucketWidth = 10 * time.Second
