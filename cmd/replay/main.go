@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -257,7 +258,7 @@ func forScenario(policies []replay.Policy, scenario, portkeyScenarios string) []
 	}
 	var out []replay.Policy
 	for _, p := range policies {
-		if p.Name == replay.NamePortkey && !contains(strings.Split(portkeyScenarios, ","), scenario) {
+		if p.Name == replay.NamePortkey && !slices.Contains(strings.Split(portkeyScenarios, ","), scenario) {
 			continue
 		}
 		out = append(out, p)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/regionwarden/regionwarden/test/replay"
@@ -27,7 +28,7 @@ func choosePolicies(ctx context.Context, cfg config, stdout io.Writer, logf func
 	} else {
 		for _, n := range strings.Split(cfg.policies, ",") {
 			n = strings.TrimSpace(n)
-			if !contains(policyNames, n) {
+			if !slices.Contains(policyNames, n) {
 				return nil, nil, nil, fmt.Errorf("--policies: unknown policy %q (known: %s)", n, strings.Join(policyNames, ", "))
 			}
 			want[n] = true
@@ -99,13 +100,4 @@ func routerBinary(ctx context.Context, given string, stdout io.Writer) (string, 
 		return "", done, fmt.Errorf("go build ./cmd/router: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	return bin, done, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
