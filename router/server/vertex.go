@@ -219,10 +219,7 @@ func (x *exchange) refused(err, last error) {
 // report is what the policy learns from an attempt that ended with err.
 // Whether the caller gave up is read on the request's own context: the
 // router's request timeout running out is the region being slow.
-func (x *exchange) report(err error) policy.Report {
-	o := upstream.ClassifyContext(x.r.Context(), err)
-	return policy.Report{Outcome: o, Timeout: o == policy.Failure && upstream.Code(err) == codes.DeadlineExceeded}
-}
+func (x *exchange) report(err error) policy.Report { return upstream.Report(x.r.Context(), err) }
 
 // failUpstream answers with an attempt's error. A 429 always carries a
 // Retry-After, one second when the policy gave none.

@@ -176,6 +176,15 @@ func GoogleErrorStatus(httpCode int, code codes.Code, message string) []byte {
 	return b
 }
 
+// Report is what the policy learns from an attempt that ended with err:
+// ClassifyContext's outcome, read on the caller's context, and a Failure that
+// was DEADLINE_EXCEEDED marked as a timeout, which shrinks the region's
+// in-flight limit as a 429 does.
+func Report(caller context.Context, err error) policy.Report {
+	o := ClassifyContext(caller, err)
+	return policy.Report{Outcome: o, Timeout: o == policy.Failure && Code(err) == codes.DeadlineExceeded}
+}
+
 // deadlinePassed reports whether ctx's deadline is behind us. gRPC runs its
 // own timer from the deadline and can fail a call with DEADLINE_EXCEEDED a
 // moment before the context itself reports it is done; the caller's deadline

@@ -10,7 +10,6 @@ import (
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -131,7 +130,10 @@ func (c *routerCaller) Call(caller context.Context, deadline time.Duration) Call
 			actx = metadata.AppendToOutgoingContext(ctx, upstream.RequestTypeHeader, a.RequestType)
 		}
 		resp, err := c.clients[a.Region].GenerateContent(actx, c.reqs[a.Region])
-		rep := report(caller, err)
+		// What the policy learns, as the router tells it: read on the caller's
+		// own context, so the call's deadline (standing for the router's
+		// request timeout) running out is the region being slow.
+		rep := upstream.Report(caller, err)
 		rep.Tokens = int64(resp.GetUsageMetadata().GetTotalTokenCount())
 		a.Finish(rep)
 		switch rep.Outcome {
@@ -179,14 +181,4 @@ func pickError(err error, last ErrorKind, attempts int) ErrorKind {
 	default:
 		return Other
 	}
-}
-
-// report is what the policy learns from an attempt, as the router tells it
-// (router/server): upstream.ClassifyContext on the caller's own context, and
-// a Failure that was DEADLINE_EXCEEDED is a timeout. The call's deadline
-// stands for the router's request timeout: its running out is the region
-// being slow, not the caller giving up.
-func report(caller context.Context, err error) policy.Report {
-	o := upstream.ClassifyContext(caller, err)
-	return policy.Report{Outcome: o, Timeout: o == policy.Failure && upstream.Code(err) == codes.DeadlineExceeded}
 }
