@@ -19,7 +19,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -42,6 +41,7 @@ import (
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 	"github.com/regionwarden/regionwarden/internal/emulator"
 	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/test/replay"
 )
 
 const namespace = "default"
@@ -164,7 +164,7 @@ func run(ctx context.Context, o options) error {
 	}
 
 	step("starting the router (routing table from the API server)")
-	routerAddr, err := freeAddr()
+	routerAddr, err := replay.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -265,7 +265,7 @@ func waitReady(ctx context.Context, k8s client.Client, routerURL string, procs *
 		if err := procs.exited(); err != nil {
 			return err
 		}
-		if ready(ctx, k8s) && routerReady(ctx, routerURL) {
+		if ready(ctx, k8s) && replay.RouterReady(ctx, http.DefaultClient, routerURL) == nil {
 			fmt.Println(" ... ready")
 			return nil
 		}
@@ -299,19 +299,6 @@ func ready(ctx context.Context, k8s client.Client) bool {
 		}
 	}
 	return true
-}
-
-func routerReady(ctx context.Context, url string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/readyz", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
 }
 
 // printTable prints the routing table the operator rendered.
@@ -357,13 +344,4 @@ func kubectl(ctx context.Context, bin, kubeconfig string, args ...string) {
 	if err != nil {
 		fmt.Printf("    (kubectl: %v)\n", err)
 	}
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
 }

@@ -56,11 +56,7 @@ func replayIncident(ctx context.Context, sc *emulator.Scenario, routerURL string
 			}
 			line := fmt.Sprintf("    %6s / %s", ev.Elapsed.Truncate(time.Second), ev.Duration)
 			for _, l := range ev.Live {
-				rate := 0.0
-				if l.Requests > 0 {
-					rate = 100 * float64(l.Succeeded) / float64(l.Requests)
-				}
-				line += fmt.Sprintf("  |  %s: %5.1f%% of %d ok", l.Policy, rate, l.Requests)
+				line += fmt.Sprintf("  |  %s: %5.1f%% of %d ok", l.Policy, 100*l.SuccessRate(), l.Requests)
 			}
 			fmt.Printf("\r%-150s", line)
 		},
@@ -76,11 +72,7 @@ func replayIncident(ctx context.Context, sc *emulator.Scenario, routerURL string
 		live.Regions = live.Regions[:0]
 		for _, r := range emu.Stats().Regions {
 			live.Attempts += r.Requests
-			live.Regions = append(live.Regions, replay.RegionLoad{
-				Name: r.Name, Tier: string(r.Tier), Capacity: r.CapacityRequestsPerSecond,
-				Requests: r.Requests, Peak: r.PeakRequestsPerSecond,
-				SecondsOver: r.SecondsOverCapacity, LongestOver: r.LongestOverCapacity,
-			})
+			live.Regions = append(live.Regions, replay.NewRegionLoad(r))
 		}
 	}
 
