@@ -160,7 +160,7 @@ func (b *Blocklist) pick(cs callState) (callState, Attempt, error) {
 
 // attempt records an attempt of the call on s.
 func (b *Blocklist) attempt(cs *callState, s *blockSlot) Attempt {
-	n := cs.record(s.r)
+	n := cs.record(s.r, 0, 0)
 	return Attempt{Region: s.name, Endpoint: s.endpoint, RequestType: s.header, n: n}
 }
 

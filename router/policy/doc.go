@@ -21,17 +21,20 @@
 // capacity (RequestsPerSecond, else TokensPerSecond, else GSUs) and up to it.
 // Overflow and retries spill to shared regions in proportion to their
 // RequestsPerSecond hints (a region without a hint weighs the mean of the
-// others' hints), never beyond a region's hint. Capacities are enforced by a
-// GCRA rate limit with a one-second burst. When no region has headroom the
-// call is refused with ErrOverCapacity and a Retry-After, never pushed on a
-// region that cannot take it.
+// others' hints), never beyond a region's hint. A capacity is counted over a
+// sliding window of one second, as regions count their quota: a burst may
+// take a whole second's capacity at once, but no second ever gets more (a
+// capacity under one call a second is paced instead). When no region has
+// headroom the call is refused with ErrOverCapacity and a Retry-After, never
+// pushed on a region that cannot take it.
 //
 // Provisioned capacity: RequestsPerSecond when the table gives it, counted at
-// Pick. Otherwise TokensPerSecond, counted from the tokens the caller reports
-// with Attempt.DoneTokens (charged when the call ends, so calls in flight can
-// overshoot by what they consume; the region's own 429s then bring in the
-// throttle). Otherwise provisioned capacity is unbounded here and the
-// region's 429s alone, through the throttle, move traffic away.
+// Pick. Otherwise TokensPerSecond: a call is charged the region's average
+// tokens per call when it is picked, so calls still in flight count, and the
+// charge is corrected by the tokens the caller reports with Attempt.DoneTokens
+// (refunded when the attempt failed, was refused or was cancelled). Otherwise
+// provisioned capacity is unbounded here and the region's 429s alone, through
+// the throttle, move traffic away.
 //
 // Throttle (SRE book, chapter 21, client-side adaptive throttling). Per region,
 // over a 10 s window, a call is turned away to the next region with

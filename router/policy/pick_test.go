@@ -13,8 +13,9 @@ import (
 // TestTiers sends 100 calls per second for 20 s to a provisioned region of 50
 // requests per second and shared regions hinted 30 and 10: the provisioned
 // region takes its capacity, the overflow splits 3:1 over the shared regions,
-// no region gets more than its capacity (over 20 s, plus the one-second burst
-// its rate limit allows), and the rest is refused as over capacity.
+// no region gets more than its capacity in any second (so over 20 s at most
+// 21 s of it: the windows at both ends), and the rest is refused as over
+// capacity.
 func TestTiers(t *testing.T) {
 	clk := newClock()
 	p := mustNew(t, pool(provisioned("europe-west4", table.Capacity{RequestsPerSecond: 50}), shared("europe-west1", 30), shared("europe-west2", 10)), clk)
@@ -125,7 +126,9 @@ func TestDeadline(t *testing.T) {
 }
 
 // TestTokenCapacity checks that a provisioned region with only a token limit
-// takes calls while the tokens reported fit, then spills.
+// takes calls while the tokens reported fit in its second, then spills: calls
+// are charged their expected tokens when they start, so the region does not
+// take more than its capacity even before any of them ends.
 func TestTokenCapacity(t *testing.T) {
 	clk := newClock()
 	p := mustNew(t, pool(provisioned("europe-west4", table.Capacity{TokensPerSecond: 1000}), shared("europe-west1", 0)), clk)
@@ -140,9 +143,39 @@ func TestTokenCapacity(t *testing.T) {
 		a.DoneTokens(Success, 100)
 		clk.Advance(50 * time.Millisecond)
 	}
-	// 5 s at 1000 tokens/s with a 1 s burst: about 60 calls of 100 tokens.
-	if got := byRegion["europe-west4"]; math.Abs(float64(got)-60) > 3 {
-		t.Errorf("provisioned region took %d calls of 100 tokens in 5 s at 1000 tokens/s, want about 60 (%v)", got, byRegion)
+	// 5 s at 1000 tokens/s: 10 calls of 100 tokens a second, about 50.
+	if got := byRegion["europe-west4"]; math.Abs(float64(got)-50) > 2 {
+		t.Errorf("provisioned region took %d calls of 100 tokens in 5 s at 1000 tokens/s, want about 50 (%v)", got, byRegion)
+	}
+
+	// Calls that have not ended yet count at the region's average: 20 calls
+	// start in the same instant, and only 10 (1000 tokens) go to the region.
+	clk.Advance(2 * time.Second)
+	var open []Attempt
+	byRegion = map[string]int{}
+	for range 20 {
+		c := p.Start(Request{})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		byRegion[a.Region]++
+		open = append(open, a)
+	}
+	if got := byRegion["europe-west4"]; got != 10 {
+		t.Errorf("20 calls starting at once: provisioned region took %d, want 10 of 100 tokens at 1000 tokens/s (%v)", got, byRegion)
+	}
+	// A call that fails consumed nothing: its charge is refunded, and the
+	// region has room for one more.
+	for i := range open {
+		if open[i].Region == "europe-west4" {
+			open[i].Done(Failure)
+			break
+		}
+	}
+	c := p.Start(Request{})
+	if a, err := c.Pick(); err != nil || a.Region != "europe-west4" {
+		t.Errorf("after a refund: %s, %v; want the provisioned region", a.Region, err)
 	}
 }
 

@@ -78,9 +78,6 @@ type slot struct {
 	tokCost     float64 // nanoseconds per token at TokensPerSecond; 0: none
 }
 
-// rateTolerance is the burst a capacity allows: one second of it.
-const rateTolerance = int64(time.Second)
-
 // region is the live state of one region, kept across table updates.
 type region struct {
 	p   *Pool
@@ -88,8 +85,10 @@ type region struct {
 
 	inFlight     atomic.Int64
 	limit        aimd
-	reqRate      gcra
-	tokRate      gcra
+	reqs         meter                  // requests admitted, in nanoseconds of the region's RPS
+	slow         pacer                  // requests, for an RPS under one call per rateWindow
+	toks         meter                  // tokens admitted or consumed, in nanoseconds of its TokensPerSecond
+	tokEst       atomic.Int64           // tokens a successful call consumes, on average (EWMA)
 	fails        atomic.Pointer[window] // a: answered, b: failed; over the ejection interval
 	thr          window                 // a: answered, b: accepted (not 429); over throttleWindow
 	lastCapacity atomic.Int64           // when the region last answered 429
@@ -271,7 +270,7 @@ func (p *Pool) pick(cs callState) (callState, Attempt, error) {
 		ref := refusal{shed: g <= st.maxInFlight}
 		return cs, Attempt{}, ref.err(cs.prio)
 	}
-	s, err := p.choose(st, &cs, now, retry)
+	s, charged, err := p.choose(st, &cs, now, retry)
 	if err != nil {
 		p.inFlight.Add(-1)
 		return cs, Attempt{}, err
@@ -281,7 +280,7 @@ func (p *Pool) pick(cs callState) (callState, Attempt, error) {
 	} else {
 		p.budget.request(now)
 	}
-	n := cs.record(s.r)
+	n := cs.record(s.r, charged, now)
 	return cs, Attempt{Region: s.name, Endpoint: s.endpoint, RequestType: s.header, n: n}, nil
 }
 
@@ -353,9 +352,9 @@ func (st *poolState) ejected(now int64) int {
 }
 
 // choose ranks the regions for this attempt and takes the first, in rank order
-// and by weight within a rank, that admits the call. When none does it returns
-// a *CapacityError.
-func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool) (*slot, error) {
+// and by weight within a rank, that admits the call, with the token cost it
+// charged the region in advance. When none does it returns a *CapacityError.
+func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool) (*slot, int64, error) {
 	var ranks [table.MaxRegions]int8
 	var ref refusal
 	ejected := 0
@@ -382,13 +381,14 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool) (*slo
 			if i < 0 {
 				break
 			}
-			if s := st.slots[i]; p.admit(s, cs.prio, now, &ref) {
-				return s, nil
+			s := st.slots[i]
+			if charged, ok := p.admit(s, cs.prio, now, &ref); ok {
+				return s, charged, nil
 			}
 			ranks[i] = rankNone
 		}
 	}
-	return nil, ref.err(cs.prio)
+	return nil, 0, ref.err(cs.prio)
 }
 
 // rankOf is the rank of a region that is not ejected (or in panic) for this
@@ -436,37 +436,45 @@ func (p *Pool) weighted(st *poolState, ranks *[table.MaxRegions]int8, rank int8)
 
 // admit takes a place for the call in region s if the region has headroom:
 // room under its in-flight limit for the call's priority, a throttle draw that
-// lets it through, and room under its capacity. On refusal it notes why in ref
-// and takes nothing.
-func (p *Pool) admit(s *slot, pr Priority, now int64, ref *refusal) bool {
+// lets it through, and room under its capacity in the last second. Requests
+// count when admitted. Tokens count in advance at the region's average per
+// call: admit returns that charge, which done corrects when the call ends. On
+// refusal it notes why in ref and takes nothing.
+func (p *Pool) admit(s *slot, pr Priority, now int64, ref *refusal) (charged int64, ok bool) {
 	r := s.r
 	limit := int64(r.limit.get())
 	if n := r.inFlight.Add(1); n > ceiling(limit, pr) {
 		r.inFlight.Add(-1)
 		ref.shed = ref.shed || n <= limit
 		ref.note(int64(time.Second))
-		return false
+		return 0, false
 	}
 	if q := r.throttleP(now); q > 0 && p.rnd.float() < q {
 		r.inFlight.Add(-1)
 		ref.note(int64(time.Second))
-		return false
+		return 0, false
 	}
 	if s.tokCost > 0 {
-		if ok, wait := r.tokRate.peek(now, rateTolerance); !ok {
+		charged = int64(float64(r.tokEst.Load()) * s.tokCost)
+		if ok, wait := r.toks.take(now, charged); !ok {
 			r.inFlight.Add(-1)
 			ref.note(wait)
-			return false
+			return 0, false
 		}
 	}
 	if s.reqCost > 0 {
-		if ok, wait := r.reqRate.take(now, s.reqCost, max(rateTolerance-s.reqCost, 0)); !ok {
+		take := r.reqs.take
+		if s.reqCost > rateWindow {
+			take = r.slow.take
+		}
+		if ok, wait := take(now, s.reqCost); !ok {
+			r.toks.refund(now, now, charged)
 			r.inFlight.Add(-1)
 			ref.note(wait)
-			return false
+			return 0, false
 		}
 	}
-	return true
+	return charged, true
 }
 
 // done learns from an attempt's outcome. Success and 429 feed the throttle;
@@ -501,8 +509,37 @@ func (r *region) done(rep Report) {
 			p.maybeEject(r, now)
 		}
 	}
-	if rep.Tokens > 0 && s.tokCost > 0 {
-		r.tokRate.charge(now, int64(float64(rep.Tokens)*s.tokCost))
+	if s.tokCost > 0 {
+		r.settleTokens(s, rep, now)
+	}
+}
+
+// tokEstShift sets the weight of a call in the average of tokens per call: 1/8.
+const tokEstShift = 3
+
+// settleTokens corrects the token cost charged in advance for an attempt
+// with what it consumed: the difference when the call reports its tokens, a
+// refund when it failed, was refused or was cancelled (it consumed none that
+// the region counts), and nothing when it succeeded without saying (the
+// estimate stands).
+func (r *region) settleTokens(s *slot, rep Report, now int64) {
+	switch {
+	case rep.Outcome == Success && rep.Tokens > 0:
+		cost := int64(float64(rep.Tokens) * s.tokCost)
+		if d := cost - rep.charged; d >= 0 {
+			r.toks.add(now, d)
+		} else {
+			r.toks.refund(rep.chargedAt, now, -d)
+		}
+		est := r.tokEst.Load()
+		if est == 0 {
+			r.tokEst.Store(rep.Tokens)
+		} else {
+			r.tokEst.Store(est + (rep.Tokens-est)>>tokEstShift)
+		}
+	case rep.Outcome == Success:
+	default:
+		r.toks.refund(rep.chargedAt, now, rep.charged)
 	}
 }
 

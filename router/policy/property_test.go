@@ -157,18 +157,14 @@ func hasHeadroom(p *Pool, pr Priority) bool {
 		case r.ejectedUntil.Load() > now && !panicking:
 		case r.inFlight.Load()+1 > ceiling(int64(r.limit.get()), pr):
 		case r.throttleP(now) > 0:
-		case s.tokCost > 0 && !peekOK(&r.tokRate, now, rateTolerance):
-		case s.reqCost > 0 && !peekOK(&r.reqRate, now, max(rateTolerance-s.reqCost, 0)):
+		case s.tokCost > 0 && !r.toks.room(now, int64(float64(r.tokEst.Load())*s.tokCost)):
+		case s.reqCost > 0 && s.reqCost <= rateWindow && !r.reqs.room(now, s.reqCost):
+		case s.reqCost > rateWindow && r.slow.next.Load() > now:
 		default:
 			return true
 		}
 	}
 	return false
-}
-
-func peekOK(g *gcra, now, tau int64) bool {
-	ok, _ := g.peek(now, tau)
-	return ok
 }
 
 // TestPropertyInvariants drives random pools through random outcomes, clock

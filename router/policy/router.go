@@ -75,6 +75,8 @@ type callState struct {
 	done     uint8 // bit i: attempt i has been reported
 	last     Outcome
 	targets  [maxAttemptsLimit]target // the regions tried, in order
+	charged  [maxAttemptsLimit]int64  // token cost charged in advance, per attempt
+	at       [maxAttemptsLimit]int64  // when each attempt was picked
 }
 
 // start returns the state of a new call.
@@ -134,10 +136,12 @@ func (cs *callState) hasTried(t target) bool {
 	return false
 }
 
-// record counts an attempt on region t.
-func (cs *callState) record(t target) uint8 {
+// record counts an attempt on region t, picked at now, that charged the
+// region cost in advance.
+func (cs *callState) record(t target, charged, now int64) uint8 {
 	n := cs.n
 	cs.targets[n] = t
+	cs.charged[n], cs.at[n] = charged, now
 	cs.n++
 	return n
 }
@@ -158,6 +162,10 @@ type Report struct {
 	// region did not answer in time): a sign of overload that shrinks the
 	// region's in-flight limit, as a 429 does.
 	Timeout bool
+
+	// charged and chargedAt are the token cost charged to the region in
+	// advance and when: set from the call's state when the attempt reports.
+	charged, chargedAt int64
 }
 
 // Attempt is one try of a call against one region. Every attempt must be
@@ -203,6 +211,7 @@ func (a *Attempt) Finish(r Report) {
 	if a.n+1 == a.call.st.n {
 		a.call.st.last = r.Outcome
 	}
+	r.charged, r.chargedAt = a.call.st.charged[a.n], a.call.st.at[a.n]
 	a.call.st.targets[a.n].done(r)
 }
 
