@@ -12,6 +12,12 @@ GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 TEST_PKGS ?= ./...
 TEST_FLAGS ?= -count=1 -timeout 25m
 
+# Build flags of `make demo`: those of the test control plane
+# (hack/setup-envtest.sh), whose build requires this go.mod's module versions,
+# so the packages both use (client-go, gRPC, protobuf, the standard library)
+# compile once on a fresh machine.
+DEMO_BUILD_FLAGS ?= -trimpath -gcflags=all=-dwarf=false
+
 SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
 
@@ -55,7 +61,7 @@ verify: generate manifests docs ## Regenerate code, manifests and the CRD refere
 	@hack/verify-clean.sh api config docs/crd-reference.md
 
 .PHONY: envtest
-envtest: ## Build (once) the test control plane: kube-apiserver, etcd and kubectl from Go sources.
+envtest: ## Build (once) the test control plane: kube-apiserver and etcd from Go sources.
 	@hack/setup-envtest.sh >/dev/null
 
 .PHONY: test
@@ -74,8 +80,9 @@ replay: ## Replay the incident scenarios against every policy; rewrite docs/repl
 
 .PHONY: demo
 demo: ## Bring regionwarden up locally (control plane, emulated regions, operator, router) and replay the incident through it.
-	go build -o $(LOCALBIN)/ ./cmd/manager ./cmd/router
-	@KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go run ./hack/demo $(DEMO_FLAGS)
+	@KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" && \
+	go build $(DEMO_BUILD_FLAGS) -o $(LOCALBIN)/ ./cmd/manager ./cmd/router && \
+	KUBEBUILDER_ASSETS="$$KUBEBUILDER_ASSETS" go run $(DEMO_BUILD_FLAGS) ./hack/demo $(DEMO_FLAGS)
 
 ##@ Build
 

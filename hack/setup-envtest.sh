@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the test control plane (kube-apiserver, etcd, kubectl) from Go sources
+# Builds the test control plane (kube-apiserver and etcd) from Go sources
 # served by the Go module proxy, at the Kubernetes release that matches k8s.io/api
 # in go.mod, and caches the binaries outside the repository.
 #
@@ -27,7 +27,7 @@ k8s_version="${K8S_VERSION:-v1.${api_version#v0.}}"
 cache="${REGIONWARDEN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/regionwarden}"
 assets="${cache}/envtest/${k8s_version}-$(go env GOOS)-$(go env GOARCH)"
 
-if [[ -x "${assets}/kube-apiserver" && -x "${assets}/etcd" && -x "${assets}/kubectl" ]]; then
+if [[ -x "${assets}/kube-apiserver" && -x "${assets}/etcd" ]]; then
   log "using cached control plane ${k8s_version} in ${assets}"
   echo "${assets}"
   exit 0
@@ -36,7 +36,7 @@ fi
 work="${cache}/envtest/build-${k8s_version}"
 rm -f "${work}/apiserver/tools.go"
 mkdir -p "${work}/apiserver" "${work}/etcd" "${assets}.partial"
-log "building kube-apiserver, kubectl and etcd for Kubernetes ${k8s_version} (first run only: about 10 minutes on 2 cores)"
+log "building kube-apiserver and etcd for Kubernetes ${k8s_version} (first run only: about 10 minutes on 2 cores)"
 
 # The kubernetes module replaces every staging module (k8s.io/api, k8s.io/apiserver, ...)
 # with a folder of its own repository. Outside that repository, the same code is
@@ -64,6 +64,20 @@ go $(go env GOVERSION | sed -E 's/^go([0-9]+\.[0-9]+).*/\1/')
 
 require go.etcd.io/etcd/server/v3 ${etcd_version}
 GOMOD
+
+# Both builds also require every module this repository's go.mod requires, at
+# its version or later. Libraries both sides use (client-go, apimachinery,
+# gRPC, protobuf, golang.org/x/...) then resolve to the same versions, and
+# with the same flags (-trimpath, -gcflags below) their packages compile once:
+# `make demo` and `make build` take them from the Go build cache instead of
+# compiling them again, which saves minutes on a fresh machine. The control
+# plane only runs tests, and `make test` checks that it works.
+if [[ -z "${K8S_VERSION:-}" ]]; then
+  requires="$(awk '/^require \(/ { r = 1; next } r && /^\)/ { r = 0 } r && NF >= 2 { print "\t" $1, $2 } /^require [^(]/ { print "\t" $2, $3 }' "${root}/go.mod")"
+  for m in "${work}/apiserver/go.mod" "${work}/etcd/go.mod"; do
+    printf '\nrequire (\n%s\n)\n' "${requires}" >> "${m}"
+  done
+fi
 cat > "${work}/etcd/main.go" <<'GO'
 // Command etcd is etcd's own server entry point, built from its server module.
 package main
@@ -77,25 +91,28 @@ import (
 func main() { etcdmain.Main(os.Args) }
 GO
 
+# The binaries carry no debug information (-s -w), so the compiler need not
+# produce any either (-dwarf=false): less work, same programs. The Makefile
+# builds its binaries with the same -trimpath and -gcflags (BUILD_FLAGS).
 ldflags="-s -w"
-# etcd builds in the background while kube-apiserver and kubectl build in one
-# go build (shared packages compile once, and the two links overlap).
+gcflags="all=-dwarf=false"
+# etcd builds in the background while kube-apiserver builds.
 (
   cd "${work}/etcd"
   log "resolving etcd ${etcd_version} dependencies"
   GOFLAGS=-mod=mod go mod tidy >/dev/null
   log "compiling etcd ${etcd_version}"
-  GOFLAGS=-mod=mod go build -trimpath -ldflags="${ldflags}" -o "${assets}.partial/etcd" .
+  GOFLAGS=-mod=mod go build -trimpath -gcflags="${gcflags}" -ldflags="${ldflags}" -o "${assets}.partial/etcd" .
   log "etcd done"
 ) &
 etcd_pid=$!
 (
   cd "${work}/apiserver"
   log "resolving kube-apiserver dependencies"
-  go get k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl 2>&1 | grep -v '^go: ' >&2 || true
-  log "compiling kube-apiserver and kubectl"
-  GOFLAGS=-mod=mod go build -trimpath -ldflags="${ldflags}" -o "${assets}.partial/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
-  log "kube-apiserver and kubectl done"
+  go get k8s.io/kubernetes/cmd/kube-apiserver 2>&1 | grep -v '^go: ' >&2 || true
+  log "compiling kube-apiserver"
+  GOFLAGS=-mod=mod go build -trimpath -gcflags="${gcflags}" -ldflags="${ldflags}" -o "${assets}.partial/" k8s.io/kubernetes/cmd/kube-apiserver
+  log "kube-apiserver done"
 ) || { kill "${etcd_pid}" 2>/dev/null || true; exit 1; }
 wait "${etcd_pid}"
 

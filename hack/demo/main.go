@@ -21,7 +21,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -30,11 +29,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -189,7 +190,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	step("the system is up")
-	kubectl(ctx, filepath.Join(assets, "kubectl"), kubeconfigPath, "get", "pt,rpool", "-n", namespace, "-o", "wide")
+	if err := getWide(ctx, cfg, namespace, "provisionedthroughputs", "regionpools"); err != nil {
+		return err
+	}
 	if err := printTable(ctx, k8s); err != nil {
 		return err
 	}
@@ -333,15 +336,77 @@ func printTable(ctx context.Context, k8s client.Client) error {
 	return nil
 }
 
-func kubectl(ctx context.Context, bin, kubeconfig string, args ...string) {
-	fmt.Printf("\n    $ kubectl %s\n", strings.Join(args, " "))
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	out, err := cmd.CombinedOutput()
-	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
-		fmt.Println("    " + line)
-	}
+// getWide prints what `kubectl get pt,rpool -n ns -o wide` prints: the API
+// server renders each resource as a Table with the CRD's printer columns, so
+// the demo needs no kubectl of its own.
+func getWide(ctx context.Context, cfg *rest.Config, ns string, resources ...string) error {
+	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		fmt.Printf("    (kubectl: %v)\n", err)
+		return err
+	}
+	gv := capacityv1alpha1.GroupVersion
+	fmt.Printf("\n    $ kubectl get pt,rpool -n %s -o wide\n", ns)
+	for i, res := range resources {
+		url := fmt.Sprintf("%s/apis/%s/%s/namespaces/%s/%s", strings.TrimRight(cfg.Host, "/"), gv.Group, gv.Version, ns, res)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", res, err)
+		}
+		var tbl metav1.Table
+		err = json.NewDecoder(resp.Body).Decode(&tbl)
+		_ = resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("listing %s: HTTP %d: %v", res, resp.StatusCode, err)
+		}
+		if i > 0 {
+			fmt.Println()
+		}
+		printTableRows(res+"."+gv.Group, &tbl)
+	}
+	return nil
+}
+
+// printTableRows prints a server-side Table as kubectl does for several
+// resources at once: upper-case headers, names prefixed by the resource, every
+// column (wide), left-aligned with three spaces between columns.
+func printTableRows(resource string, tbl *metav1.Table) {
+	kind := strings.Replace(resource, "s.", ".", 1) // provisionedthroughputs.g -> provisionedthroughput.g
+	rows := [][]string{make([]string, len(tbl.ColumnDefinitions))}
+	for i, c := range tbl.ColumnDefinitions {
+		rows[0][i] = strings.ToUpper(c.Name)
+	}
+	for _, r := range tbl.Rows {
+		row := make([]string, len(tbl.ColumnDefinitions))
+		for i := range row {
+			if i < len(r.Cells) && r.Cells[i] != nil {
+				row[i] = fmt.Sprint(r.Cells[i])
+			}
+		}
+		if len(row) > 0 {
+			row[0] = kind + "/" + row[0]
+		}
+		rows = append(rows, row)
+	}
+	width := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for i, c := range row {
+			width[i] = max(width[i], len(c))
+		}
+	}
+	for _, row := range rows {
+		var b strings.Builder
+		for i, c := range row {
+			if i == len(row)-1 {
+				b.WriteString(c)
+			} else {
+				fmt.Fprintf(&b, "%-*s   ", width[i], c)
+			}
+		}
+		fmt.Println("    " + strings.TrimRight(b.String(), " "))
 	}
 }

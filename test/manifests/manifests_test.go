@@ -1,4 +1,5 @@
-// Package manifests_test renders the kustomize bases with kubectl and applies
+// Package manifests_test renders the kustomize bases with kustomize's Go API
+// (what `kubectl kustomize` runs) and applies
 // the result, as a server-side dry run, to a real kube-apiserver: a manifest
 // the API server would refuse fails the tests, not a deployment.
 package manifests_test
@@ -10,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/regionwarden/regionwarden/internal/testenv"
 )
@@ -61,19 +63,20 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-// kustomize renders a kustomization folder with the kubectl of the test
-// control plane.
+// kustomize renders a kustomization folder as `kubectl kustomize` does.
 func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
-	var out, stderr bytes.Buffer
-	cmd := exec.Command(kubectl, "kustomize", dir)
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, stderr.String())
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	res, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	out, err := res.AsYaml()
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
 	}
 	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(&out, 4096)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
 	for {
 		obj := &unstructured.Unstructured{}
 		if err := dec.Decode(&obj.Object); err != nil {
