@@ -73,7 +73,7 @@ func TestDiscoveryIsFailStatic(t *testing.T) {
 
 	// The operator restarts during the outage: a new reconciler with an empty
 	// cache keeps the protection from the pool's status.
-	e.r = &RegionPoolReconciler{Client: e.r.Client, Reader: e.r.Reader, Recorder: e.rec, Facts: NewFacts(e.src, e.clk.Now)}
+	e.r = &RegionPoolReconciler{Client: e.r.Client, Reader: e.r.Reader, Recorder: e.rec, Facts: NewFacts(e.src, 0, e.clk.Now)}
 	expectProtected("after a restart during the outage")
 
 	// GCP answers again, still with the order.

@@ -96,7 +96,7 @@ func newDiscoveryEnv(t testing.TB, o discoveryEnvOptions) *discoveryEnv {
 		t.Fatal(err)
 	}
 	e.mgr = mgr
-	facts := NewFacts(src, now)
+	facts := NewFacts(src, 0, now)
 	e.pt = &ProvisionedThroughputReconciler{Client: mgr.GetClient(), Facts: facts, Recorder: mgr.GetEventRecorder("provisionedthroughput-controller"), Now: now}
 	e.rec = &poolEventLog{next: mgr.GetEventRecorder(RegionPoolControllerName)}
 	e.r = &RegionPoolReconciler{Client: mgr.GetClient(), Recorder: e.rec, Facts: facts, DiscoveryInterval: o.interval}

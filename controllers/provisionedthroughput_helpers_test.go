@@ -164,7 +164,7 @@ func newPTEnv(t testing.TB, o ptEnvOptions) *ptEnv {
 		t.Fatal(err)
 	}
 	e.rec = &spyRecorder{next: mgr.GetEventRecorder("provisionedthroughput-controller")}
-	e.r = &ProvisionedThroughputReconciler{Client: direct, Facts: NewFacts(src, e.clk.Now), Recorder: e.rec, Now: e.clk.Now}
+	e.r = &ProvisionedThroughputReconciler{Client: direct, Facts: NewFacts(src, 0, e.clk.Now), Recorder: e.rec, Now: e.clk.Now}
 	skip := true
 	if err := e.r.SetupWithManager(mgr, controller.Options{SkipNameValidation: &skip}); err != nil {
 		t.Fatal(err)

@@ -100,7 +100,7 @@ func run() error {
 			return fmt.Errorf("verifying ProvisionedThroughput needs Cloud Monitoring (or --gcp-verify=false): %w", err)
 		}
 		defer func() { _ = src.Close() }()
-		facts = controllers.NewFacts(src, nil)
+		facts = controllers.NewFacts(src, gcpTimeout, nil)
 	}
 	// End of Cloud Monitoring.
 

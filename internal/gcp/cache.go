@@ -157,9 +157,10 @@ func (c *CachedSource) fetch(ctx context.Context, project string, e *cacheEntry)
 // project and accept the same age share one call per age, and no caller is
 // served an answer older than it accepts. It is safe for concurrent use.
 type IntervalCache struct {
-	src      Source
-	errorTTL time.Duration
-	now      func() time.Time
+	src          Source
+	errorTTL     time.Duration
+	fetchTimeout time.Duration
+	now          func() time.Time
 
 	mu    sync.Mutex
 	byAge map[time.Duration]*CachedSource
@@ -167,10 +168,11 @@ type IntervalCache struct {
 
 // NewIntervalCache wraps src. A failed answer is served for errorTTL, or for
 // the age asked for when that is shorter, so callers retrying during an outage
-// make one call per project per errorTTL. now is the clock for expiry; nil
-// means time.Now.
-func NewIntervalCache(src Source, errorTTL time.Duration, now func() time.Time) *IntervalCache {
-	return &IntervalCache{src: src, errorTTL: errorTTL, now: now, byAge: map[time.Duration]*CachedSource{}}
+// make one call per project per errorTTL. fetchTimeout bounds one shared call
+// (CacheOptions.FetchTimeout; zero means DefaultTimeout). now is the clock for
+// expiry; nil means time.Now.
+func NewIntervalCache(src Source, errorTTL, fetchTimeout time.Duration, now func() time.Time) *IntervalCache {
+	return &IntervalCache{src: src, errorTTL: errorTTL, fetchTimeout: fetchTimeout, now: now, byAge: map[time.Duration]*CachedSource{}}
 }
 
 // ProjectFacts returns the project's facts, no older than maxAge.
@@ -178,7 +180,7 @@ func (c *IntervalCache) ProjectFacts(ctx context.Context, project string, maxAge
 	c.mu.Lock()
 	cs := c.byAge[maxAge]
 	if cs == nil {
-		cs = NewCachedSource(c.src, CacheOptions{TTL: maxAge, ErrorTTL: min(maxAge, c.errorTTL), Now: c.now})
+		cs = NewCachedSource(c.src, CacheOptions{TTL: maxAge, ErrorTTL: min(maxAge, c.errorTTL), FetchTimeout: c.fetchTimeout, Now: c.now})
 		c.byAge[maxAge] = cs
 	}
 	c.mu.Unlock()

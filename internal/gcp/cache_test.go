@@ -239,3 +239,39 @@ func TestCachedSourceSharesACallInFlight(t *testing.T) {
 		t.Errorf("a caller's change leaked to another: %+v", f)
 	}
 }
+
+// deadlineSource records the deadline of the context each call gets.
+type deadlineSource struct {
+	mu        sync.Mutex
+	deadlines []time.Time
+}
+
+func (s *deadlineSource) ProvisionedThroughput(ctx context.Context, _ string) (*ProjectFacts, error) {
+	d, _ := ctx.Deadline()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deadlines = append(s.deadlines, d)
+	return &ProjectFacts{}, nil
+}
+
+// TestIntervalCacheFetchTimeout checks that the fetch timeout given to an
+// IntervalCache bounds its calls, longer or shorter than the default, and
+// that zero means DefaultTimeout.
+func TestIntervalCacheFetchTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		timeout, want time.Duration
+	}{{0, DefaultTimeout}, {2 * time.Minute, 2 * time.Minute}, {5 * time.Second, 5 * time.Second}} {
+		src := &deadlineSource{}
+		c := NewIntervalCache(src, time.Second, tc.timeout, nil)
+		before := time.Now()
+		if _, err := c.ProjectFacts(context.Background(), "p", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if len(src.deadlines) != 1 || src.deadlines[0].IsZero() {
+			t.Fatalf("timeout %v: the call had deadlines %v, want one", tc.timeout, src.deadlines)
+		}
+		if got := src.deadlines[0].Sub(before); got < tc.want || got > tc.want+5*time.Second {
+			t.Errorf("timeout %v: the call's deadline was %v away, want %v", tc.timeout, got, tc.want)
+		}
+	}
+}
