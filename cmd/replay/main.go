@@ -152,7 +152,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "   chart %s\n", path)
 		}
 	}
-	fmt.Fprintf(stdout, "all scenarios replayed in %s\n", time.Since(begin).Round(time.Second))
+	var slow time.Duration
+	for _, r := range reports {
+		slow += r.SlowWall
+	}
+	total := time.Since(begin)
+	timing := fmt.Sprintf("All scenarios replayed in %s of real time", total.Round(time.Second))
+	if slow > 0 {
+		timing = fmt.Sprintf("All scenarios replayed in %s of real time: %s for the policies at each scenario's scale, and %s for the passes of policies too slow for it", total.Round(time.Second), (total - slow).Round(time.Second), slow.Round(time.Second))
+	}
+	fmt.Fprintln(stdout, timing)
+	notes = append(notes, timing+".")
 	if cfg.out == "" {
 		return nil
 	}
@@ -280,5 +290,6 @@ func scenarioRank(path string) int {
 	return 3
 }
 
-// retryBudgetNote explains the provisioned-region incident's shortfall.
-const retryBudgetNote = "The retry budget (10% of calls plus one retry a second) does not bound one kind of retry: the fallback of a provisioned region that fails intermittently while it answers most of its calls. Its 504s come in runs of six, and without that exception a run could outrun the budget and drop calls the PT would otherwise have served. The calls regionwarden still loses in the provisioned-region incident are ones whose two attempts (maxAttempts 2) both failed, for example a 504 from the PT region and then a 429 from a pay-as-you-go region at its quota; none fail for want of a region. The Portkey gateway retries every failure on every target, with no budget; regionwarden's budget is what holds the retry surge to about one attempt per call."
+// retryBudgetNote says how regionwarden keeps retries within headroom and
+// what it still loses in the provisioned-region incident.
+const retryBudgetNote = "regionwarden counts each region's capacity over a sliding second, as the regions count their quota, and charges a call to a PT its expected tokens when it starts, so it sends no region more than it takes and a retry finds headroom where the table says there is some. The retry budget (10% of calls plus one retry a second) does not bound one kind of retry: the fallback of a provisioned region that fails intermittently while it answers most of its calls, whose 504s come in runs of six that could outrun the budget. The few calls regionwarden still loses in the provisioned-region incident had both attempts (maxAttempts 2) fail, or were shed when no region had headroom; none fail for want of a region. The Portkey gateway retries every failure on every target, with no budget; regionwarden's budget is what holds the retry surge to about one attempt per call."

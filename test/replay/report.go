@@ -16,10 +16,12 @@ type Report struct {
 	Scenario, Description string
 	// Duration is the scenario time replayed; Scale the compression (a
 	// policy with a lower MaxScale has its own, in Result.Scale); Wall the
-	// real time the replay took, every pass included.
+	// real time the replay took, every pass included, and SlowWall the part of
+	// it spent in passes at a lower scale.
 	Duration time.Duration
 	Scale    float64
 	Wall     time.Duration
+	SlowWall time.Duration
 	// Seed is the seed every policy got.
 	Seed uint64
 	// Rate is the scenario's base rate of calls per second.
@@ -179,8 +181,12 @@ func writeReport(b *strings.Builder, rep *Report, chartDir string) {
 	if rep.Description != "" {
 		fmt.Fprintf(b, "%s\n\n", strings.TrimSpace(rep.Description))
 	}
-	fmt.Fprintf(b, "%s of scenario time at %s calls/s, replayed at scale %g in %s, seed %d.\n\n",
-		fmtDuration(rep.Duration), trimFloat(rep.Rate), rep.Scale, rep.Wall.Round(time.Second), rep.Seed)
+	fmt.Fprintf(b, "%s of scenario time at %s calls/s, replayed at scale %g in %s, seed %d.",
+		fmtDuration(rep.Duration), trimFloat(rep.Rate), rep.Scale, (rep.Wall - rep.SlowWall).Round(time.Second), rep.Seed)
+	if rep.SlowWall > 0 {
+		fmt.Fprintf(b, " Policies that cannot keep up at that scale replayed after, in a pass of their own: %s more.", rep.SlowWall.Round(time.Second))
+	}
+	b.WriteString("\n\n")
 	b.WriteString("| Policy | Calls | Success | p50 | p99 | Served by PT | Attempts per call | \"No regions\" | Shed | Other failures | Sessions with no failed call | Load sent late, p99 (max) |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n")
 	for _, r := range rep.Results {

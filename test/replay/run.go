@@ -116,6 +116,9 @@ func Run(ctx context.Context, sc *emulator.Scenario, policies []Policy, o Option
 			return nil, err
 		}
 		rep.Wall += wall
+		if scale != o.Scale {
+			rep.SlowWall += wall
+		}
 	}
 	return rep, nil
 }
