@@ -69,7 +69,7 @@ GOMOD
 # its version or later. Libraries both sides use (client-go, apimachinery,
 # gRPC, protobuf, golang.org/x/...) then resolve to the same versions, and
 # with the same flags (-trimpath, -gcflags below) their packages compile once:
-# `make demo` and `make build` take them from the Go build cache instead of
+# `make demo` and `make test` take them from the Go build cache instead of
 # compiling them again, which saves minutes on a fresh machine. The control
 # plane only runs tests, and `make test` checks that it works.
 if [[ -z "${K8S_VERSION:-}" ]]; then
@@ -93,7 +93,7 @@ GO
 
 # The binaries carry no debug information (-s -w), so the compiler need not
 # produce any either (-dwarf=false): less work, same programs. The Makefile
-# builds its binaries with the same -trimpath and -gcflags (BUILD_FLAGS).
+# builds and tests with the same -trimpath and -gcflags (GO_BUILD_FLAGS).
 ldflags="-s -w"
 gcflags="all=-dwarf=false"
 # etcd builds in the background while kube-apiserver builds.
