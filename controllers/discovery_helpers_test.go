@@ -6,18 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
@@ -71,30 +67,11 @@ func newDiscoveryEnv(t testing.TB, o discoveryEnvOptions) *discoveryEnv {
 
 	var src gcp.Source
 	if !o.noSource {
-		addr, stop, err := gcpfake.Start(e.fake)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(stop)
-		ms, err := gcp.NewMonitoringSource(context.Background(), gcp.Options{Endpoint: addr, Insecure: true, Now: now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = ms.Close() })
-		src = ms
+		src = startMonitoring(t, e.fake, now)
 	}
 	e.src = src
 
-	mgr, err := ctrl.NewManager(testConfig, ctrl.Options{
-		Scheme:                 testScheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}},
-		Logger:                 logr.Discard(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := newManager(t, testConfig, e.ns)
 	e.mgr = mgr
 	facts := NewFacts(src, 0, now)
 	e.pt = &ProvisionedThroughputReconciler{Client: mgr.GetClient(), Facts: facts, Recorder: mgr.GetEventRecorder("provisionedthroughput-controller"), Now: now}

@@ -14,12 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
@@ -127,32 +124,15 @@ func newPTEnv(t testing.TB, o ptEnvOptions) *ptEnv {
 
 	var src gcp.Source
 	if !o.noSource {
-		addr, stop, err := gcpfake.Start(e.fake)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(stop)
-		ms, err := gcp.NewMonitoringSource(ctx, gcp.Options{Endpoint: addr, Insecure: true, Now: e.clk.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = ms.Close() })
-		src = ms
+		src = startMonitoring(t, e.fake, e.clk.Now)
 	}
 
 	cfg := testConfig
 	if o.restConfig != nil {
 		cfg = o.restConfig(e.ns)
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 testScheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := newManager(t, cfg, e.ns)
+	var err error
 	e.cl, err = client.New(testConfig, client.Options{Scheme: testScheme})
 	if err != nil {
 		t.Fatal(err)

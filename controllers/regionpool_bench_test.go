@@ -51,34 +51,8 @@ func benchmarkAwarenessDeclared(b *testing.B) {
 	e.createPT(ptSpec{name: "order", location: "europe-west1", gsus: 4})
 	e.waitTable("flash-routing", "exists", func(routingTable) bool { return true })
 
-	wc, err := client.NewWithWatch(testConfig, client.Options{Scheme: testScheme})
-	if err != nil {
-		b.Fatal(err)
-	}
 	ctx := context.Background()
-	w, err := wc.Watch(ctx, &corev1.ConfigMapList{}, client.InNamespace(e.ns),
-		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", "flash-routing")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
-	// waitTier reads ConfigMap events until europe-west1 has the tier.
-	waitTier := func(tier table.Tier) {
-		for ev := range w.ResultChan() {
-			cm, ok := ev.Object.(*corev1.ConfigMap)
-			if !ok || ev.Type == watch.Deleted {
-				continue
-			}
-			if tb, err := table.Parse([]byte(cm.Data[table.DataKey])); err == nil {
-				for _, r := range tb.Pools[0].Regions {
-					if r.Name == "europe-west1" && r.Tier == tier {
-						return
-					}
-				}
-			}
-		}
-		b.Fatal("the ConfigMap watch closed")
-	}
+	waitTier := watchTier(b, e.ns, "flash-routing", "europe-west1")
 	setReady := func(ready bool) time.Time {
 		pt := &capacityv1alpha1.ProvisionedThroughput{}
 		if err := testClient.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "order"}, pt); err != nil {
@@ -132,32 +106,7 @@ func benchmarkAwarenessDiscovered(b *testing.B) {
 	e.createPool("flash", discoveryRegions, poolWithDiscoveryGrace(0))
 	e.waitTable("flash-routing", "exists", func(routingTable) bool { return true })
 
-	wc, err := client.NewWithWatch(testConfig, client.Options{Scheme: testScheme})
-	if err != nil {
-		b.Fatal(err)
-	}
-	w, err := wc.Watch(context.Background(), &corev1.ConfigMapList{}, client.InNamespace(e.ns),
-		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", "flash-routing")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
-	waitTier := func(tier table.Tier) {
-		for ev := range w.ResultChan() {
-			cm, ok := ev.Object.(*corev1.ConfigMap)
-			if !ok || ev.Type == watch.Deleted {
-				continue
-			}
-			if tb, err := table.Parse([]byte(cm.Data[table.DataKey])); err == nil {
-				for _, r := range tb.Pools[0].Regions {
-					if r.Name == "europe-west4" && r.Tier == tier {
-						return
-					}
-				}
-			}
-		}
-		b.Fatal("the ConfigMap watch closed")
-	}
+	waitTier := watchTier(b, e.ns, "flash-routing", "europe-west4")
 
 	var aware, withdrawn []time.Duration
 	b.ResetTimer()
@@ -340,4 +289,37 @@ func createScalePool(ctx context.Context, ns string, i int, regions, ptLocations
 		}
 	}
 	return nil
+}
+
+// watchTier watches the ConfigMap name in namespace ns and returns a function
+// that reads its events until region has the given tier in the table. The
+// watch stops when the benchmark ends.
+func watchTier(b *testing.B, ns, name, region string) func(table.Tier) {
+	b.Helper()
+	wc, err := client.NewWithWatch(testConfig, client.Options{Scheme: testScheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := wc.Watch(context.Background(), &corev1.ConfigMapList{}, client.InNamespace(ns),
+		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", name)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(w.Stop)
+	return func(tier table.Tier) {
+		for ev := range w.ResultChan() {
+			cm, ok := ev.Object.(*corev1.ConfigMap)
+			if !ok || ev.Type == watch.Deleted {
+				continue
+			}
+			if tb, err := table.Parse([]byte(cm.Data[table.DataKey])); err == nil {
+				for _, r := range tb.Pools[0].Regions {
+					if r.Name == region && r.Tier == tier {
+						return
+					}
+				}
+			}
+		}
+		b.Fatal("the ConfigMap watch closed")
+	}
 }

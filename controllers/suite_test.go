@@ -5,16 +5,23 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
+	"github.com/regionwarden/regionwarden/internal/gcp"
+	"github.com/regionwarden/regionwarden/internal/gcp/gcpfake"
 	"github.com/regionwarden/regionwarden/internal/testenv"
 )
 
@@ -53,4 +60,38 @@ func newNamespace(t testing.TB) string {
 		t.Fatalf("creating namespace: %v", err)
 	}
 	return ns.Name
+}
+
+// newManager returns a manager for the tests of namespace ns, through cfg:
+// its cache watches that namespace only, and it serves no metrics or probes.
+func newManager(t testing.TB, cfg *rest.Config, ns string) ctrl.Manager {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 testScheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Logger:                 logr.Discard(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mgr
+}
+
+// startMonitoring serves fake over gRPC and returns the Cloud Monitoring
+// source that reads it on clock now; both stop when the test ends.
+func startMonitoring(t testing.TB, fake *gcpfake.MetricServer, now func() time.Time) gcp.Source {
+	t.Helper()
+	addr, stop, err := gcpfake.Start(fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	ms, err := gcp.NewMonitoringSource(context.Background(), gcp.Options{Endpoint: addr, Insecure: true, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ms.Close() })
+	return ms
 }

@@ -159,7 +159,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	total := time.Since(begin)
 	timing := fmt.Sprintf("All scenarios replayed in %s of real time", total.Round(time.Second))
 	if slow > 0 {
-		timing = fmt.Sprintf("All scenarios replayed in %s of real time: %s for the policies at each scenario's scale, and %s for the passes of policies too slow for it", total.Round(time.Second), (total - slow).Round(time.Second), slow.Round(time.Second))
+		timing += fmt.Sprintf(": %s for the policies at each scenario's scale, and %s for the passes of policies too slow for it", (total - slow).Round(time.Second), slow.Round(time.Second))
 	}
 	fmt.Fprintln(stdout, timing)
 	notes = append(notes, timing+".")

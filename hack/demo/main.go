@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -373,40 +374,26 @@ func getWide(ctx context.Context, cfg *rest.Config, ns string, resources ...stri
 
 // printTableRows prints a server-side Table as kubectl does for several
 // resources at once: upper-case headers, names prefixed by the resource, every
-// column (wide), left-aligned with three spaces between columns.
+// column (wide), aligned three spaces apart.
 func printTableRows(resource string, tbl *metav1.Table) {
 	kind := strings.Replace(resource, "s.", ".", 1) // provisionedthroughputs.g -> provisionedthroughput.g
-	rows := [][]string{make([]string, len(tbl.ColumnDefinitions))}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
+	cells := make([]string, len(tbl.ColumnDefinitions))
 	for i, c := range tbl.ColumnDefinitions {
-		rows[0][i] = strings.ToUpper(c.Name)
+		cells[i] = strings.ToUpper(c.Name)
 	}
+	fmt.Fprintln(tw, "    "+strings.Join(cells, "\t"))
 	for _, r := range tbl.Rows {
-		row := make([]string, len(tbl.ColumnDefinitions))
-		for i := range row {
+		for i := range cells {
+			cells[i] = ""
 			if i < len(r.Cells) && r.Cells[i] != nil {
-				row[i] = fmt.Sprint(r.Cells[i])
+				cells[i] = fmt.Sprint(r.Cells[i])
 			}
 		}
-		if len(row) > 0 {
-			row[0] = kind + "/" + row[0]
+		if len(cells) > 0 {
+			cells[0] = kind + "/" + cells[0]
 		}
-		rows = append(rows, row)
+		fmt.Fprintln(tw, "    "+strings.Join(cells, "\t"))
 	}
-	width := make([]int, len(rows[0]))
-	for _, row := range rows {
-		for i, c := range row {
-			width[i] = max(width[i], len(c))
-		}
-	}
-	for _, row := range rows {
-		var b strings.Builder
-		for i, c := range row {
-			if i == len(row)-1 {
-				b.WriteString(c)
-			} else {
-				fmt.Fprintf(&b, "%-*s   ", width[i], c)
-			}
-		}
-		fmt.Println("    " + strings.TrimRight(b.String(), " "))
-	}
+	_ = tw.Flush()
 }

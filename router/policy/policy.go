@@ -454,6 +454,8 @@ func (p *Pool) admit(s *slot, pr Priority, now int64, ref *refusal) (charged int
 		ref.note(int64(time.Second))
 		return 0, false
 	}
+	// A slot has a request cost or a token cost, never both (buildSlots), so
+	// a refusal below never leaves tokens charged.
 	if s.tokCost > 0 {
 		charged = int64(float64(r.tokEst.Load()) * s.tokCost)
 		if ok, wait := r.toks.take(now, charged); !ok {
@@ -468,7 +470,6 @@ func (p *Pool) admit(s *slot, pr Priority, now int64, ref *refusal) (charged int
 			take = r.slow.take
 		}
 		if ok, wait := take(now, s.reqCost); !ok {
-			r.toks.refund(now, now, charged)
 			r.inFlight.Add(-1)
 			ref.note(wait)
 			return 0, false

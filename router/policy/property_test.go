@@ -157,8 +157,8 @@ func hasHeadroom(p *Pool, pr Priority) bool {
 		case r.ejectedUntil.Load() > now && !panicking:
 		case r.inFlight.Load()+1 > ceiling(int64(r.limit.get()), pr):
 		case r.throttleP(now) > 0:
-		case s.tokCost > 0 && !r.toks.room(now, int64(float64(r.tokEst.Load())*s.tokCost)):
-		case s.reqCost > 0 && s.reqCost <= rateWindow && !r.reqs.room(now, s.reqCost):
+		case s.tokCost > 0 && !fits(r.toks.sum(now), int64(float64(r.tokEst.Load())*s.tokCost)):
+		case s.reqCost > 0 && s.reqCost <= rateWindow && !fits(r.reqs.sum(now), s.reqCost):
 		case s.reqCost > rateWindow && r.slow.next.Load() > now:
 		default:
 			return true

@@ -94,18 +94,17 @@ func (m *meter) update(idx uint64, d int64, fresh bool) {
 // cost expires.
 func (m *meter) take(now, cost int64) (ok bool, wait int64) {
 	s := m.sum(now)
-	if s > 0 && s+cost > rateWindow {
+	if !fits(s, cost) {
 		return false, m.wait(now, s, cost)
 	}
 	m.add(now, cost)
 	return true, 0
 }
 
-// room reports whether a call of cost would be admitted at now, taking nothing.
-func (m *meter) room(now, cost int64) bool {
-	s := m.sum(now)
-	return s == 0 || s+cost <= rateWindow
-}
+// fits reports whether a window holding s admits a call of cost: it does when
+// the sum stays within one window of capacity, and an empty window admits
+// any one call.
+func fits(s, cost int64) bool { return s == 0 || s+cost <= rateWindow }
 
 // wait is how long from now until the oldest buckets of a window holding s
 // have expired enough to admit cost.
@@ -119,7 +118,7 @@ func (m *meter) wait(now, s, cost int64) int64 {
 		if v := m.b[i%windowBuckets].Load(); v>>meterCountBits == i&tagMask {
 			s -= int64(v & meterCountMax)
 		}
-		if s == 0 || s+cost <= rateWindow {
+		if fits(s, cost) {
 			// Bucket i leaves the window when bucket i+windowBuckets begins.
 			return int64(i+windowBuckets)*meterWidth - now
 		}
