@@ -48,6 +48,7 @@ type blockSlot struct {
 	r           *blockRegion
 	name        string
 	endpoint    string
+	tier        table.Tier
 	header      string
 	provisioned bool
 }
@@ -115,6 +116,7 @@ func (b *Blocklist) Update(tp table.Pool) error {
 			r:           r,
 			name:        tr.Name,
 			endpoint:    tr.Endpoint,
+			tier:        tr.Tier,
 			header:      tp.Policy.Provisioned.Header(tr.Tier),
 			provisioned: tr.Tier == table.TierProvisioned,
 		}
@@ -161,7 +163,7 @@ func (b *Blocklist) pick(cs callState) (callState, Attempt, error) {
 // attempt records an attempt of the call on s.
 func (b *Blocklist) attempt(cs *callState, s *blockSlot) Attempt {
 	n := cs.record(s.r, 0, 0)
-	return Attempt{Region: s.name, Endpoint: s.endpoint, RequestType: s.header, n: n}
+	return Attempt{Region: s.name, Endpoint: s.endpoint, Tier: s.tier, RequestType: s.header, n: n}
 }
 
 // done counts a failure or 429 and removes the region at the sixth within the

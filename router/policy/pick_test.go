@@ -50,7 +50,7 @@ func TestRequestType(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a.Region != "europe-west4" || a.RequestType != tc.want || a.Endpoint != "europe-west4-aiplatform.googleapis.com:443" {
+		if a.Region != "europe-west4" || a.Tier != table.TierProvisioned || a.RequestType != tc.want || a.Endpoint != "europe-west4-aiplatform.googleapis.com:443" {
 			t.Errorf("%s: first attempt %+v, want europe-west4 with header %q", tc.rt, a, tc.want)
 		}
 		a.Done(Capacity)
@@ -58,7 +58,7 @@ func TestRequestType(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b.Region != "europe-west1" || b.RequestType != "shared" || b.Number() != 2 {
+		if b.Region != "europe-west1" || b.Tier != table.TierShared || b.RequestType != "shared" || b.Number() != 2 {
 			t.Errorf("%s: retry %+v, want europe-west1 with header \"shared\", attempt 2", tc.rt, b)
 		}
 	}

@@ -70,6 +70,7 @@ type slot struct {
 
 	name        string
 	endpoint    string
+	tier        table.Tier
 	header      string
 	provisioned bool
 	ejectable   bool
@@ -169,6 +170,7 @@ func (st *poolState) buildSlots(find func(name string) *region) {
 			st:          st,
 			name:        r.Name,
 			endpoint:    r.Endpoint,
+			tier:        r.Tier,
 			header:      tp.Policy.Provisioned.Header(r.Tier),
 			provisioned: r.Tier == table.TierProvisioned,
 			ejectable:   r.Ejectable && r.Tier != table.TierProvisioned,
@@ -281,7 +283,7 @@ func (p *Pool) pick(cs callState) (callState, Attempt, error) {
 		p.budget.request(now)
 	}
 	n := cs.record(s.r, charged, now)
-	return cs, Attempt{Region: s.name, Endpoint: s.endpoint, RequestType: s.header, n: n}, nil
+	return cs, Attempt{Region: s.name, Endpoint: s.endpoint, Tier: s.tier, RequestType: s.header, n: n}, nil
 }
 
 // fallbackRetry reports whether a retry is the fallback of reserved capacity

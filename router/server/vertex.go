@@ -170,11 +170,7 @@ func (x *exchange) run(ctx context.Context, try attemptFunc) {
 // (name, endpoint and tier) as the policy picked it, even when a newer table
 // has updated the policy since the request began.
 func regionOf(a policy.Attempt) table.Region {
-	r := table.Region{Name: a.Region, Endpoint: a.Endpoint, Tier: table.TierShared}
-	if a.RequestType != upstream.RequestTypeShared {
-		r.Tier = table.TierProvisioned
-	}
-	return r
+	return table.Region{Name: a.Region, Endpoint: a.Endpoint, Tier: a.Tier}
 }
 
 // refused answers a call the policy refused to attempt (again). Before any
