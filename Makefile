@@ -57,8 +57,12 @@ vet: ## Run go vet.
 lint: golangci-lint ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
+.PHONY: prometheus-rule
+prometheus-rule: ## Generate config/prometheus/prometheusrule.yaml from the alert rules in config/prometheus/rules.yaml.
+	@hack/prometheus-rule.sh
+
 .PHONY: verify
-verify: generate manifests docs ## Regenerate code, manifests and the CRD reference; fail if the committed tree differs.
+verify: generate manifests docs prometheus-rule ## Regenerate code, manifests, the CRD reference and the PrometheusRule; fail if the committed tree differs.
 	@hack/verify-clean.sh api config docs/crd-reference.md
 
 .PHONY: envtest
@@ -66,7 +70,7 @@ envtest: ## Build (once) the test control plane: kube-apiserver and etcd from Go
 	@hack/setup-envtest.sh >/dev/null
 
 .PHONY: test
-test: vet ## Run the tests against a real kube-apiserver and etcd (built on first use).
+test: vet prometheus ## Run the tests against a real kube-apiserver and etcd (built on first use), and the alert rules with promtool.
 	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go test $(GO_BUILD_FLAGS) $(TEST_FLAGS) $(TEST_PKGS)
 
 .PHONY: bench
@@ -80,7 +84,7 @@ replay: ## Replay the incident scenarios against every policy; rewrite docs/repl
 ##@ Demo
 
 .PHONY: demo
-demo: ## Bring regionwarden up locally (control plane, emulated regions, operator, router) and replay the incident through it.
+demo: prometheus ## Bring regionwarden up locally (control plane, emulated regions, operator, router, Prometheus) and replay the incident through it.
 	@KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" && \
 	go build $(GO_BUILD_FLAGS) -o $(LOCALBIN)/ ./cmd/manager ./cmd/router && \
 	KUBEBUILDER_ASSETS="$$KUBEBUILDER_ASSETS" go run $(GO_BUILD_FLAGS) ./hack/demo $(DEMO_FLAGS)
@@ -96,6 +100,10 @@ run: manifests generate ## Run the manager against the cluster in the current ku
 	go run ./cmd/manager
 
 ##@ Tools
+
+.PHONY: prometheus
+prometheus: ## Install Prometheus and promtool (Debian's prometheus package) when they are missing.
+	@hack/install-prometheus.sh
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 	"github.com/regionwarden/regionwarden/internal/gcp"
@@ -27,10 +26,6 @@ var discoveredRegions = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Help: "1 for each region of a RegionPool where GCP reports Provisioned Throughput for the pool's model and no " +
 		"ProvisionedThroughput object declares it; the series goes once the capacity is declared or gone.",
 }, []string{"namespace", "pool", "location", "model"})
-
-func init() {
-	metrics.Registry.MustRegister(discoveredRegions)
-}
 
 // forgetDiscoveryMetrics deletes every series of the pool namespace/name.
 func forgetDiscoveryMetrics(namespace, name string) {

@@ -3,6 +3,8 @@ package controllers
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 )
 
 // ptLabels name one ProvisionedThroughput object and what it declares. Location
@@ -37,16 +39,41 @@ var (
 		Name:      "verification_errors_total",
 		Help:      "Verifications that could not ask Cloud Monitoring, by gRPC code (PermissionDenied, Unavailable, DeadlineExceeded, ...).",
 	}, append(append([]string{}, ptLabels...), "code"))
+	ptCondition = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "regionwarden",
+		Subsystem: "provisionedthroughput",
+		Name:      "condition",
+		Help:      "1 for each condition of a ProvisionedThroughput object, by type, status and reason: the status kubectl shows, for alerts.",
+	}, append(append([]string{}, ptLabels...), "type", "status", "reason"))
 )
 
 func init() {
-	metrics.Registry.MustRegister(ptObservedGSUs, ptUtilization, ptSpilloverRatio, ptVerificationErrors)
+	metrics.Registry.MustRegister(Collectors()...)
+}
+
+// Collectors are the operator's own metrics, which it registers on
+// controller-runtime's registry beside the reconcile and work queue metrics.
+// Tools that check what the operator exports (the alert and dashboard tests)
+// describe them.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{ptObservedGSUs, ptUtilization, ptSpilloverRatio, ptVerificationErrors, ptCondition, discoveredRegions}
 }
 
 // forgetPTMetrics deletes every series of the object namespace/name.
 func forgetPTMetrics(namespace, name string) {
 	forgetPTObserved(namespace, name)
 	ptVerificationErrors.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	ptCondition.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+}
+
+// observePTConditions makes the condition series say what the status says:
+// one series per condition type, its status and reason in the labels, so a
+// condition that changes replaces its series instead of adding one.
+func observePTConditions(pt *capacityv1alpha1.ProvisionedThroughput) {
+	for _, c := range pt.Status.Conditions {
+		ptCondition.DeletePartialMatch(prometheus.Labels{"namespace": pt.Namespace, "name": pt.Name, "type": c.Type})
+		ptCondition.WithLabelValues(pt.Namespace, pt.Name, pt.Spec.Location, pt.Spec.Model, c.Type, string(c.Status), c.Reason).Set(1)
+	}
 }
 
 // forgetPTObserved deletes the object's gauges, which describe a verified

@@ -104,6 +104,7 @@ func (r *ProvisionedThroughputReconciler) reconcile(ctx context.Context, pt *cap
 	r.setReady(pt, now)
 	r.setExpiring(pt, now)
 	finalizeStatus(pt, v)
+	observePTConditions(pt)
 	if v.err != nil {
 		ctrl.LoggerFrom(ctx).Info("GCP could not be asked; routing keeps the last verified state", "code", gcp.Code(v.err).String(), "error", v.err.Error())
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // TestPTMetricsDeletedWithObject checks that a deleted PT's series leave the
@@ -43,4 +45,71 @@ func TestPTMetricsDeletedWithObject(t *testing.T) {
 			t.Errorf("%s of the kept object is gone", m)
 		}
 	}
+}
+
+// TestPTConditionSeriesFollowStatus checks that the condition series say what
+// the status says: one series per condition type, replaced when its status or
+// reason changes, and gone with the object.
+func TestPTConditionSeriesFollowStatus(t *testing.T) {
+	e := newPTEnv(t, ptEnvOptions{})
+	e.gcpShows(4, 3000, nil)
+	e.create("pt", 4, withInterval(time.Minute))
+	e.waitReconciled("pt")
+	e.reconcile("pt")
+	if got := conditionSeries(t, e.ns, "pt", "Verified"); len(got) != 1 || got["True/Observed"] != 1 {
+		t.Fatalf("Verified series = %v, want only True/Observed = 1", got)
+	}
+
+	e.gcpShows(2, 1500, nil)
+	e.clk.Add(2 * time.Minute)
+	e.reconcile("pt")
+	expectCond(t, e.get("pt"), "Verified", "False", "Mismatch")
+	if got := conditionSeries(t, e.ns, "pt", "Verified"); len(got) != 1 || got["False/Mismatch"] != 1 {
+		t.Fatalf("after a mismatch, Verified series = %v, want only False/Mismatch = 1", got)
+	}
+	if got := conditionSeries(t, e.ns, "pt", "Ready"); len(got) != 1 || got["True/Active"] != 1 {
+		t.Fatalf("Ready series = %v, want only True/Active = 1", got)
+	}
+
+	if err := e.cl.Delete(context.Background(), e.get("pt")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for len(conditionSeries(t, e.ns, "pt", "")) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the deleted object's condition series are still served: %v", conditionSeries(t, e.ns, "pt", ""))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// conditionSeries returns the object's condition series of type typ (every
+// type when empty), as status/reason (type/status/reason) to value.
+func conditionSeries(t *testing.T, namespace, name, typ string) map[string]float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "regionwarden_provisionedthroughput_condition" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["namespace"] != namespace || l["name"] != name || (typ != "" && l["type"] != typ) {
+				continue
+			}
+			key := l["status"] + "/" + l["reason"]
+			if typ == "" {
+				key = l["type"] + "/" + key
+			}
+			got[key] = m.GetGauge().GetValue()
+		}
+	}
+	return got
 }
