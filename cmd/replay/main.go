@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/regionwarden/regionwarden/internal/emulator"
-	"github.com/regionwarden/regionwarden/test/replay"
+	"github.com/regionwarden/regionwarden/internal/replay"
 )
 
 func main() {

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/regionwarden/regionwarden/test/replay"
+	"github.com/regionwarden/regionwarden/internal/replay"
 )
 
 // policyNames are the --policies keys, in the order the columns appear.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/regionwarden/regionwarden/test/replay"
+	"github.com/regionwarden/regionwarden/internal/replay"
 )
 
 // portkeyPolicy returns the Portkey gateway column, installing the gateway

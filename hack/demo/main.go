@@ -42,8 +42,8 @@ import (
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 	"github.com/regionwarden/regionwarden/internal/emulator"
+	"github.com/regionwarden/regionwarden/internal/replay"
 	"github.com/regionwarden/regionwarden/router/table"
-	"github.com/regionwarden/regionwarden/test/replay"
 )
 
 const namespace = "default"

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/regionwarden/regionwarden/internal/emulator"
-	"github.com/regionwarden/regionwarden/test/replay"
+	"github.com/regionwarden/regionwarden/internal/replay"
 )
 
 // followClock is the clock of the demo's emulated regions. Until the replay

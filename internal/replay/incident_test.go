@@ -18,7 +18,7 @@ const minHeadline = 0.99
 // that the incident starts at 30 s and is at its worst from 2m.
 func shortIncident(t *testing.T) *emulator.Scenario {
 	t.Helper()
-	sc, err := emulator.LoadScenario("../scenarios/provisioned-region-incident.yaml")
+	sc, err := emulator.LoadScenario("../../test/scenarios/provisioned-region-incident.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestRestResult(t *testing.T) {
 // region provisioned and never ejectable, shared regions hinted with their
 // quota, provisioned first.
 func TestRegionPool(t *testing.T) {
-	sc, err := emulator.LoadScenario("../scenarios/provisioned-region-incident.yaml")
+	sc, err := emulator.LoadScenario("../../test/scenarios/provisioned-region-incident.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
