@@ -19,7 +19,6 @@ import (
 
 	"github.com/regionwarden/regionwarden/router/metrics"
 	"github.com/regionwarden/regionwarden/router/policy"
-	"github.com/regionwarden/regionwarden/router/source"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -162,7 +161,7 @@ func (s *Server) Apply(t *table.Table) error {
 	if cur := s.state.Load(); cur != nil {
 		old = cur.pools
 	}
-	next := &routing{hash: source.HashTable(t), pools: make(map[table.Key]*poolEntry, len(t.Pools))}
+	next := &routing{hash: t.Hash(), pools: make(map[table.Key]*poolEntry, len(t.Pools))}
 	var errs []error
 	for _, tp := range t.Pools {
 		key := tp.Key()

@@ -43,7 +43,7 @@ func hashOf(t *testing.T, data []byte) string {
 	if err != nil {
 		t.Fatalf("parse: %v", err)
 	}
-	return HashTable(tb)
+	return tb.Hash()
 }
 
 // badTables are tables every source must refuse, with the reason it gives.
@@ -60,6 +60,51 @@ var badTables = []struct {
 
 // quietLogger drops logs; tests assert on counters, not log lines.
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// Counters is an Observer that counts. Its zero value is ready to use and it is
+// safe for concurrent use.
+type Counters struct {
+	loads      atomic.Uint64
+	rejections atomic.Uint64
+	mu         sync.Mutex
+	byReason   map[string]uint64
+	lastErr    error
+}
+
+// Loaded counts one table load.
+func (c *Counters) Loaded(string, string) { c.loads.Add(1) }
+
+// Rejected counts one refusal under its reason.
+func (c *Counters) Rejected(_, reason string, err error) {
+	c.rejections.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byReason == nil {
+		c.byReason = map[string]uint64{}
+	}
+	c.byReason[reason]++
+	c.lastErr = err
+}
+
+// Loads is how many tables started serving.
+func (c *Counters) Loads() uint64 { return c.loads.Load() }
+
+// Rejections is how many tables were refused, all reasons together.
+func (c *Counters) Rejections() uint64 { return c.rejections.Load() }
+
+// RejectionsFor is how many tables were refused for reason.
+func (c *Counters) RejectionsFor(reason string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byReason[reason]
+}
+
+// LastError is the error of the latest refusal, or nil.
+func (c *Counters) LastError() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastErr
+}
 
 // recorder is an Observer that remembers every call in order.
 type recorder struct {

@@ -34,51 +34,6 @@ type Observer interface {
 	Rejected(origin, reason string, err error)
 }
 
-// Counters is an Observer that counts. Its zero value is ready to use and it is
-// safe for concurrent use.
-type Counters struct {
-	loads      atomic.Uint64
-	rejections atomic.Uint64
-	mu         sync.Mutex
-	byReason   map[string]uint64
-	lastErr    error
-}
-
-// Loaded counts one table load.
-func (c *Counters) Loaded(string, string) { c.loads.Add(1) }
-
-// Rejected counts one refusal under its reason.
-func (c *Counters) Rejected(_, reason string, err error) {
-	c.rejections.Add(1)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.byReason == nil {
-		c.byReason = map[string]uint64{}
-	}
-	c.byReason[reason]++
-	c.lastErr = err
-}
-
-// Loads is how many tables started serving.
-func (c *Counters) Loads() uint64 { return c.loads.Load() }
-
-// Rejections is how many tables were refused, all reasons together.
-func (c *Counters) Rejections() uint64 { return c.rejections.Load() }
-
-// RejectionsFor is how many tables were refused for reason.
-func (c *Counters) RejectionsFor(reason string) uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.byReason[reason]
-}
-
-// LastError is the error of the latest refusal, or nil.
-func (c *Counters) LastError() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lastErr
-}
-
 // snapshot pairs a table with its hash so that readers see both from the same load.
 type snapshot struct {
 	table *table.Table
@@ -145,7 +100,7 @@ func (s *Store) Subscribe(fn func(*table.Table)) (unsubscribe func()) {
 // It reports whether the table changed. t must be valid (as table.Parse
 // returns it) and must not be modified afterwards.
 func (s *Store) Publish(origin string, t *table.Table) bool {
-	hash := HashTable(t)
+	hash := t.Hash()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old := s.cur.Load(); old != nil && old.hash == hash {
@@ -169,18 +124,6 @@ func (s *Store) Reject(origin, reason string, err error) {
 	if s.obs != nil {
 		s.obs.Rejected(origin, reason, err)
 	}
-}
-
-// HashTable is the table.Hash of t as table.Render writes it, so that a table
-// rendered by the operator has the same hash here as in its ConfigMap's
-// annotation. A table Render refuses (a table without pools) is hashed from
-// its plain JSON.
-func HashTable(t *table.Table) string {
-	b, err := table.Render(t)
-	if err != nil {
-		b, _ = json.Marshal(t)
-	}
-	return table.Hash(b)
 }
 
 // parse reads one table document and says why it was refused, if it was.

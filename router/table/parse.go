@@ -390,6 +390,18 @@ func Hash(rendered []byte) string {
 	return hex.EncodeToString(sum[:])[:16]
 }
 
+// Hash is the Hash of t as Render writes it, so that a table the router
+// parsed has the same hash as the operator's rendering of it in its
+// ConfigMap's annotation. A table Render refuses (one without pools) is hashed
+// from its plain JSON.
+func (t *Table) Hash() string {
+	b, err := Render(t)
+	if err != nil {
+		b, _ = json.Marshal(t)
+	}
+	return Hash(b)
+}
+
 func (t *Table) clone() *Table {
 	c := &Table{Version: t.Version, Pools: make([]Pool, len(t.Pools))}
 	for i, p := range t.Pools {

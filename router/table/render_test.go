@@ -191,3 +191,28 @@ func TestHash(t *testing.T) {
 		t.Errorf("hash %q is not 16 hex characters", Hash(a))
 	}
 }
+
+// TestTableHash: a parsed table hashes as its rendering does, whatever the
+// layout of the document it was parsed from, so the router reports the hash
+// the operator wrote in the ConfigMap's annotation.
+func TestTableHash(t *testing.T) {
+	doc := []byte(`{"version": 1, "pools": [{"project": "p", "model": "m", "regions": [{"name": "us-east5"}, {"name": "europe-west1", "tier": "provisioned"}]}]}`)
+	parsed, err := Parse(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := Render(parsed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parsed.Hash() != Hash(rendered) {
+		t.Errorf("Table.Hash = %s, the rendering hashes %s", parsed.Hash(), Hash(rendered))
+	}
+	if parsed.Hash() == Hash(doc) {
+		t.Error("Table.Hash hashed the document as written, not its rendering")
+	}
+	empty := &Table{Version: Version}
+	if empty.Hash() == "" || empty.Hash() == parsed.Hash() {
+		t.Errorf("a table Render refuses hashes %q", empty.Hash())
+	}
+}
