@@ -82,6 +82,7 @@ func (r *ProvisionedThroughputReconciler) Reconcile(ctx context.Context, req ctr
 
 	before := pt.DeepCopy()
 	defer func() {
+		traceConditions(ctx, pt.Status.Conditions)
 		if err := r.patchStatus(ctx, before, pt); err != nil {
 			retErr = errors.Join(retErr, err)
 		}

@@ -23,5 +23,5 @@ func (r *ProvisionedThroughputReconciler) SetupWithManager(mgr ctrl.Manager, opt
 		For(&capacityv1alpha1.ProvisionedThroughput{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		WithOptions(opts).
-		Complete(r)
+		Complete(traced("ProvisionedThroughput", r))
 }

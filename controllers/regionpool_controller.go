@@ -91,6 +91,7 @@ func (r *RegionPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 
 	before := pool.DeepCopy()
 	defer func() {
+		traceConditions(ctx, pool.Status.Conditions)
 		if err := r.patchStatus(ctx, before, pool); err != nil {
 			retErr = errors.Join(retErr, err)
 		}

@@ -65,7 +65,7 @@ func (r *RegionPoolReconciler) SetupWithManager(mgr ctrl.Manager, opts controlle
 		Watches(&capacityv1alpha1.ProvisionedThroughput{}, handler.EnqueueRequestsFromMapFunc(r.poolsForPT),
 			builder.WithPredicates(ptRoutingChanged{})).
 		WithOptions(opts).
-		Complete(r)
+		Complete(traced("RegionPool", r))
 }
 
 // indexPoolFields registers the field indexes the RegionPool reconciler

@@ -23,6 +23,7 @@ import (
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 	"github.com/regionwarden/regionwarden/controllers"
 	"github.com/regionwarden/regionwarden/internal/gcp"
+	"github.com/regionwarden/regionwarden/internal/tracing"
 )
 
 var scheme = runtime.NewScheme()
@@ -70,6 +71,19 @@ func run() error {
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
+
+	// Traces of reconciles and Cloud Monitoring calls, configured by the
+	// OTEL_* environment variables alone; off when no OTLP endpoint is set.
+	tracingOn, shutdownTracing, err := tracing.Setup(context.Background(), "regionwarden-operator")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownTracing(ctx)
+	}()
+	log.Info("tracing", "on", tracingOn)
 
 	mgrOpts := ctrl.Options{
 		Scheme: scheme,

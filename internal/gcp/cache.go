@@ -4,6 +4,9 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Cache defaults.
@@ -82,16 +85,25 @@ func NewCachedSource(src Source, o CacheOptions) *CachedSource {
 func (c *CachedSource) ProvisionedThroughput(ctx context.Context, project string) (*ProjectFacts, error) {
 	c.mu.Lock()
 	e := c.entries[project]
+	answer := "cached"
 	// An entry in flight is joined; a settled one is served until it expires.
 	if e == nil || (e.settled() && !c.o.Now().Before(e.expires)) {
 		e = &cacheEntry{done: make(chan struct{})}
 		c.entries[project] = e
+		answer = "fetched"
 		go c.fetch(context.WithoutCancel(ctx), project, e)
 	}
 	if !e.settled() {
 		e.joined++
+		if answer == "cached" {
+			answer = "joined"
+		}
 	}
 	c.mu.Unlock()
+	// The caller's span says whether this reconcile asked GCP or shared an
+	// answer: a trace without a Cloud Monitoring call under it is not a gap.
+	trace.SpanFromContext(ctx).AddEvent("gcp facts", trace.WithAttributes(
+		attribute.String("cloud.account.id", project), attribute.String("regionwarden.gcp.answer", answer)))
 
 	select {
 	case <-e.done:

@@ -12,6 +12,10 @@ import (
 	monitoring "cloud.google.com/go/monitoring/apiv3/v2"
 	"cloud.google.com/go/monitoring/apiv3/v2/monitoringpb"
 	"github.com/googleapis/gax-go/v2"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
@@ -20,6 +24,11 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
+
+// tracerName is the instrumentation scope of the spans around Cloud
+// Monitoring calls. The client's gRPC calls are spans of their own (the
+// Google client libraries instrument them with otelgrpc), children of these.
+const tracerName = "github.com/regionwarden/regionwarden/internal/gcp"
 
 // What Vertex AI publishes to Cloud Monitoring about PT.
 const (
@@ -128,6 +137,21 @@ func (s *MonitoringSource) ProvisionedThroughput(ctx context.Context, project st
 	if project == "" || strings.ContainsAny(project, "/\"\\") {
 		return nil, status.Errorf(codes.InvalidArgument, "gcp: invalid project %q", project)
 	}
+	ctx, span := otel.Tracer(tracerName).Start(ctx, "cloudmonitoring ProvisionedThroughput", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("cloud.provider", "gcp"), attribute.String("cloud.account.id", project)))
+	defer span.End()
+	out, err := s.provisionedThroughput(ctx, project)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(otelcodes.Error, Code(err).String())
+		return nil, err
+	}
+	span.SetAttributes(attribute.Int("regionwarden.pt.entries", len(out.Entries)))
+	return out, nil
+}
+
+// provisionedThroughput is ProvisionedThroughput's work, inside its span.
+func (s *MonitoringSource) provisionedThroughput(ctx context.Context, project string) (*ProjectFacts, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	now := s.now()
