@@ -1,8 +1,9 @@
 // Package emulator runs emulated Vertex AI regions for incident replays and
-// demos: each region is a real gRPC PredictionService and a Vertex REST front on
-// its own loopback port, with the capacity, latency and faults that a Scenario
-// declares, and a Cloud Monitoring MetricService that reports the Provisioned
-// Throughput the scenario bought.
+// demos: each region is a real gRPC PredictionService and a Vertex REST front,
+// both on one loopback address as on Google's regional endpoints (and the REST
+// front alone on a second one), with the capacity, latency and faults that a
+// Scenario declares, and a Cloud Monitoring MetricService that reports the
+// Provisioned Throughput the scenario bought.
 //
 // Time is scenario time: a Clock maps real time onto it with a scale factor, so
 // a 30-minute incident replays in a minute at scale 30. Every rule the scenario

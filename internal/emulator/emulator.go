@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -36,9 +37,11 @@ type Options struct {
 type RegionAddr struct {
 	Name string `json:"name"`
 	Tier Tier   `json:"tier"`
-	// GRPC is host:port of the PredictionService and LlmUtilityService.
+	// GRPC is host:port of the PredictionService and LlmUtilityService. It
+	// serves the Vertex REST surface too (HTTP/1.1), as one Google endpoint
+	// serves both: the endpoint a routing table names.
 	GRPC string `json:"grpc"`
-	// REST is host:port of the Vertex REST surface (plain HTTP).
+	// REST is host:port of the Vertex REST surface alone (plain HTTP).
 	REST string `json:"rest"`
 }
 
@@ -144,10 +147,11 @@ func (e *Emulator) Start(ctx context.Context) (err error) {
 		lis = append(lis, hl)
 		gd, hd := newDropListener(gl, r.refusing), newDropListener(hl, r.refusing)
 		r.listeners = []*dropListener{gd, hd}
+		both := newProtocolMux(gd)
 		g := grpc.NewServer()
 		registerGRPC(g, r)
 		h := &http.Server{Handler: restHandler(r), ReadHeaderTimeout: 10 * time.Second}
-		serve = append(serve, pending{g: g, l: gd}, pending{h: h, l: hd})
+		serve = append(serve, pending{g: g, l: both.grpc}, pending{h: h, l: hd}, pending{h: h, l: both.rest})
 		e.addrs = append(e.addrs, RegionAddr{Name: r.cfg.Name, Tier: r.cfg.Tier, GRPC: gl.Addr().String(), REST: hl.Addr().String()})
 	}
 	ml, err := e.listen(2 * len(e.regions))
@@ -165,7 +169,9 @@ func (e *Emulator) Start(ctx context.Context) (err error) {
 			e.grpcs = append(e.grpcs, p.g)
 			go func() { _ = p.g.Serve(p.l) }()
 		} else {
-			e.https = append(e.https, p.h)
+			if !slices.Contains(e.https, p.h) {
+				e.https = append(e.https, p.h)
+			}
 			go func() { _ = p.h.Serve(p.l) }()
 		}
 	}

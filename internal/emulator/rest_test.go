@@ -179,3 +179,21 @@ func checkChunks(t *testing.T, chunks []*aiplatformpb.GenerateContentResponse) {
 		t.Errorf("last chunk %v: want 40 output tokens and STOP", last)
 	}
 }
+
+// TestOneAddressServesBothSurfaces: a region's gRPC address also answers
+// Vertex REST, so a routing table's one endpoint per region serves a router
+// calling either surface.
+func TestOneAddressServesBothSurfaces(t *testing.T) {
+	sc := mustParse(t, baseScenario)
+	e, clock := start(t, sc, 1)
+	clock.Set(time.Minute)
+	addr := regionAddr(t, e, "europe-west1").GRPC
+	resp := post(t, "http://"+addr+"/v1/projects/demo-project/locations/europe-west1/publishers/google/models/gemini-2.5-flash-lite:generateContent", "")
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"trafficType":"PROVISIONED_THROUGHPUT"`) {
+		t.Fatalf("REST on the gRPC address: %d %s", resp.StatusCode, body)
+	}
+	if _, err := generate(t, client(t, e, "europe-west1"), sc, "europe-west1", ""); err != nil {
+		t.Fatalf("gRPC on the same address: %v", err)
+	}
+}
