@@ -1,6 +1,8 @@
 // Command router serves Vertex AI's REST surface for publisher models and
 // routes each call to a region of its pool, as the routing table says:
-// applications point their genai SDK at it and change nothing else.
+// applications point their genai SDK at it and change nothing else. The
+// caller's bytes go on to the region's Vertex REST endpoint unchanged but
+// for what routing must change.
 //
 //	router --table-file /etc/regionwarden/tables          # a mounted ConfigMap folder
 //	router --table-configmaps regionwarden-system         # ConfigMaps watched through the API
@@ -58,6 +60,9 @@ type config struct {
 	requestTimeout    time.Duration
 	shutdownGrace     time.Duration
 	maxBodyBytes      int64
+	maxBodyInFlight   int64
+	bodyReadTimeout   time.Duration
+	writeTimeout      time.Duration
 	readHeaderTimeout time.Duration
 	idleTimeout       time.Duration
 	logLevel          string
@@ -80,10 +85,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.tableFile, "table-file", "", "routing table file, or a mounted ConfigMap folder holding "+table.DataKey+"; followed as the kubelet updates it")
 	fs.StringVar(&c.tableConfigMaps, "table-configmaps", "", "namespace whose ConfigMaps labeled "+source.Selector()+" hold the routing tables (needs get, list, watch on configmaps there)")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig for --table-configmaps; empty uses the in-cluster config")
-	fs.BoolVar(&c.upstreamInsecure, "upstream-insecure", false, "call regions over plaintext gRPC without credentials: for emulators and tests only")
+	fs.BoolVar(&c.upstreamInsecure, "upstream-insecure", false, "call regions in plaintext (REST over HTTP/1.1, gRPC over h2c) without credentials: for emulators and tests only")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", server.DefaultRequestTimeout, "overall deadline of a request, every attempt included")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long in-flight requests and streams may take to finish")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body; larger ones are answered 413")
+	fs.Int64Var(&c.maxBodyInFlight, "max-body-bytes-in-flight", 0, "request body bytes the router holds at once, all requests together; a body that does not fit is answered 429 before it is read. 0: a quarter of GOMEMLIMIT, or 256 MiB without one")
+	fs.DurationVar(&c.bodyReadTimeout, "body-read-timeout", server.DefaultBodyReadTimeout, "how long a client may take to send a request body; a slower one is answered 408 and cut off")
+	fs.DurationVar(&c.writeTimeout, "write-timeout", server.DefaultWriteTimeout, "how long each write of an answer (each chunk of a stream) may wait for the client to read; a client that stalls longer is cut off and its call ends")
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", 10*time.Second, "how long a client may take to send request headers")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "how long an idle keep-alive connection is kept")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error; debug logs every request")
@@ -106,6 +114,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("--request-timeout must be positive, got %s", c.requestTimeout)
 	case c.maxBodyBytes <= 0:
 		return c, fmt.Errorf("--max-body-bytes must be positive, got %d", c.maxBodyBytes)
+	case c.maxBodyInFlight < 0:
+		return c, fmt.Errorf("--max-body-bytes-in-flight must not be negative, got %d", c.maxBodyInFlight)
+	case c.maxBodyInFlight > 0 && c.maxBodyInFlight < c.maxBodyBytes:
+		return c, fmt.Errorf("--max-body-bytes-in-flight (%d) must hold at least one body of --max-body-bytes (%d)", c.maxBodyInFlight, c.maxBodyBytes)
+	case c.bodyReadTimeout <= 0:
+		return c, fmt.Errorf("--body-read-timeout must be positive, got %s", c.bodyReadTimeout)
+	case c.writeTimeout <= 0:
+		return c, fmt.Errorf("--write-timeout must be positive, got %s", c.writeTimeout)
 	case c.shutdownGrace < 0:
 		return c, fmt.Errorf("--shutdown-grace must not be negative, got %s", c.shutdownGrace)
 	}
@@ -172,17 +188,26 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 	}
 
 	m := metrics.New()
-	clients := upstream.New(upstream.Options{Insecure: c.upstreamInsecure})
+	opts := upstream.Options{Insecure: c.upstreamInsecure}
+	if !c.upstreamInsecure {
+		if opts.Authorizer, err = upstream.ApplicationDefault(); err != nil {
+			return fmt.Errorf("%w (on GKE, bind the router's ServiceAccount to a Google service account with Workload Identity; elsewhere, set GOOGLE_APPLICATION_CREDENTIALS)", err)
+		}
+	}
+	clients := upstream.New(opts)
 	defer func() { _ = clients.Close() }()
 	srv, err := server.New(server.Options{
-		Upstream:       clients,
-		Metrics:        m,
-		Logger:         log,
-		Now:            server.ScaledClock(c.clockScale),
-		ClockScale:     c.clockScale,
-		Seed:           c.seed,
-		RequestTimeout: c.requestTimeout,
-		MaxBodyBytes:   c.maxBodyBytes,
+		Upstream:             clients,
+		Metrics:              m,
+		Logger:               log,
+		Now:                  server.ScaledClock(c.clockScale),
+		ClockScale:           c.clockScale,
+		Seed:                 c.seed,
+		RequestTimeout:       c.requestTimeout,
+		MaxBodyBytes:         c.maxBodyBytes,
+		MaxBodyBytesInFlight: c.maxBodyInFlight,
+		BodyReadTimeout:      c.bodyReadTimeout,
+		WriteTimeout:         c.writeTimeout,
 	})
 	if err != nil {
 		return err
@@ -249,7 +274,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 		go func() { serveErr <- newServer(srv.OpsHandler()).Serve(opsLn) }()
 	}
 	log.Info("router listening", "api", apiLn.Addr().String(), "ops", opsAddr,
-		"tableFile", c.tableFile, "tableConfigMaps", c.tableConfigMaps, "clockScale", c.clockScale)
+		"tableFile", c.tableFile, "tableConfigMaps", c.tableConfigMaps, "clockScale", c.clockScale,
+		"maxBodyBytesInFlight", srv.MaxBodyBytesInFlight())
 	if onListen != nil {
 		onListen(apiLn.Addr().String(), opsAddr)
 	}

@@ -7,21 +7,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
 	"cloud.google.com/go/auth"
 	"google.golang.org/genai"
-	"google.golang.org/grpc"
 
 	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
 )
 
 func TestFlagErrors(t *testing.T) {
@@ -61,53 +58,18 @@ func TestFlagErrors(t *testing.T) {
 	}
 }
 
-// region is a fake Vertex AI region on loopback that answers with its name.
-type region struct {
-	aiplatformpb.UnimplementedPredictionServiceServer
-	name string
-	addr string
-	// hold, when set, makes calls wait until it is closed.
-	mu      sync.Mutex
-	hold    chan struct{}
-	started chan struct{}
-}
-
-func startRegion(t *testing.T, name string) *region {
+// startRegion starts the router tests' fake region (upstreamtest), a shared
+// one named name.
+func startRegion(t *testing.T, name string) *upstreamtest.Region {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &region{name: name, addr: lis.Addr().String(), started: make(chan struct{}, 4)}
-	g := grpc.NewServer()
-	aiplatformpb.RegisterPredictionServiceServer(g, r)
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-	return r
+	return upstreamtest.Start(t, name, table.TierShared)
 }
 
-func (r *region) GenerateContent(ctx context.Context, _ *aiplatformpb.GenerateContentRequest) (*aiplatformpb.GenerateContentResponse, error) {
-	r.mu.Lock()
-	hold := r.hold
-	r.mu.Unlock()
-	if hold != nil {
-		r.started <- struct{}{}
-		select {
-		case <-hold:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	return &aiplatformpb.GenerateContentResponse{Candidates: []*aiplatformpb.Candidate{{
-		Content: &aiplatformpb.Content{Role: "model", Parts: []*aiplatformpb.Part{{Data: &aiplatformpb.Part_Text{Text: r.name}}}},
-	}}}, nil
-}
-
-func renderTable(t *testing.T, r *region) []byte {
+func renderTable(t *testing.T, r *upstreamtest.Region) []byte {
 	t.Helper()
 	b, err := table.Render(&table.Table{Pools: []table.Pool{{
 		Project: "demo-project", Publisher: "google", Model: "gemini-2.5-flash-lite",
-		Regions: []table.Region{{Name: r.name, Endpoint: r.addr, Tier: table.TierShared, Ejectable: true}},
+		Regions: []table.Region{r.TableRegion(0)},
 		Policy:  table.DefaultPolicy(),
 	}}})
 	if err != nil {
@@ -197,12 +159,14 @@ func (s *started) client(t *testing.T) *genai.Client {
 	return c
 }
 
+// answer calls the router through the SDK and returns the name of the region
+// that answered.
 func answer(c *genai.Client) (string, error) {
 	resp, err := c.Models.GenerateContent(context.Background(), "gemini-2.5-flash-lite", genai.Text("hi"), nil)
 	if err != nil {
 		return "", err
 	}
-	return resp.Text(), nil
+	return strings.TrimSuffix(resp.Text(), " answers: hi"), nil
 }
 
 func (s *started) metrics(t *testing.T) string {
@@ -280,9 +244,7 @@ func TestTableSwappedOnDisk(t *testing.T) {
 func TestShutdownDrainsInFlight(t *testing.T) {
 	a := startRegion(t, "us-central1")
 	hold := make(chan struct{})
-	a.mu.Lock()
-	a.hold = hold
-	a.mu.Unlock()
+	a.Set(func(b *upstreamtest.Behavior) { b.Hold = hold })
 	dir := t.TempDir()
 	kubeletWrite(t, dir, 1, renderTable(t, a))
 	s := startRun(t, "--table-file", dir, "--shutdown-grace", "30s")
@@ -303,7 +265,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 		}
 		got <- text
 	}()
-	<-a.started
+	<-a.Started
 	s.stop()
 	select {
 	case err := <-s.done:

@@ -185,3 +185,29 @@ func (m *Metrics) TrafficType(pool, region, trafficType string) {
 // WatchPools makes every scrape read the live state of the pools that
 // snapshots returns. Only the last function given is used.
 func (m *Metrics) WatchPools(snapshots func() []policy.Snapshot) { m.pools.set(snapshots) }
+
+// ForgetPool deletes every series of a pool that left the routing table, so
+// that a router that served many pools over its life does not export them
+// all forever.
+func (m *Metrics) ForgetPool(pool string) {
+	l := prometheus.Labels{"pool": pool}
+	for _, v := range m.poolVecs() {
+		v.DeletePartialMatch(l)
+	}
+}
+
+// ForgetRegion deletes the series of a region that left a pool.
+func (m *Metrics) ForgetRegion(pool, region string) {
+	l := prometheus.Labels{"pool": pool, "region": region}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.attempts, m.attemptDuration, m.trafficType} {
+		v.DeletePartialMatch(l)
+	}
+}
+
+// poolVecs are the metric vectors labeled by pool.
+func (m *Metrics) poolVecs() []interface{ DeletePartialMatch(prometheus.Labels) int } {
+	return []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		m.requests, m.requestDuration, m.attempts, m.attemptDuration,
+		m.retriesRefused, m.shed, m.inFlight, m.trafficType,
+	}
+}

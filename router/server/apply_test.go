@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
 )
 
 func (r *router) get(path string) (int, string) {
@@ -34,8 +35,8 @@ func TestApplyKeepsLiveStateAndDropsPools(t *testing.T) {
 	bad := startRegion(t, "us-central1", table.TierShared)
 	s2 := startRegion(t, "europe-west4", table.TierShared)
 	s3 := startRegion(t, "asia-northeast1", table.TierShared)
-	bad.set(func(f *fakeRegion) {
-		f.fault = func(int64) error { return status.Error(codes.Unavailable, "down") }
+	bad.set(func(b *upstreamtest.Behavior) {
+		b.Fault = func(int64) error { return status.Error(codes.Unavailable, "down") }
 	})
 	pol := generous()
 	pol.Ejection.MinRequests = 5
@@ -98,10 +99,15 @@ func TestApplyKeepsLiveStateAndDropsPools(t *testing.T) {
 		t.Errorf("dropped pool answered %d: %s", resp.StatusCode, body2)
 	}
 
+	// The dropped pool's series are gone; the pool still served counts.
+	proPath := strings.Replace(generatePath, model, other.Model, 1)
+	if resp, body := r.post(proPath, `{"contents":[{"parts":[{"text":"hi"}]}]}`, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("remaining pool answered %d: %s", resp.StatusCode, body)
+	}
 	code, metricsText := r.get("/metrics")
 	for _, want := range []string{
-		"regionwarden_router_requests_total",
-		"regionwarden_router_attempts_total",
+		`regionwarden_router_requests_total{code="200",method="generateContent",pool="demo-project/google/gemini-2.5-pro"}`,
+		`regionwarden_router_attempts_total{outcome="success",pool="demo-project/google/gemini-2.5-pro"`,
 		`regionwarden_router_region_ejected{pool="demo-project/google/gemini-2.5-pro"`,
 		"regionwarden_router_pool_panic",
 		"go_goroutines",
@@ -109,5 +115,16 @@ func TestApplyKeepsLiveStateAndDropsPools(t *testing.T) {
 		if code != http.StatusOK || !strings.Contains(metricsText, want) {
 			t.Errorf("/metrics (%d) lacks %s", code, want)
 		}
+	}
+	if strings.Contains(metricsText, `pool="demo-project/google/gemini-2.5-flash-lite"`) {
+		t.Errorf("/metrics still has series of the pool that left")
+	}
+
+	// A table without pools leaves the router with nothing to route: not ready.
+	if err := r.srv.Apply(&table.Table{Version: table.Version}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := r.get("/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with no pool: %d, want 503", code)
 	}
 }

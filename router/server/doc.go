@@ -11,23 +11,40 @@
 //	GET  /metrics, /debug/pools, /healthz, /readyz
 //
 // The pool is found by project, publisher and model; the location in the path
-// is the client's wish, not an order. Bodies are protojson; every error is
-// Google's error JSON ({"error":{"code","message","status"}}), which the
-// client libraries parse. A stream is server-sent events with ?alt=sse (each
-// event a "data: {json}" line and a blank line) and one JSON array without it.
+// is the client's wish, not an order.
+//
+// # Bytes through
+//
+// The router does not decode bodies. The caller's body bytes go to the
+// region's Vertex REST endpoint, on the API version the caller used, with
+// only the host, the location in the path, the request-type header and the
+// credentials changed (router/upstream); the answer comes back as it
+// arrives, streams flushed chunk by chunk, server-sent events (?alt=sse) or
+// one JSON array alike. Of the answer the router reads only what it needs,
+// as the bytes pass: the status, Google's error JSON, and the usageMetadata
+// with its traffic type and token counts. A field neither the router nor its
+// protos know passes untouched in both directions, and an error the region
+// answers reaches the caller byte for byte. The errors the router answers
+// itself are Google's error JSON ({"error":{"code","message","status"}}),
+// which the client libraries parse.
 //
 // # One request
 //
-// The caller's Authorization header is never forwarded: the router calls
-// Vertex AI with its own credentials (router/upstream). Each request starts a
-// policy.Call; each attempt asks Call.Pick for a region, calls it with the
-// model rewritten to that region and the request type the region's tier asks
-// for, and reports the outcome with the tokens the answer used
-// (Attempt.Finish), so provisioned token capacity is accounted. A failed or
-// throttled attempt is retried in another region while the policy allows it
-// (attempts, retry budget, the overall deadline). A stream is retried only
-// before its first chunk reached the caller: once bytes are sent the answer
-// is committed. Over-capacity and shed refusals answer 429 with Retry-After.
+// Each request starts a policy.Call. Its first attempt is picked before the
+// body is read (admission: the pool's and the region's in-flight places),
+// and the body's bytes are taken from the router's budget of body bytes in
+// flight (over it: 429 with Retry-After); then the body is read within the
+// body read deadline. Each attempt calls the region the policy picked, with
+// the credentials the upstream's Authorizer chooses, and reports the outcome
+// with the tokens the answer used (Attempt.Finish), so provisioned token
+// capacity is accounted. A failed or throttled attempt is retried in another
+// region while the policy allows it (attempts, retry budget, the overall
+// deadline). A stream is retried only before its first chunk reached the
+// caller: once bytes are sent the answer is committed, and each write must
+// complete within the write timeout, or the caller is cut off and the call
+// ends. Over-capacity and shed refusals answer 429 with Retry-After. The call
+// (serveREST) and each attempt are the places where
+// tracing spans begin.
 //
 // # Tables
 //
@@ -35,7 +52,9 @@
 // place when the pool was already served (policy.Pool.Update keeps the live
 // state of regions still present), dropped when the pool left the table; one
 // policy.Budget is shared by every pool. A request holds the pool it started
-// with until it ends.
+// with until it ends. The metric series of a pool that left are deleted once
+// its last request ends, and connections to endpoints no pool names are
+// closed once their calls end. The router is ready while it serves a pool.
 //
 // # Clock
 //

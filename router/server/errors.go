@@ -16,9 +16,14 @@ func writeError(w http.ResponseWriter, httpCode int, code codes.Code, msg string
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=UTF-8")
 	if retryAfter > 0 {
-		h.Set("Retry-After", strconv.FormatInt(int64(max((retryAfter+time.Second-1)/time.Second, 1)), 10))
+		setRetryAfter(h, retryAfter)
 	}
 	w.WriteHeader(httpCode)
 	_, _ = w.Write(upstream.GoogleErrorStatus(httpCode, code, msg))
 	_, _ = w.Write([]byte("\n"))
+}
+
+// setRetryAfter sets Retry-After to d in whole seconds, rounded up, at least one.
+func setRetryAfter(h http.Header, d time.Duration) {
+	h.Set("Retry-After", strconv.FormatInt(int64(max((d+time.Second-1)/time.Second, 1)), 10))
 }

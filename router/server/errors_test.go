@@ -11,7 +11,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
 )
 
 const generatePath = "/v1beta1/projects/" + project + "/locations/europe-west1/publishers/google/models/" + model + ":generateContent"
@@ -30,8 +32,6 @@ func TestErrorAnswers(t *testing.T) {
 		status     string
 		message    []string // substrings of the message
 	}{
-		{"malformed JSON", generatePath, `{"contents": [`, nil, 400, "INVALID_ARGUMENT", []string{"Invalid JSON payload"}},
-		{"wrong field type", generatePath, `{"contents": "hi"}`, nil, 400, "INVALID_ARGUMENT", []string{"Invalid JSON payload", `"hi"`}},
 		{"unknown model", strings.Replace(generatePath, model, "gemini-0.1", 1), valid, nil, 404, "NOT_FOUND",
 			[]string{`project "` + project + `"`, `publisher "google"`, `model "gemini-0.1"`}},
 		{"unknown project", strings.Replace(generatePath, project, "other-project", 1), valid, nil, 404, "NOT_FOUND", []string{`project "other-project"`}},
@@ -60,6 +60,33 @@ func TestErrorAnswers(t *testing.T) {
 	}
 	if n := pt.calls.Load(); n != 0 {
 		t.Errorf("refused requests reached the region %d times", n)
+	}
+}
+
+// TestRegionJudgesTheBody: the router does not decode bodies; a body the API
+// refuses reaches the region, whose answer the caller gets byte for byte, and
+// a caller's fault is neither retried nor held against the region.
+func TestRegionJudgesTheBody(t *testing.T) {
+	pt := startRegion(t, "europe-west1", table.TierProvisioned)
+	other := startRegion(t, "us-central1", table.TierShared)
+	r := startRouter(t, poolOf(generous(), region(pt, 0), region(other, 0)))
+	for _, body := range []string{`{"contents": [`, `{"contents": "hi"}`} {
+		resp, got := r.post(generatePath, body, nil)
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("%s: status %d: %s", body, resp.StatusCode, got)
+		}
+		if _, msg, st := googleErr(t, got); st != "INVALID_ARGUMENT" || !strings.Contains(msg, "Invalid JSON payload") {
+			t.Errorf("%s: error %s %q", body, st, msg)
+		}
+		if want := pt.Last().Body; string(want) != body {
+			t.Errorf("region saw %q, want %q", want, body)
+		}
+	}
+	if n := other.calls.Load(); n != 0 {
+		t.Errorf("a caller's fault was retried: %d calls", n)
+	}
+	if got := r.attempts("europe-west1", "provisioned", policy.CallerFault); got != 2 {
+		t.Errorf("attempts caller_fault = %v, want 2", got)
 	}
 }
 
@@ -125,7 +152,7 @@ func TestUpstreamErrors(t *testing.T) {
 			pt := startRegion(t, "europe-west1", table.TierProvisioned)
 			other := startRegion(t, "us-central1", table.TierShared)
 			for _, f := range []*fakeRegion{pt, other} {
-				f.set(func(f *fakeRegion) { f.fault = func(int64) error { return tt.err } })
+				f.set(func(b *upstreamtest.Behavior) { b.Fault = func(int64) error { return tt.err } })
 			}
 			pol := generous()
 			pol.Retry.MaxAttempts = 2

@@ -3,31 +3,24 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
 	"cloud.google.com/go/auth"
 	"google.golang.org/genai"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/regionwarden/regionwarden/router/metrics"
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/server"
 	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream"
+	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
 )
 
 const (
@@ -44,161 +37,40 @@ type seen struct {
 	auth        []string
 }
 
-// fakeRegion is one in-process Vertex AI region on loopback: a real gRPC
-// PredictionService and LlmUtilityService. It answers with text naming
-// itself, or as fault says.
+// fakeRegion is the fake Vertex AI region of the router's tests
+// (upstreamtest), serving both surfaces on one loopback address. It answers
+// with text naming itself, or as its Behavior says.
 type fakeRegion struct {
-	name string
-	addr string
-	tier table.Tier
-
-	calls atomic.Int64
-	mu    sync.Mutex
-	seen  []seen
-	// fault, when set, decides each call's error from its number (1-based);
-	// nil answers normally.
-	fault func(n int64) error
-	// failAfterFirstChunk makes streams fail with UNAVAILABLE after one chunk.
-	failAfterFirstChunk bool
-	// block makes calls wait for their context to end, then send the
-	// context's error on canceled.
-	block    bool
-	started  chan struct{}
-	canceled chan error
-}
-
-type predictionServer struct {
-	aiplatformpb.UnimplementedPredictionServiceServer
-	f *fakeRegion
-}
-
-type utilityServer struct {
-	aiplatformpb.UnimplementedLlmUtilityServiceServer
-	f *fakeRegion
+	*upstreamtest.Region
+	name  string
+	tier  table.Tier
+	calls *atomic.Int64
 }
 
 func startRegion(t testing.TB, name string, tier table.Tier) *fakeRegion {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeRegion{name: name, addr: lis.Addr().String(), tier: tier,
-		started: make(chan struct{}, 16), canceled: make(chan error, 16)}
-	g := grpc.NewServer()
-	aiplatformpb.RegisterPredictionServiceServer(g, &predictionServer{f: f})
-	aiplatformpb.RegisterLlmUtilityServiceServer(g, &utilityServer{f: f})
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-	return f
+	r := upstreamtest.Start(t, name, tier)
+	return &fakeRegion{Region: r, name: name, tier: tier, calls: r.Counter()}
 }
 
-// set changes the region's behavior under its lock.
-func (f *fakeRegion) set(fn func(f *fakeRegion)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fn(f)
-}
-
-// record notes a call and returns the error the region answers it with.
-func (f *fakeRegion) record(ctx context.Context, method, model string) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	s := seen{method: method, model: model, auth: md.Get("authorization")}
-	if v := md.Get(upstream.RequestTypeHeader); len(v) > 0 {
-		s.requestType = v[0]
-	}
-	n := f.calls.Add(1)
-	f.mu.Lock()
-	f.seen = append(f.seen, s)
-	fault, block := f.fault, f.block
-	f.mu.Unlock()
-	if block {
-		f.started <- struct{}{}
-		<-ctx.Done()
-		f.canceled <- ctx.Err()
-		return status.FromContextError(ctx.Err()).Err()
-	}
-	if fault != nil {
-		return fault(n)
-	}
-	return nil
-}
+// set changes the region's behavior.
+func (f *fakeRegion) set(fn func(b *upstreamtest.Behavior)) { f.Set(fn) }
 
 // saw returns what the region saw so far.
 func (f *fakeRegion) saw() []seen {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]seen(nil), f.seen...)
-}
-
-func (f *fakeRegion) trafficType() aiplatformpb.GenerateContentResponse_UsageMetadata_TrafficType {
-	if f.tier == table.TierProvisioned {
-		return aiplatformpb.GenerateContentResponse_UsageMetadata_PROVISIONED_THROUGHPUT
-	}
-	return aiplatformpb.GenerateContentResponse_UsageMetadata_ON_DEMAND
-}
-
-// answer is a region's reply: text, and usage on the last chunk.
-func (f *fakeRegion) answer(text string, last bool) *aiplatformpb.GenerateContentResponse {
-	r := &aiplatformpb.GenerateContentResponse{
-		Candidates: []*aiplatformpb.Candidate{{
-			Content: &aiplatformpb.Content{Role: "model", Parts: []*aiplatformpb.Part{{Data: &aiplatformpb.Part_Text{Text: text}}}},
-		}},
-		ModelVersion: "fake-" + f.name,
-	}
-	if last {
-		r.Candidates[0].FinishReason = aiplatformpb.Candidate_STOP
-		r.UsageMetadata = &aiplatformpb.GenerateContentResponse_UsageMetadata{
-			PromptTokenCount: 7, CandidatesTokenCount: 5, TotalTokenCount: 12, TrafficType: f.trafficType(),
+	var out []seen
+	for _, c := range f.Seen() {
+		s := seen{method: c.Method, model: c.Model, auth: c.Auth}
+		if len(c.RequestType) > 0 {
+			s.requestType = c.RequestType[0]
 		}
+		out = append(out, s)
 	}
-	return r
-}
-
-func (p *predictionServer) GenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest) (*aiplatformpb.GenerateContentResponse, error) {
-	if err := p.f.record(ctx, "GenerateContent", req.GetModel()); err != nil {
-		return nil, err
-	}
-	return p.f.answer(fmt.Sprintf("%s answers: %s", p.f.name, promptText(req)), true), nil
+	return out
 }
 
 // streamChunks is how many chunks a streamed answer has.
-const streamChunks = 3
-
-func (p *predictionServer) StreamGenerateContent(req *aiplatformpb.GenerateContentRequest, st aiplatformpb.PredictionService_StreamGenerateContentServer) error {
-	if err := p.f.record(st.Context(), "StreamGenerateContent", req.GetModel()); err != nil {
-		return err
-	}
-	p.f.mu.Lock()
-	failAfter := p.f.failAfterFirstChunk
-	p.f.mu.Unlock()
-	for i := range streamChunks {
-		if err := st.Send(p.f.answer(fmt.Sprintf("[%s chunk %d]", p.f.name, i), i == streamChunks-1)); err != nil {
-			return err
-		}
-		if failAfter {
-			return status.Error(codes.Unavailable, "region lost the stream")
-		}
-	}
-	return nil
-}
-
-func (u *utilityServer) CountTokens(ctx context.Context, req *aiplatformpb.CountTokensRequest) (*aiplatformpb.CountTokensResponse, error) {
-	if err := u.f.record(ctx, "CountTokens", req.GetModel()); err != nil {
-		return nil, err
-	}
-	return &aiplatformpb.CountTokensResponse{TotalTokens: 42, TotalBillableCharacters: int32(len(u.f.name))}, nil
-}
-
-func promptText(req *aiplatformpb.GenerateContentRequest) string {
-	var b strings.Builder
-	for _, c := range req.GetContents() {
-		for _, p := range c.GetParts() {
-			b.WriteString(p.GetText())
-		}
-	}
-	return b.String()
-}
+const streamChunks = upstreamtest.StreamChunks
 
 // fakeClock is the policy's clock; tests move it.
 type fakeClock struct{ ns atomic.Int64 }
@@ -209,13 +81,10 @@ func newFakeClock() *fakeClock {
 	return c
 }
 
-func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
-func quietLogger() *slog.Logger              { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-func region(f *fakeRegion, rps float64) table.Region {
-	return table.Region{Name: f.name, Endpoint: f.addr, Tier: f.tier, Ejectable: f.tier == table.TierShared,
-		Capacity: table.Capacity{RequestsPerSecond: rps}}
-}
+func (c *fakeClock) Now() time.Time                  { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) Advance(d time.Duration)         { c.ns.Add(int64(d)) }
+func quietLogger() *slog.Logger                      { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func region(f *fakeRegion, rps float64) table.Region { return f.TableRegion(rps) }
 
 // generous is a policy whose budget lets every failed call retry once, so
 // that tests see the policy's choices and not the budget's.

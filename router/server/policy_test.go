@@ -9,6 +9,7 @@ import (
 
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
 )
 
 // callEvery sends n requests through the SDK, moving the policy's clock by
@@ -33,8 +34,8 @@ func TestBurstyProvisionedRegionKeepsItsTraffic(t *testing.T) {
 	pt := startRegion(t, "europe-west1", table.TierProvisioned)
 	s1 := startRegion(t, "us-central1", table.TierShared)
 	s2 := startRegion(t, "asia-northeast1", table.TierShared)
-	pt.set(func(f *fakeRegion) {
-		f.fault = func(n int64) error {
+	pt.set(func(b *upstreamtest.Behavior) {
+		b.Fault = func(n int64) error {
 			if n%10 < 4 { // bursts of four 504s in every ten calls
 				return status.Error(codes.DeadlineExceeded, "upstream request timeout")
 			}
@@ -77,8 +78,8 @@ func TestSharedRegionAnswering429IsThrottledNotEjected(t *testing.T) {
 	busy := startRegion(t, "us-central1", table.TierShared)
 	s2 := startRegion(t, "europe-west4", table.TierShared)
 	s3 := startRegion(t, "asia-northeast1", table.TierShared)
-	busy.set(func(f *fakeRegion) {
-		f.fault = func(int64) error {
+	busy.set(func(b *upstreamtest.Behavior) {
+		b.Fault = func(int64) error {
 			return status.Error(codes.ResourceExhausted, "Resource exhausted, please try again later.")
 		}
 	})
@@ -113,8 +114,8 @@ func TestHardFailingRegionIsEjectedAndComesBack(t *testing.T) {
 	bad := startRegion(t, "us-central1", table.TierShared)
 	s2 := startRegion(t, "europe-west4", table.TierShared)
 	s3 := startRegion(t, "asia-northeast1", table.TierShared)
-	bad.set(func(f *fakeRegion) {
-		f.fault = func(int64) error { return status.Error(codes.Unavailable, "connection reset") }
+	bad.set(func(b *upstreamtest.Behavior) {
+		b.Fault = func(int64) error { return status.Error(codes.Unavailable, "connection reset") }
 	})
 	pol := generous()
 	pol.Ejection.MinRequests = 5
@@ -138,7 +139,7 @@ func TestHardFailingRegionIsEjectedAndComesBack(t *testing.T) {
 		t.Errorf("ejected region got %d calls", got)
 	}
 
-	bad.set(func(f *fakeRegion) { f.fault = nil })
+	bad.set(func(b *upstreamtest.Behavior) { b.Fault = nil })
 	r.clock.Advance(pol.Ejection.BaseEjectionTime.Duration + time.Second)
 	healed := bad.calls.Load()
 	if failed := r.callEvery(60, 20*time.Millisecond); failed != 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/regionwarden/regionwarden/router/metrics"
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream"
 )
 
 // Defaults of Options.
@@ -31,19 +32,37 @@ const (
 	// DefaultMaxBodyBytes bounds a request body: Vertex AI takes up to 20 MB
 	// of inline data, plus the JSON around it.
 	DefaultMaxBodyBytes = 32 << 20
+	// DefaultMaxBodyBytesInFlight bounds the request bodies held at once when
+	// the process has no memory limit to take a share of.
+	DefaultMaxBodyBytesInFlight = 256 << 20
+	// DefaultBodyReadTimeout bounds reading a request body: a caller in the
+	// cluster sends the largest body allowed in well under a second.
+	DefaultBodyReadTimeout = 30 * time.Second
+	// DefaultWriteTimeout bounds each write of an answer to the caller: a
+	// caller that stops reading a stream for this long is cut off.
+	DefaultWriteTimeout = 30 * time.Second
 )
 
 // HeaderPriority is the request header that sets a call's priority for
-// shedding: critical, default or sheddable. Absent means default.
-const HeaderPriority = "X-Regionwarden-Priority"
+// shedding: critical, default or sheddable. Absent means default. Over gRPC
+// it is the metadata key x-regionwarden-priority. It is never sent on.
+const HeaderPriority = upstream.HeaderPriority
 
-// Upstream calls one region for one pool. *upstream.Clients implements it:
-// the request's model is rewritten to the region, the request type set by the
-// region's tier, and the router's own credentials used.
+// Upstream calls one region for one attempt. *upstream.Clients implements
+// it: the call goes to the region's endpoint with its location, the request
+// type its tier asks for, and the credentials the Authorizer chooses.
 type Upstream interface {
-	GenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest, pool *table.Pool, region table.Region) (*aiplatformpb.GenerateContentResponse, error)
-	StreamGenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest, pool *table.Pool, region table.Region) (aiplatformpb.PredictionService_StreamGenerateContentClient, error)
-	CountTokens(ctx context.Context, req *aiplatformpb.CountTokensRequest, pool *table.Pool, region table.Region) (*aiplatformpb.CountTokensResponse, error)
+	// Send makes a REST call and returns a 200 answer to relay, or an error
+	// (*upstream.Error for the region's other answers).
+	Send(ctx context.Context, t upstream.Target, r *upstream.Request) (*http.Response, error)
+	// GenerateContent, StreamGenerateContent and CountTokens make the gRPC
+	// calls of the same names.
+	GenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest, t upstream.Target) (*aiplatformpb.GenerateContentResponse, error)
+	StreamGenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest, t upstream.Target) (aiplatformpb.PredictionService_StreamGenerateContentClient, error)
+	CountTokens(ctx context.Context, req *aiplatformpb.CountTokensRequest, t upstream.Target) (*aiplatformpb.CountTokensResponse, error)
+	// Retain keeps the connections of the endpoints in keep and closes the
+	// others once their calls have ended.
+	Retain(keep map[string]bool)
 }
 
 // Options configures a Server. Every zero field but Upstream takes its default.
@@ -70,21 +89,37 @@ type Options struct {
 	// MaxBodyBytes bounds a request body; a larger one is answered 413.
 	// Default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// MaxBodyBytesInFlight bounds the request bodies the router holds at
+	// once, all requests together; a body that does not fit is answered 429
+	// with Retry-After before it is read. Default: a quarter of the Go
+	// memory limit (GOMEMLIMIT) when one is set, else
+	// DefaultMaxBodyBytesInFlight; never less than MaxBodyBytes.
+	MaxBodyBytesInFlight int64
+	// BodyReadTimeout bounds reading a request body; a caller slower than
+	// that is answered 408 and cut off. Default DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
+	// WriteTimeout bounds each write of an answer (each chunk of a stream);
+	// a caller that does not take it in time is cut off, and its call ends
+	// and frees its place. Default DefaultWriteTimeout.
+	WriteTimeout time.Duration
 }
 
 // Server routes Vertex AI calls to the regions of their pool. Make one with
 // New, give it tables with Apply and serve Handler. It is safe for concurrent
 // use; a request takes no lock.
 type Server struct {
-	up      Upstream
-	metrics *metrics.Metrics
-	log     *slog.Logger
-	now     func() time.Time
-	scale   float64
-	seed    uint64
-	timeout time.Duration
-	maxBody int64
-	budget  *policy.Budget
+	up           Upstream
+	metrics      *metrics.Metrics
+	log          *slog.Logger
+	now          func() time.Time
+	scale        float64
+	seed         uint64
+	timeout      time.Duration
+	maxBody      int64
+	bodies       budget
+	bodyTimeout  time.Duration
+	writeTimeout time.Duration
+	budget       *policy.Budget
 
 	state atomic.Pointer[routing] // nil until the first Apply
 	mu    sync.Mutex              // serializes Apply
@@ -103,6 +138,34 @@ type poolEntry struct {
 	table    table.Pool // the pool as applied, defaults filled
 	label    string     // metric label: project/publisher/model
 	inFlight prometheus.Gauge
+
+	// calls counts the requests holding the entry; once the pool has left
+	// the table (retired), the last of them deletes its metric series.
+	calls   atomic.Int64
+	retired atomic.Bool
+	forget  sync.Once
+	s       *Server
+}
+
+// hold counts a request on the pool.
+func (e *poolEntry) hold() { e.calls.Add(1) }
+
+// release ends a request on the pool; the last request on a pool that left
+// the table deletes its metric series.
+func (e *poolEntry) release() {
+	if e.calls.Add(-1) == 0 && e.retired.Load() {
+		e.retire()
+	}
+}
+
+// retire deletes the pool's metric series, once, unless a later table
+// brought the pool back.
+func (e *poolEntry) retire() {
+	e.forget.Do(func() {
+		if e.s.lookupEntry(e.table.Key()) == nil {
+			e.s.metrics.ForgetPool(e.label)
+		}
+	})
 }
 
 // New returns a server that serves no pool until Apply.
@@ -131,16 +194,29 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if opts.MaxBodyBytesInFlight <= 0 {
+		opts.MaxBodyBytesInFlight = defaultBodiesInFlight()
+	}
+	opts.MaxBodyBytesInFlight = max(opts.MaxBodyBytesInFlight, opts.MaxBodyBytes)
+	if opts.BodyReadTimeout <= 0 {
+		opts.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
+	}
 	s := &Server{
-		up:      opts.Upstream,
-		metrics: opts.Metrics,
-		log:     opts.Logger,
-		now:     opts.Now,
-		scale:   opts.ClockScale,
-		seed:    opts.Seed,
-		timeout: opts.RequestTimeout,
-		maxBody: opts.MaxBodyBytes,
-		budget:  policy.NewBudget(),
+		up:           opts.Upstream,
+		metrics:      opts.Metrics,
+		log:          opts.Logger,
+		now:          opts.Now,
+		scale:        opts.ClockScale,
+		seed:         opts.Seed,
+		timeout:      opts.RequestTimeout,
+		maxBody:      opts.MaxBodyBytes,
+		bodies:       budget{max: opts.MaxBodyBytesInFlight},
+		bodyTimeout:  opts.BodyReadTimeout,
+		writeTimeout: opts.WriteTimeout,
+		budget:       policy.NewBudget(),
 	}
 	s.metrics.WatchPools(s.Snapshots)
 	return s, nil
@@ -149,11 +225,16 @@ func New(opts Options) (*Server, error) {
 // Metrics returns the server's metrics.
 func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
 
+// MaxBodyBytesInFlight is the bound on request bodies held at once.
+func (s *Server) MaxBodyBytesInFlight() int64 { return s.bodies.max }
+
 // Apply installs table t. A pool already served is updated in place and keeps
 // the live state of its regions still present; a new pool starts fresh; a
-// pool that left the table is dropped (requests holding it finish on it). A
-// pool the policy refuses keeps its previous config, or is not served if it is
-// new; the error names it. t must not be modified afterwards.
+// pool that left the table is dropped (requests holding it finish on it),
+// and its metric series are deleted once they have. Connections to endpoints
+// no pool names any more are closed once their calls end. A pool the policy
+// refuses keeps its previous config, or is not served if it is new; the error
+// names it. t must not be modified afterwards.
 func (s *Server) Apply(t *table.Table) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -167,7 +248,8 @@ func (s *Server) Apply(t *table.Table) error {
 		key := tp.Key()
 		label := metrics.PoolLabel(key.Project, key.Publisher, key.Model)
 		var router *policy.Pool
-		if e := old[key]; e != nil {
+		e := old[key]
+		if e != nil {
 			router = e.router
 			if err := router.Update(tp); err != nil {
 				errs = append(errs, fmt.Errorf("pool %s: %w", label, err))
@@ -182,16 +264,47 @@ func (s *Server) Apply(t *table.Table) error {
 			}
 			router = p
 		}
-		next.pools[key] = s.entry(router, tp, label)
+		ne := s.entry(router, tp, label)
+		if e != nil {
+			s.forgetRegions(e, ne)
+			// Requests still holding the old entry count on it; the pool
+			// stays, so its series do too.
+		}
+		next.pools[key] = ne
 	}
-	for key, e := range old {
-		if _, kept := next.pools[key]; !kept {
-			s.log.Info("pool left the routing table", "pool", e.label)
+	keep := map[string]bool{}
+	for _, e := range next.pools {
+		for _, r := range e.table.Regions {
+			keep[r.Endpoint] = true
 		}
 	}
 	s.state.Store(next)
+	s.up.Retain(keep)
+	for key, e := range old {
+		if _, kept := next.pools[key]; !kept {
+			s.log.Info("pool left the routing table", "pool", e.label)
+			e.retired.Store(true)
+			if e.calls.Load() == 0 {
+				e.retire()
+			}
+		}
+	}
 	s.log.Info("routing table applied", "hash", next.hash, "pools", len(next.pools))
 	return errors.Join(errs...)
+}
+
+// forgetRegions deletes the metric series of the regions of old that next
+// no longer has.
+func (s *Server) forgetRegions(old, next *poolEntry) {
+	for _, r := range old.table.Regions {
+		found := false
+		for _, n := range next.table.Regions {
+			found = found || n.Name == r.Name
+		}
+		if !found {
+			s.metrics.ForgetRegion(old.label, r.Name)
+		}
+	}
 }
 
 // entry builds the poolEntry of router for table pool tp.
@@ -205,6 +318,7 @@ func (s *Server) entry(router *policy.Pool, tp table.Pool, label string) *poolEn
 		table:    tp,
 		label:    label,
 		inFlight: s.metrics.InFlight(label),
+		s:        s,
 	}
 }
 
@@ -215,11 +329,25 @@ func keySeed(label string) uint64 {
 	return h.Sum64()
 }
 
-// Ready reports whether a table has been applied.
-func (s *Server) Ready() bool { return s.state.Load() != nil }
+// Ready reports whether the router has a pool to route: a table has been
+// applied and it holds at least one pool the policy took.
+func (s *Server) Ready() bool {
+	st := s.state.Load()
+	return st != nil && len(st.pools) > 0
+}
 
-// lookup returns the pool for key, or nil.
+// lookup returns the pool for key, held for the request, or nil. The caller
+// must release a pool it got.
 func (s *Server) lookup(key table.Key) *poolEntry {
+	e := s.lookupEntry(key)
+	if e != nil {
+		e.hold()
+	}
+	return e
+}
+
+// lookupEntry returns the pool served for key, or nil.
+func (s *Server) lookupEntry(key table.Key) *poolEntry {
 	if st := s.state.Load(); st != nil {
 		return st.pools[key]
 	}
@@ -255,20 +383,24 @@ func (s *Server) request(ctx context.Context, pr policy.Priority) policy.Request
 }
 
 // Handler serves the Vertex AI surface and the operations endpoints on one
-// mux. APIHandler and OpsHandler serve them apart.
+// address. APIHandler and OpsHandler serve them apart.
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	s.routeOps(mux)
-	s.routeAPI(mux)
-	return mux
+	ops := http.NewServeMux()
+	s.routeOps(ops)
+	ops.HandleFunc("/", s.serveREST)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every call of the Vertex surface is a POST, every operations
+		// endpoint a GET: calls skip the mux.
+		if r.Method == http.MethodPost {
+			s.serveREST(w, r)
+			return
+		}
+		ops.ServeHTTP(w, r)
+	})
 }
 
 // APIHandler serves the Vertex AI surface alone.
-func (s *Server) APIHandler() http.Handler {
-	mux := http.NewServeMux()
-	s.routeAPI(mux)
-	return mux
-}
+func (s *Server) APIHandler() http.Handler { return http.HandlerFunc(s.serveREST) }
 
 // OpsHandler serves /metrics, /debug/pools, /healthz and /readyz alone.
 func (s *Server) OpsHandler() http.Handler {
@@ -280,14 +412,6 @@ func (s *Server) OpsHandler() http.Handler {
 	return mux
 }
 
-func (s *Server) routeAPI(mux *http.ServeMux) {
-	mux.HandleFunc("POST /{version}/projects/{project}/locations/{location}/publishers/{publisher}/models/{modelMethod}", s.serveModel)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.metrics.Request("", "unknown", http.StatusNotFound, 0)
-		writeError(w, http.StatusNotFound, codes.NotFound, fmt.Sprintf("The requested URL %s was not found on this server.", r.URL.Path), 0)
-	})
-}
-
 func (s *Server) routeOps(mux *http.ServeMux) {
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	mux.HandleFunc("GET /debug/pools", s.serveDebugPools)
@@ -296,7 +420,7 @@ func (s *Server) routeOps(mux *http.ServeMux) {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.Ready() {
-			http.Error(w, "no routing table loaded yet", http.StatusServiceUnavailable)
+			http.Error(w, "no routing pool loaded", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
 )
 
 // gaveUp is the outcome of an attempt whose caller went away.
@@ -35,8 +36,8 @@ func streamText(c *genai.Client) (string, error) {
 func TestStreamRetriedBeforeFirstChunk(t *testing.T) {
 	pt := startRegion(t, "europe-west1", table.TierProvisioned)
 	shared := startRegion(t, "us-central1", table.TierShared)
-	pt.set(func(f *fakeRegion) {
-		f.fault = func(int64) error { return status.Error(codes.Unavailable, "region down") }
+	pt.set(func(b *upstreamtest.Behavior) {
+		b.Fault = func(int64) error { return status.Error(codes.Unavailable, "region down") }
 	})
 	r := startRouter(t, poolOf(generous(), region(pt, 0), region(shared, 0)))
 	text, err := streamText(r.client(""))
@@ -57,7 +58,7 @@ func TestStreamRetriedBeforeFirstChunk(t *testing.T) {
 func TestStreamNotRetriedAfterFirstChunk(t *testing.T) {
 	pt := startRegion(t, "europe-west1", table.TierProvisioned)
 	shared := startRegion(t, "us-central1", table.TierShared)
-	pt.set(func(f *fakeRegion) { f.failAfterFirstChunk = true })
+	pt.set(func(b *upstreamtest.Behavior) { b.FailAfterFirstChunk = true })
 	r := startRouter(t, poolOf(generous(), region(pt, 0), region(shared, 0)))
 	text, err := streamText(r.client(""))
 	var apiErr genai.APIError
@@ -82,7 +83,7 @@ func TestCallerCancellationCancelsUpstream(t *testing.T) {
 		t.Run(method, func(t *testing.T) {
 			pt := startRegion(t, "europe-west1", table.TierProvisioned)
 			shared := startRegion(t, "us-central1", table.TierShared)
-			pt.set(func(f *fakeRegion) { f.block = true })
+			pt.set(func(b *upstreamtest.Behavior) { b.Block = true })
 			r := startRouter(t, poolOf(generous(), region(pt, 0), region(shared, 0)))
 			c := r.client("")
 			ctx, cancel := context.WithCancel(context.Background())
@@ -101,10 +102,10 @@ func TestCallerCancellationCancelsUpstream(t *testing.T) {
 				}
 				done <- nil
 			}()
-			<-pt.started
+			<-pt.Started
 			cancel()
 			select {
-			case err := <-pt.canceled:
+			case err := <-pt.Ended:
 				if !errors.Is(err, context.Canceled) {
 					t.Errorf("region's call ended with %v, want canceled", err)
 				}

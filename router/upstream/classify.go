@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -91,7 +93,8 @@ func ClassifyContext(ctx context.Context, err error) policy.Outcome {
 }
 
 // Code is the gRPC code of err: OK for nil, Canceled and DeadlineExceeded for
-// the context errors, Unknown for an error without a status.
+// the context errors, Unavailable for an error without a status (the call got
+// no answer: a connection refused, reset or broken off), as gRPC reports those.
 func Code(err error) codes.Code {
 	switch {
 	case err == nil:
@@ -101,7 +104,10 @@ func Code(err error) codes.Code {
 	case errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded
 	}
-	return status.Code(err)
+	if s, ok := status.FromError(err); ok {
+		return s.Code()
+	}
+	return codes.Unavailable
 }
 
 // codeInfo is the HTTP status and the REST status name of each gRPC code, as
@@ -145,6 +151,101 @@ func StatusName(code codes.Code) string {
 		return codeInfo[code].name
 	}
 	return "UNKNOWN"
+}
+
+// codeOfName is the gRPC code a REST status name spells, e.g.
+// RESOURCE_EXHAUSTED.
+func codeOfName(name []byte) (codes.Code, bool) {
+	for c := range codeInfo {
+		if codeInfo[c].name == string(name) {
+			return codes.Code(c), true
+		}
+	}
+	return codes.Unknown, false
+}
+
+// codeOfHTTP is the gRPC code of an HTTP status that came without a status
+// name (from a proxy in front of the API, say), as Google maps them: a 4xx
+// is the caller's, a 5xx the region's.
+func codeOfHTTP(httpStatus int) codes.Code {
+	switch httpStatus {
+	case http.StatusBadRequest:
+		return codes.InvalidArgument
+	case http.StatusUnauthorized:
+		return codes.Unauthenticated
+	case http.StatusForbidden:
+		return codes.PermissionDenied
+	case http.StatusNotFound:
+		return codes.NotFound
+	case http.StatusConflict:
+		return codes.Aborted
+	case http.StatusTooManyRequests:
+		return codes.ResourceExhausted
+	case 499:
+		return codes.Canceled
+	case http.StatusNotImplemented:
+		return codes.Unimplemented
+	case http.StatusBadGateway, http.StatusServiceUnavailable:
+		return codes.Unavailable
+	case http.StatusGatewayTimeout:
+		return codes.DeadlineExceeded
+	}
+	switch {
+	case httpStatus >= 500:
+		return codes.Internal
+	case httpStatus >= 400:
+		return codes.FailedPrecondition
+	}
+	return codes.Unknown
+}
+
+// Error is a region's REST error answer, kept whole so that the caller can be
+// given it byte for byte. Its gRPC status (GRPCStatus) is what Classify and
+// Code read: the code the body's error.status names, or the one Google maps
+// its HTTP status to when it names none.
+type Error struct {
+	// HTTPStatus is the answer's HTTP status.
+	HTTPStatus int
+	// Code and Message are read from the body.
+	Code    codes.Code
+	Message string
+	// Header and Body are the answer's, Body read up to maxErrorBody bytes.
+	Header http.Header
+	Body   []byte
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("region answered %d %s: %s", e.HTTPStatus, StatusName(e.Code), e.Message)
+}
+
+// GRPCStatus is the error's status, for status.FromError.
+func (e *Error) GRPCStatus() *status.Status { return status.New(e.Code, e.Message) }
+
+// maxErrorBody bounds how much of an error answer is read: Google's error
+// JSON is a few hundred bytes, details included.
+const maxErrorBody = 64 << 10
+
+// readError reads a region's error answer and closes its body.
+func readError(resp *http.Response) *Error {
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	e := &Error{HTTPStatus: resp.StatusCode, Code: codeOfHTTP(resp.StatusCode), Header: resp.Header, Body: body}
+	var g struct {
+		Error struct {
+			Message string `json:"message"`
+			Status  string `json:"status"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &g) == nil {
+		e.Message = g.Error.Message
+		if c, ok := codeOfName([]byte(g.Error.Status)); ok && c != codes.OK {
+			e.Code = c
+		}
+	}
+	if e.Message == "" {
+		e.Message = http.StatusText(resp.StatusCode)
+	}
+	return e
 }
 
 // googleError is the body of a Google REST error.

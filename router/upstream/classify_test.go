@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
 )
 
 // gaveUp is the outcome of a call the caller gave up on.
@@ -43,18 +46,20 @@ var codeCases = []struct {
 	{codes.Canceled, gaveUp, 499, "CANCELLED"}, //nolint:misspell // the policy package's name, Google's status
 }
 
-// TestRegionErrorsClassify sends every code from a fake region through the real
-// clients, so the errors are classified as the router will meet them.
+// TestRegionErrorsClassify sends every code from a fake region through the
+// real clients, on both surfaces, so the errors are classified as the router
+// will meet them; over REST the region's error answer is kept byte for byte.
 func TestRegionErrorsClassify(t *testing.T) {
-	f := startFake(t)
-	c := newClients(t)
-	pool, _, shared := testPool(f, table.RequestTypeSpillover)
+	prov, shared := regions(t)
+	c := newClients(t, Options{})
+	pool := testPool(prov, shared, table.RequestTypeSpillover)
 	for _, tc := range codeCases {
 		for _, cl := range callers {
-			t.Run(tc.name+"/"+cl.method, func(t *testing.T) {
+			t.Run(tc.name+"/"+cl.name, func(t *testing.T) {
 				g := NewWithT(t)
-				f.set(func(f *fakeRegion) { f.err = status.Error(tc.code, "from the region") })
-				_, err := cl.call(t.Context(), c, pool, shared)
+				fault := status.Error(tc.code, "from the region")
+				shared.Set(func(b *upstreamtest.Behavior) { b.Fault = func(int64) error { return fault } })
+				_, err := cl.call(t.Context(), c, Target{Pool: pool, Region: pool.Regions[1]})
 				g.Expect(Code(err)).To(Equal(tc.code))
 				g.Expect(Classify(err)).To(Equal(tc.outcome), "%v", err)
 				want := tc.outcome
@@ -62,7 +67,35 @@ func TestRegionErrorsClassify(t *testing.T) {
 					want = policy.Failure // the caller did not cancel
 				}
 				g.Expect(ClassifyContext(t.Context(), err)).To(Equal(want))
+				g.Expect(status.Convert(err).Message()).To(Equal("from the region"))
+				if strings.HasPrefix(cl.name, "rest/") {
+					var rerr *Error
+					g.Expect(errors.As(err, &rerr)).To(BeTrue())
+					g.Expect(rerr.HTTPStatus).To(Equal(tc.http))
+					g.Expect(rerr.Body).To(Equal(upstreamtest.ErrorJSON(fault)))
+				}
 			})
+		}
+	}
+}
+
+// TestRESTErrorsWithoutStatusName: an error answer that names no status
+// (from a proxy in front of the API, say) is classified by its HTTP status.
+func TestRESTErrorsWithoutStatusName(t *testing.T) {
+	cases := []struct {
+		http int
+		want policy.Outcome
+	}{
+		{429, policy.Capacity}, {502, policy.Failure}, {503, policy.Failure}, {504, policy.Failure},
+		{500, policy.Failure}, {400, policy.CallerFault}, {404, policy.CallerFault}, {418, policy.CallerFault},
+	}
+	for _, tc := range cases {
+		rec := httptest.NewRecorder()
+		rec.WriteHeader(tc.http)
+		_, _ = rec.WriteString("<html>upstream trouble</html>")
+		err := readError(rec.Result())
+		if got := Classify(err); got != tc.want {
+			t.Errorf("%d: %v, want %v", tc.http, got, tc.want)
 		}
 	}
 }
@@ -91,24 +124,30 @@ func TestClassifyWithoutStatus(t *testing.T) {
 }
 
 func TestClassifyContextBlamesTheCallerOnlyWhenItGaveUp(t *testing.T) {
-	g := NewWithT(t)
-	f := startFake(t)
-	c := newClients(t)
-	pool, _, shared := testPool(f, table.RequestTypeSpillover)
+	prov, shared := regions(t)
+	c := newClients(t, Options{})
+	pool := testPool(prov, shared, table.RequestTypeSpillover)
+	target := Target{Pool: pool, Region: pool.Regions[1]}
+	for _, cl := range []caller{callers[0], callers[3]} {
+		t.Run(cl.name, func(t *testing.T) {
+			g := NewWithT(t)
+			// The caller's own deadline runs out while the region is slow.
+			shared.Set(func(b *upstreamtest.Behavior) { b.Block, b.Fault = true, nil })
+			ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+			defer cancel()
+			_, err := cl.call(ctx, c, target)
+			g.Expect(Code(err)).To(Equal(codes.DeadlineExceeded))
+			g.Expect(ClassifyContext(ctx, err)).To(Equal(gaveUp))
+			g.Eventually(shared.Ended).Should(Receive())
 
-	// The caller's own deadline runs out while the region is slow.
-	f.set(func(f *fakeRegion) { f.block = true })
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel()
-	_, err := c.GenerateContent(ctx, userRequest(), pool, shared)
-	g.Expect(Code(err)).To(Equal(codes.DeadlineExceeded))
-	g.Expect(ClassifyContext(ctx, err)).To(Equal(gaveUp))
-	g.Eventually(f.ended).Should(Receive())
-
-	// The region answers DEADLINE_EXCEEDED on its own: its failure.
-	f.set(func(f *fakeRegion) { f.block, f.err = false, status.Error(codes.DeadlineExceeded, "region timeout") })
-	_, err = c.GenerateContent(t.Context(), userRequest(), pool, shared)
-	g.Expect(ClassifyContext(t.Context(), err)).To(Equal(policy.Failure))
+			// The region answers DEADLINE_EXCEEDED on its own: its failure.
+			shared.Set(func(b *upstreamtest.Behavior) {
+				b.Block, b.Fault = false, func(int64) error { return status.Error(codes.DeadlineExceeded, "region timeout") }
+			})
+			_, err = cl.call(t.Context(), c, target)
+			g.Expect(ClassifyContext(t.Context(), err)).To(Equal(policy.Failure))
+		})
+	}
 }
 
 func TestGoogleErrorAndHTTPStatus(t *testing.T) {

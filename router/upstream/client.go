@@ -2,20 +2,21 @@ package upstream
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	aiplatform "cloud.google.com/go/aiplatform/apiv1"
-	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -23,7 +24,7 @@ import (
 // RequestTypeHeader is the metadata key that tells Vertex AI which capacity a
 // call may use: "dedicated" (Provisioned Throughput only), "shared"
 // (pay-as-you-go only), or absent (Provisioned Throughput, then spillover to
-// pay-as-you-go).
+// pay-as-you-go). Over REST it is the header X-Vertex-AI-LLM-Request-Type.
 const RequestTypeHeader = "x-vertex-ai-llm-request-type"
 
 // Request type values of RequestTypeHeader, as table.Provisioned.Header gives them.
@@ -32,31 +33,72 @@ const (
 	RequestTypeShared    = string(table.TierShared)
 )
 
+// userAgent names the router in the calls it makes.
+const userAgent = "regionwarden-router"
+
 // ErrClosed is returned by calls made after Close.
 var ErrClosed = errors.New("upstream: clients closed")
 
 // Options configures Clients.
 type Options struct {
-	// Insecure dials plaintext gRPC without credentials: for emulators and
-	// tests on loopback, never for Google. Default false: TLS and Application
-	// Default Credentials with the cloud-platform scope.
+	// Insecure calls regions in plaintext: REST over HTTP/1.1 and gRPC over
+	// HTTP/2 without TLS, for emulators and tests on loopback, never for
+	// Google. It is the only way credentials ever travel without TLS, and
+	// only when an Authorizer is given. Default false: TLS, with HTTP/2 for
+	// both surfaces.
 	Insecure bool
-	// ClientOptions are appended to every client's options, after the
-	// endpoint and the Insecure options. Default none.
-	ClientOptions []option.ClientOption
+	// Authorizer chooses each call's credentials. Nil sends none.
+	Authorizer Authorizer
 }
 
-// endpoint holds the clients of one host:port. CountTokens lives on the
-// LlmUtilityService, the rest on the PredictionService.
+// Target is where one attempt goes and on whose behalf.
+type Target struct {
+	// Pool is the pool the call belongs to; Region the region the policy
+	// picked, its Tier deciding the request type.
+	Pool   *table.Pool
+	Region table.Region
+	// CallerAuthorization is the Authorization the router's caller presented
+	// ("" for none), for an Authorizer that forwards it.
+	CallerAuthorization string
+}
+
+// endpoint holds the connections to one host:port: an HTTP transport for
+// REST (its own pool of HTTP/2 connections, or HTTP/1.1 ones under
+// Insecure) and a gRPC connection with the aiplatform clients on it.
+// CountTokens lives on the LlmUtilityService, the rest on the
+// PredictionService.
 type endpoint struct {
+	rest       *http.Transport
+	conn       *grpc.ClientConn
 	prediction *aiplatform.PredictionClient
 	utility    *aiplatform.LlmUtilityClient
+
+	calls     atomic.Int64 // calls in flight
+	retired   atomic.Bool  // left the table: close once idle
+	closeOnce sync.Once
 }
 
-// Clients holds one set of aiplatform clients per region endpoint. An
-// endpoint's clients are made on first use and reused by every later call,
-// until Close. It is safe for concurrent use; a call to a known endpoint takes
-// no lock.
+// release ends a call on e; the last call on a retired endpoint closes it.
+func (e *endpoint) release() {
+	if e.calls.Add(-1) == 0 && e.retired.Load() {
+		e.close()
+	}
+}
+
+// close closes e's connections.
+func (e *endpoint) close() {
+	e.closeOnce.Do(func() {
+		e.rest.CloseIdleConnections()
+		_ = e.prediction.Close()
+		_ = e.utility.Close()
+		_ = e.conn.Close()
+	})
+}
+
+// Clients holds the connections of every region endpoint the router calls.
+// An endpoint's are made on first use and reused by every later call, until
+// Retain drops the endpoint or Close. It is safe for concurrent use; a call
+// to a known endpoint takes no lock.
 type Clients struct {
 	opts Options
 	// endpoints is a copy-on-write map: readers load it, writers (under mu)
@@ -66,17 +108,34 @@ type Clients struct {
 	closed    bool
 }
 
-// New returns an empty set of clients.
+// New returns clients with no connection yet.
 func New(opts Options) *Clients {
 	c := &Clients{opts: opts}
 	c.endpoints.Store(&map[string]*endpoint{})
 	return c
 }
 
-// Endpoints returns how many endpoints have clients.
+// Endpoints returns how many endpoints have connections.
 func (c *Clients) Endpoints() int { return len(*c.endpoints.Load()) }
 
-// get returns the clients of hostport, making them on first use.
+// acquire returns the connections of hostport, made on first use, with a
+// call counted on them; the caller must release it.
+func (c *Clients) acquire(hostport string) (*endpoint, error) {
+	for {
+		e, err := c.get(hostport)
+		if err != nil {
+			return nil, err
+		}
+		e.calls.Add(1)
+		if !e.retired.Load() {
+			return e, nil
+		}
+		// Retain dropped it between get and the count: take the fresh one.
+		e.release()
+	}
+}
+
+// get returns the endpoint of hostport, making it on first use.
 func (c *Clients) get(hostport string) (*endpoint, error) {
 	if e := (*c.endpoints.Load())[hostport]; e != nil {
 		return e, nil
@@ -103,146 +162,168 @@ func (c *Clients) get(hostport string) (*endpoint, error) {
 	return e, nil
 }
 
-// dial makes an endpoint's clients. gRPC connects lazily, so this does not
-// wait for the network; with Application Default Credentials it finds the
-// credentials once per endpoint. No caller's context is used: the clients
-// outlive every call.
-func (c *Clients) dial(hostport string) (*endpoint, error) {
-	opts := []option.ClientOption{option.WithEndpoint(hostport), option.WithUserAgent("regionwarden-router")}
-	if c.opts.Insecure {
-		opts = append(opts,
-			option.WithoutAuthentication(),
-			option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+// Retain keeps the connections of the endpoints in keep and closes the
+// others, each once its calls in flight have ended: the endpoints of regions
+// that left the routing table stop holding connections.
+func (c *Clients) Retain(keep map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := *c.endpoints.Load()
+	next := make(map[string]*endpoint, len(old))
+	var gone []*endpoint
+	for k, e := range old {
+		if keep[k] {
+			next[k] = e
+		} else {
+			gone = append(gone, e)
+		}
 	}
-	opts = append(opts, c.opts.ClientOptions...)
-	ctx := context.Background()
-	pc, err := aiplatform.NewPredictionClient(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("upstream %s: prediction client: %w", hostport, err)
+	c.endpoints.Store(&next)
+	for _, e := range gone {
+		e.retired.Store(true)
+		if e.calls.Load() == 0 {
+			e.close()
+		}
 	}
-	uc, err := aiplatform.NewLlmUtilityClient(ctx, opts...)
-	if err != nil {
-		_ = pc.Close()
-		return nil, fmt.Errorf("upstream %s: llm utility client: %w", hostport, err)
-	}
-	return &endpoint{prediction: pc, utility: uc}, nil
 }
 
-// Close closes every client. Calls made after Close return ErrClosed; calls
-// in flight end with an error.
+// dial makes an endpoint's connections. Both connect lazily, so this does
+// not wait for the network.
+func (c *Clients) dial(hostport string) (*endpoint, error) {
+	if _, _, err := net.SplitHostPort(hostport); err != nil {
+		return nil, fmt.Errorf("upstream endpoint %q: %w", hostport, err)
+	}
+	transport := credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
+	if c.opts.Insecure {
+		transport = insecure.NewCredentials()
+	}
+	conn, err := grpc.NewClient(hostport,
+		grpc.WithTransportCredentials(transport),
+		grpc.WithPerRPCCredentials(callCredentials{secure: !c.opts.Insecure}),
+		grpc.WithUserAgent(userAgent))
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: %w", hostport, err)
+	}
+	ctx := context.Background()
+	pc, err := aiplatform.NewPredictionClient(ctx, option.WithGRPCConn(conn))
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("upstream %s: prediction client: %w", hostport, err)
+	}
+	uc, err := aiplatform.NewLlmUtilityClient(ctx, option.WithGRPCConn(conn))
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("upstream %s: llm utility client: %w", hostport, err)
+	}
+	return &endpoint{rest: newTransport(c.opts.Insecure), conn: conn, prediction: pc, utility: uc}, nil
+}
+
+// Connection settings of the REST transports.
+const (
+	dialTimeout = 10 * time.Second
+	// idleConnsPerHost is how many idle HTTP/1.1 connections an endpoint
+	// keeps (Insecure only; HTTP/2 multiplexes on a few): enough for the
+	// calls in flight at thousands per second not to dial anew.
+	idleConnsPerHost = 512
+	idleConnTimeout  = 90 * time.Second
+	// pingAfter and pingTimeout find a dead HTTP/2 connection: a ping after
+	// this much silence, and the connection closed if it is not answered.
+	pingAfter   = 15 * time.Second
+	pingTimeout = 15 * time.Second
+	// ioBuffer is the size of a connection's read and write buffers.
+	ioBuffer = 32 << 10
+)
+
+// newTransport is the HTTP transport of one endpoint. Compression is off:
+// the router reads the answers it relays, and asks for them uncompressed.
+func newTransport(plaintext bool) *http.Transport {
+	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	if !plaintext {
+		protocols.SetHTTP2(true)
+	}
+	return &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         d.DialContext,
+		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout: dialTimeout,
+		Protocols:           &protocols,
+		HTTP2:               &http.HTTP2Config{SendPingTimeout: pingAfter, PingTimeout: pingTimeout},
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: idleConnsPerHost,
+		IdleConnTimeout:     idleConnTimeout,
+		WriteBufferSize:     ioBuffer,
+		ReadBufferSize:      ioBuffer,
+	}
+}
+
+// Close closes every connection. Calls made after Close return ErrClosed;
+// calls in flight end with an error.
 func (c *Clients) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
-	var errs []error
 	for _, e := range *c.endpoints.Load() {
-		errs = append(errs, e.prediction.Close(), e.utility.Close())
+		e.close()
 	}
 	c.endpoints.Store(&map[string]*endpoint{})
-	return errors.Join(errs...)
+	return nil
 }
 
 // ModelName is the publisher model resource name of pool's model in region:
 // projects/{project}/locations/{region}/publishers/{publisher}/models/{model}.
 func ModelName(pool *table.Pool, region table.Region) string {
 	var b strings.Builder
-	b.Grow(len("projects//locations//publishers//models/") + len(pool.Project) + len(region.Name) + len(pool.Publisher) + len(pool.Model))
+	writeModelName(&b, pool, region.Name, 0)
+	return b.String()
+}
+
+// writeModelName writes the model resource name of pool in region to b,
+// growing b for it and extra bytes more.
+func writeModelName(b *strings.Builder, pool *table.Pool, region string, extra int) {
+	b.Grow(len("projects//locations//publishers//models/") + len(pool.Project) + len(region) + len(pool.Publisher) + len(pool.Model) + extra)
 	b.WriteString("projects/")
 	b.WriteString(pool.Project)
 	b.WriteString("/locations/")
-	b.WriteString(region.Name)
+	b.WriteString(region)
 	b.WriteString("/publishers/")
 	b.WriteString(pool.Publisher)
 	b.WriteString("/models/")
 	b.WriteString(pool.Model)
-	return b.String()
 }
 
 // RequestType is the RequestTypeHeader value a call to region of pool carries,
-// or "" for none. A shared region is called "shared", so pay-as-you-go capacity
-// is all it uses. A provisioned region is called "dedicated" when the pool asks
-// for dedicated calls, and without the header (Provisioned Throughput with
-// spillover) otherwise.
+// or "" for none: derived here, where it is sent, from the region's tier. A
+// shared region is called "shared", so pay-as-you-go capacity is all it uses.
+// A provisioned region is called "dedicated" when the pool asks for dedicated
+// calls, and without the header (Provisioned Throughput with spillover)
+// otherwise.
 func RequestType(pool *table.Pool, region table.Region) string {
 	return pool.Policy.Provisioned.Header(region.Tier)
 }
 
-// outgoing returns ctx with the request type of the call in its outgoing
-// metadata, replacing any request type ctx already carried (from an earlier
-// attempt to another region, say).
-func outgoing(ctx context.Context, requestType string) context.Context {
-	md, ok := metadata.FromOutgoingContext(ctx)
-	if !ok && requestType == "" {
-		return ctx
+// authKey carries a gRPC call's Authorization value to callCredentials.
+type authKey struct{}
+
+// callCredentials attaches the Authorization the Authorizer chose for a call
+// to the call. Over TLS it requires transport security, so gRPC refuses to
+// send it in plaintext.
+type callCredentials struct{ secure bool }
+
+func (c callCredentials) GetRequestMetadata(ctx context.Context, _ ...string) (map[string]string, error) {
+	if v, _ := ctx.Value(authKey{}).(string); v != "" {
+		return map[string]string{"authorization": v}, nil
 	}
-	if ok {
-		if _, set := md[RequestTypeHeader]; set {
-			md = md.Copy()
-			delete(md, RequestTypeHeader)
-		}
-	} else {
-		md = metadata.MD{}
-	}
-	if requestType != "" {
-		md = md.Copy()
-		md.Set(RequestTypeHeader, requestType)
-	}
-	return metadata.NewOutgoingContext(ctx, md)
+	return nil, nil
 }
 
-// shallowCopy returns a new message of m's type sharing m's field values, so
-// that a request can be given another model without touching the caller's
-// request or copying its contents.
-func shallowCopy[M proto.Message](m M) M {
-	src := m.ProtoReflect()
-	dst := src.New()
-	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		dst.Set(fd, v)
-		return true
-	})
-	if u := src.GetUnknown(); len(u) > 0 {
-		dst.SetUnknown(u)
-	}
-	return dst.Interface().(M)
-}
+func (c callCredentials) RequireTransportSecurity() bool { return c.secure }
 
-// GenerateContent calls GenerateContent on region for pool. req is not
-// modified; the call carries a copy whose model is ModelName(pool, region).
-func (c *Clients) GenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest, pool *table.Pool, region table.Region) (*aiplatformpb.GenerateContentResponse, error) {
-	e, err := c.get(region.Endpoint)
-	if err != nil {
-		return nil, err
+// authorization asks the Authorizer for a call's credentials.
+func (c *Clients) authorization(ctx context.Context, t *Target) (string, error) {
+	if c.opts.Authorizer == nil {
+		return "", nil
 	}
-	r := shallowCopy(req)
-	r.Model = ModelName(pool, region)
-	return e.prediction.GenerateContent(outgoing(ctx, RequestType(pool, region)), r)
-}
-
-// StreamGenerateContent starts StreamGenerateContent on region for pool and
-// returns the stream, so that the caller can relay chunks as they come. The
-// stream lives as long as ctx: the caller reads it to io.EOF or cancels ctx,
-// or the call leaks. req is not modified.
-func (c *Clients) StreamGenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest, pool *table.Pool, region table.Region) (aiplatformpb.PredictionService_StreamGenerateContentClient, error) {
-	e, err := c.get(region.Endpoint)
-	if err != nil {
-		return nil, err
-	}
-	r := shallowCopy(req)
-	r.Model = ModelName(pool, region)
-	return e.prediction.StreamGenerateContent(outgoing(ctx, RequestType(pool, region)), r)
-}
-
-// CountTokens calls CountTokens on region for pool. For a publisher model the
-// request's endpoint field holds the model resource name (the REST path
-// .../publishers/*/models/*:countTokens binds to it), so both endpoint and
-// model are set to ModelName(pool, region). req is not modified.
-func (c *Clients) CountTokens(ctx context.Context, req *aiplatformpb.CountTokensRequest, pool *table.Pool, region table.Region) (*aiplatformpb.CountTokensResponse, error) {
-	e, err := c.get(region.Endpoint)
-	if err != nil {
-		return nil, err
-	}
-	r := shallowCopy(req)
-	r.Endpoint = ModelName(pool, region)
-	r.Model = r.Endpoint
-	return e.utility.CountTokens(outgoing(ctx, RequestType(pool, region)), r)
+	return c.opts.Authorizer.Authorization(ctx, t.CallerAuthorization)
 }

@@ -2,64 +2,27 @@ package upstream
 
 import (
 	"context"
-	"errors"
-	"io"
+	"crypto/tls"
 	"net"
-	"net/url"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
-	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
+	"cloud.google.com/go/auth"
 	. "github.com/onsi/gomega"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
 )
 
-// callers are the three calls, each returning the answer's text.
-var callers = []struct {
-	method string
-	param  string // the routing header's field
-	call   func(ctx context.Context, c *Clients, p *table.Pool, r table.Region) (string, error)
-}{
-	{"GenerateContent", "model", func(ctx context.Context, c *Clients, p *table.Pool, r table.Region) (string, error) {
-		resp, err := c.GenerateContent(ctx, userRequest(), p, r)
-		return answerText(resp), err
-	}},
-	{"StreamGenerateContent", "model", func(ctx context.Context, c *Clients, p *table.Pool, r table.Region) (string, error) {
-		stream, err := c.StreamGenerateContent(ctx, userRequest(), p, r)
-		if err != nil {
-			return "", err
-		}
-		var text string
-		for {
-			resp, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				return text, nil
-			}
-			if err != nil {
-				return text, err
-			}
-			text += answerText(resp)
-		}
-	}},
-	{"CountTokens", "endpoint", func(ctx context.Context, c *Clients, p *table.Pool, r table.Region) (string, error) {
-		_, err := c.CountTokens(ctx, &aiplatformpb.CountTokensRequest{Model: "gemini-2.5-flash", Contents: userRequest().Contents}, p, r)
-		return "", err
-	}},
-}
-
-// userRequest is a request as a caller sends it, naming the model its own way.
-func userRequest() *aiplatformpb.GenerateContentRequest {
-	return &aiplatformpb.GenerateContentRequest{
-		Model:    "projects/caller/locations/somewhere/publishers/google/models/gemini-2.5-flash",
-		Contents: []*aiplatformpb.Content{{Role: "user", Parts: []*aiplatformpb.Part{{Data: &aiplatformpb.Part_Text{Text: "hi"}}}}},
-	}
-}
-
 func TestCallsCarryRegionModelAndRequestType(t *testing.T) {
-	f := startFake(t)
-	c := newClients(t)
+	prov, shared := regions(t)
+	c := newClients(t, Options{})
 	cases := []struct {
 		name        string
 		requestType table.RequestType
@@ -73,87 +36,202 @@ func TestCallsCarryRegionModelAndRequestType(t *testing.T) {
 	}
 	for _, tc := range cases {
 		for _, cl := range callers {
-			t.Run(tc.name+"/"+cl.method, func(t *testing.T) {
+			t.Run(tc.name+"/"+cl.name, func(t *testing.T) {
 				g := NewWithT(t)
-				pool, prov, shared := testPool(f, tc.requestType)
-				region := shared
+				pool := testPool(prov, shared, tc.requestType)
+				region, fake := pool.Regions[1], shared
 				if tc.provisioned {
-					region = prov
+					region, fake = pool.Regions[0], prov
 				}
 				// An earlier attempt's request type must not leak into this one.
 				ctx := metadata.AppendToOutgoingContext(t.Context(), RequestTypeHeader, "stale", "x-other", "kept")
-				_, err := cl.call(ctx, c, pool, region)
+				_, err := cl.call(ctx, c, Target{Pool: pool, Region: region})
 				g.Expect(err).NotTo(HaveOccurred())
 
 				want := "projects/proj/locations/" + region.Name + "/publishers/google/models/gemini-2.5-flash"
-				got := f.lastCall()
-				g.Expect(got.method).To(Equal(cl.method))
-				g.Expect(got.model).To(Equal(want))
-				if cl.method == "CountTokens" {
-					g.Expect(got.endpoint).To(Equal(want))
+				got := fake.Last()
+				g.Expect(got.Method).To(Equal(cl.method))
+				if got.Surface == upstreamtest.GRPC && cl.method == upstreamtest.MethodCount {
+					g.Expect(got.Model).To(BeEmpty(), "a model field the caller left empty stays empty")
+				} else {
+					g.Expect(got.Model).To(Equal(want))
 				}
-				g.Expect(got.requestType).To(Equal(tc.want))
-				g.Expect(got.params).To(ContainElement(ContainSubstring(cl.param + "=" + url.QueryEscape(want))))
-				g.Expect(got.auth).To(BeEmpty(), "insecure clients send no credentials")
+				g.Expect(got.RequestType).To(Equal(tc.want))
+				g.Expect(got.Auth).To(BeEmpty(), "no Authorizer sends no credentials")
+				if got.Surface == upstreamtest.GRPC {
+					param := "model"
+					if cl.method == upstreamtest.MethodCount {
+						param = "endpoint"
+						g.Expect(got.Endpoint).To(Equal(want))
+					}
+					g.Expect(got.Params).To(ContainElement(ContainSubstring(param + "=" + strings.ReplaceAll(want, "/", "%2F"))))
+				}
 			})
 		}
 	}
 }
 
-func TestCallerRequestIsNotModified(t *testing.T) {
+// TestRESTSendsTheCallersBytes: the body reaches the region byte for byte,
+// with the caller's query and headers, less what stays with the router.
+func TestRESTSendsTheCallersBytes(t *testing.T) {
 	g := NewWithT(t)
-	f := startFake(t)
-	c := newClients(t)
-	pool, prov, _ := testPool(f, table.RequestTypeSpillover)
-	req := userRequest()
-	before := req.GetModel()
-	_, err := c.GenerateContent(t.Context(), req, pool, prov)
+	prov, shared := regions(t)
+	c := newClients(t, Options{})
+	pool := testPool(prov, shared, table.RequestTypeDedicated)
+	body := []byte(`{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{"someFutureOption":{"x":[1,2]}},"aFieldFromNextYear":"\u00e9"}`)
+	header := http.Header{
+		"Content-Type":                 {"application/json"},
+		"User-Agent":                   {"google-genai-sdk/1.0 gl-go/1.26"},
+		"X-Goog-Api-Client":            {"google-genai-sdk/1.0"},
+		"X-Goog-User-Project":          {"billing-project"},
+		"X-Vertex-Ai-Llm-Request-Type": {"shared"},
+		"X-Regionwarden-Priority":      {"critical"},
+		"Authorization":                {"Bearer caller"},
+		"Accept-Encoding":              {"gzip"},
+		"Connection":                   {"X-Hop"},
+		"X-Hop":                        {"1"},
+	}
+	resp, err := c.Send(t.Context(), Target{Pool: pool, Region: pool.Regions[0]},
+		&Request{Version: "v1beta1", Method: "streamGenerateContent", RawQuery: "alt=sse", Header: header, Body: body})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(req.GetModel()).To(Equal(before))
-	g.Expect(f.lastCall().model).NotTo(Equal(before))
+	_ = resp.Body.Close()
+
+	got := prov.Last()
+	g.Expect(got.Body).To(Equal(body))
+	g.Expect(got.Path).To(Equal("/v1beta1/projects/proj/locations/europe-west1/publishers/google/models/gemini-2.5-flash:streamGenerateContent"))
+	for _, k := range []string{"Content-Type", "User-Agent", "X-Goog-Api-Client", "X-Goog-User-Project"} {
+		g.Expect(got.Header.Values(k)).To(Equal(header.Values(k)), k)
+	}
+	g.Expect(got.RequestType).To(Equal([]string{"dedicated"}), "the tier decides the request type, not the caller")
+	for _, k := range []string{"X-Regionwarden-Priority", "Authorization", "Accept-Encoding", "X-Hop"} {
+		g.Expect(got.Header.Values(k)).To(BeEmpty(), k)
+	}
+	g.Expect(header).To(HaveLen(10), "the caller's header is not modified")
+}
+
+// forward sends the caller's own credentials.
+type forward struct{}
+
+func (forward) Authorization(_ context.Context, caller string) (string, error) { return caller, nil }
+
+type staticToken struct{}
+
+func (staticToken) Token(context.Context) (*auth.Token, error) {
+	return &auth.Token{Value: "router-token", Type: "Bearer", Expiry: time.Now().Add(time.Hour)}, nil
+}
+
+// TestAuthorizerChoosesCredentialsPerCall: each call carries what the
+// Authorizer chose for it, on both surfaces.
+func TestAuthorizerChoosesCredentialsPerCall(t *testing.T) {
+	prov, shared := regions(t)
+	pool := testPool(prov, shared, table.RequestTypeSpillover)
+	for _, tc := range []struct {
+		name string
+		a    Authorizer
+		want []string
+	}{
+		{"the router's own token", TokenAuthorizer(staticToken{}), []string{"Bearer router-token"}},
+		{"the caller's token, forwarded", forward{}, []string{"Bearer caller-token"}},
+	} {
+		c := newClients(t, Options{Authorizer: tc.a})
+		for _, cl := range callers {
+			t.Run(tc.name+"/"+cl.name, func(t *testing.T) {
+				g := NewWithT(t)
+				_, err := cl.call(t.Context(), c, Target{Pool: pool, Region: pool.Regions[0], CallerAuthorization: "Bearer caller-token"})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(prov.Last().Auth).To(Equal(tc.want))
+			})
+		}
+	}
+}
+
+// TestCredentialsNeedTLS: without Insecure, calls are TLS only: a region
+// listening in plaintext never sees the credentials.
+func TestCredentialsNeedTLS(t *testing.T) {
+	g := NewWithT(t)
+	prov, shared := regions(t)
+	pool := testPool(prov, shared, table.RequestTypeSpillover)
+	c := New(Options{Authorizer: TokenAuthorizer(staticToken{})})
+	t.Cleanup(func() { _ = c.Close() })
+	for _, cl := range callers {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		_, err := cl.call(ctx, c, Target{Pool: pool, Region: pool.Regions[0]})
+		cancel()
+		g.Expect(err).To(HaveOccurred(), cl.name)
+	}
+	g.Expect(prov.Calls()).To(BeZero(), "a plaintext region got a call, credentials and all")
+}
+
+// TestTLSRegion: a TLS region is called over HTTP/2 with the credentials.
+func TestTLSRegion(t *testing.T) {
+	g := NewWithT(t)
+	var got []string
+	var proto string
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, proto = r.Header.Values("Authorization"), r.Proto
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	c := New(Options{Authorizer: TokenAuthorizer(staticToken{})})
+	t.Cleanup(func() { _ = c.Close() })
+	// Trust the test server's certificate in the endpoint's transport.
+	e, err := c.get(srv.Listener.Addr().String())
+	g.Expect(err).NotTo(HaveOccurred())
+	e.rest.TLSClientConfig = &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs, MinVersion: tls.VersionTLS12}
+	pool := &table.Pool{Project: "p", Publisher: "google", Model: "m"}
+	_, err = restCall(t.Context(), c, Target{Pool: pool, Region: table.Region{Name: "europe-west1", Endpoint: srv.Listener.Addr().String(), Tier: table.TierShared}}, "generateContent", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(Equal([]string{"Bearer router-token"}))
+	g.Expect(proto).To(Equal("HTTP/2.0"))
 }
 
 func TestAnswersArriveIntact(t *testing.T) {
 	g := NewWithT(t)
-	f := startFake(t)
-	c := newClients(t)
-	pool, prov, _ := testPool(f, table.RequestTypeSpillover)
-	model := ModelName(pool, prov)
+	prov, shared := regions(t)
+	c := newClients(t, Options{})
+	pool := testPool(prov, shared, table.RequestTypeSpillover)
+	target := Target{Pool: pool, Region: pool.Regions[0]}
 
-	text, err := callers[0].call(t.Context(), c, pool, prov)
+	text, err := callers[3].call(t.Context(), c, target)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(text).To(Equal("unary from " + model))
+	g.Expect(text).To(Equal("europe-west1 answers: hi"))
 
 	for _, n := range []int{0, 1, 5} {
-		f.set(func(f *fakeRegion) { f.chunks = n })
-		text, err := callers[1].call(t.Context(), c, pool, prov)
+		prov.Set(func(b *upstreamtest.Behavior) { b.Chunks = n })
+		text, err := callers[4].call(t.Context(), c, target)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(text).To(Equal("abcde"[:n]), "%d chunks in order", n)
-	}
+		want := ""
+		for i := range n {
+			want += "[europe-west1 chunk " + string(rune('0'+i)) + "]"
+		}
+		g.Expect(text).To(Equal(want), "%d chunks in order", n)
 
-	resp, err := c.CountTokens(t.Context(), &aiplatformpb.CountTokensRequest{Contents: make([]*aiplatformpb.Content, 4)}, pool, prov)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(resp.GetTotalTokens()).To(BeEquivalentTo(4))
+		raw, err := callers[1].call(t.Context(), c, target)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(strings.Count(raw, "data: ")).To(Equal(n), raw)
+	}
 }
 
 func TestCallerCancellationCancelsUpstream(t *testing.T) {
 	for _, cl := range callers {
-		t.Run(cl.method, func(t *testing.T) {
+		t.Run(cl.name, func(t *testing.T) {
 			g := NewWithT(t)
-			f := startFake(t)
-			f.set(func(f *fakeRegion) { f.block = true })
-			c := newClients(t)
-			pool, _, shared := testPool(f, table.RequestTypeSpillover)
+			prov, shared := regions(t)
+			shared.Set(func(b *upstreamtest.Behavior) { b.Block = true })
+			c := newClients(t, Options{})
+			pool := testPool(prov, shared, table.RequestTypeSpillover)
 
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan error, 1)
 			go func() {
-				_, err := cl.call(ctx, c, pool, shared)
+				_, err := cl.call(ctx, c, Target{Pool: pool, Region: pool.Regions[1]})
 				done <- err
 			}()
-			g.Eventually(f.started).Should(Receive(Equal(cl.method)))
+			g.Eventually(shared.Started).Should(Receive(Equal(cl.method)))
 			cancel()
-			g.Eventually(f.ended).Should(Receive(Equal(cl.method)), "the region sees the call end")
+			g.Eventually(shared.Ended).Should(Receive(), "the region sees the call end")
 			var err error
 			g.Eventually(done).Should(Receive(&err))
 			g.Expect(err).To(HaveOccurred())
@@ -164,42 +242,83 @@ func TestCallerCancellationCancelsUpstream(t *testing.T) {
 
 func TestClientsAreReusedPerEndpoint(t *testing.T) {
 	g := NewWithT(t)
-	a, b := startFake(t), startFake(t)
-	c := newClients(t)
+	prov, shared := regions(t)
+	c := newClients(t, Options{})
 
 	var wg sync.WaitGroup
 	got := make([]*endpoint, 8)
 	for i := range got {
 		wg.Go(func() {
-			e, err := c.get(a.addr)
+			e, err := c.get(prov.Addr)
 			g.Expect(err).NotTo(HaveOccurred())
 			got[i] = e
 		})
 	}
 	wg.Wait()
 	for _, e := range got {
-		g.Expect(e).To(BeIdenticalTo(got[0]), "one endpoint, one client")
+		g.Expect(e).To(BeIdenticalTo(got[0]), "one endpoint, one set of connections")
 	}
 	g.Expect(c.Endpoints()).To(Equal(1))
 
-	pool, prov, shared := testPool(a, table.RequestTypeSpillover)
-	_, err := c.GenerateContent(t.Context(), userRequest(), pool, prov)
-	g.Expect(err).NotTo(HaveOccurred())
-	_, err = c.GenerateContent(t.Context(), userRequest(), pool, shared)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(c.Endpoints()).To(Equal(1), "two regions on one endpoint share its client")
-
-	other := table.Region{Name: "asia-east1", Endpoint: b.addr, Tier: table.TierShared}
-	_, err = c.GenerateContent(t.Context(), userRequest(), pool, other)
+	pool := testPool(prov, shared, table.RequestTypeSpillover)
+	other := table.Region{Name: "asia-east1", Endpoint: prov.Addr, Tier: table.TierShared}
+	for _, cl := range callers {
+		_, err := cl.call(t.Context(), c, Target{Pool: pool, Region: pool.Regions[0]})
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = cl.call(t.Context(), c, Target{Pool: pool, Region: other})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(c.Endpoints()).To(Equal(1), "two regions on one endpoint share its connections")
+	_, err := callers[0].call(t.Context(), c, Target{Pool: pool, Region: pool.Regions[1]})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(c.Endpoints()).To(Equal(2))
-	e, err := c.get(a.addr)
+	e, err := c.get(prov.Addr)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(e).To(BeIdenticalTo(got[0]))
 
 	g.Expect(c.Close()).To(Succeed())
-	_, err = c.GenerateContent(t.Context(), userRequest(), pool, prov)
+	_, err = callers[0].call(t.Context(), c, Target{Pool: pool, Region: pool.Regions[0]})
 	g.Expect(err).To(MatchError(ErrClosed))
+}
+
+// TestRetainClosesEndpointsThatLeft: an endpoint that left the table is
+// closed once its calls in flight have ended, and not before.
+func TestRetainClosesEndpointsThatLeft(t *testing.T) {
+	g := NewWithT(t)
+	prov, shared := regions(t)
+	c := newClients(t, Options{})
+	pool := testPool(prov, shared, table.RequestTypeSpillover)
+	for _, r := range pool.Regions {
+		_, err := callers[0].call(t.Context(), c, Target{Pool: pool, Region: r})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(c.Endpoints()).To(Equal(2))
+	gone, err := c.get(shared.Addr)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	// A stream in flight on the endpoint that leaves.
+	hold := make(chan struct{})
+	shared.Set(func(b *upstreamtest.Behavior) { b.Hold = hold })
+	done := make(chan error, 1)
+	go func() {
+		_, err := callers[1].call(t.Context(), c, Target{Pool: pool, Region: pool.Regions[1]})
+		done <- err
+	}()
+	g.Eventually(shared.Started).Should(Receive())
+
+	c.Retain(map[string]bool{prov.Addr: true})
+	g.Expect(c.Endpoints()).To(Equal(1))
+	g.Expect(gone.calls.Load()).To(BeEquivalentTo(1))
+	close(hold)
+	g.Eventually(done).Should(Receive(BeNil()), "the call in flight finishes on its connections")
+	g.Eventually(gone.conn.GetState).Should(Equal(connectivity.Shutdown))
+
+	// A later call to the same endpoint gets fresh connections.
+	_, err = callers[3].call(t.Context(), c, Target{Pool: pool, Region: pool.Regions[1]})
+	g.Expect(err).NotTo(HaveOccurred())
+	fresh, err := c.get(shared.Addr)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(fresh).NotTo(BeIdenticalTo(gone))
 }
 
 func TestUnreachableRegionIsAFailure(t *testing.T) {
@@ -209,12 +328,12 @@ func TestUnreachableRegionIsAFailure(t *testing.T) {
 	addr := lis.Addr().String()
 	g.Expect(lis.Close()).To(Succeed())
 
-	c := newClients(t)
+	c := newClients(t, Options{})
 	pool := &table.Pool{Project: "p", Publisher: "google", Model: "m"}
 	region := table.Region{Name: "europe-west1", Endpoint: addr, Tier: table.TierShared}
 	for _, cl := range callers {
-		_, err := cl.call(t.Context(), c, pool, region)
+		_, err := cl.call(t.Context(), c, Target{Pool: pool, Region: region})
 		g.Expect(err).To(HaveOccurred())
-		g.Expect(Classify(err).String()).To(Equal("failure"), "%s: %v", cl.method, err)
+		g.Expect(Classify(err).String()).To(Equal("failure"), "%s: %v", cl.name, err)
 	}
 }

@@ -1,12 +1,27 @@
-// Package upstream calls Vertex AI regions: one aiplatform client per region
-// endpoint, created on first use and reused by every call to that endpoint.
+// Package upstream calls Vertex AI regions, over REST or gRPC, the way the
+// caller called the router. Each region endpoint gets its connections on
+// first use, reused by every later call: an HTTP transport of its own (HTTP/2
+// over TLS to Google) and a gRPC connection with the aiplatform clients on it.
+// Retain closes those of endpoints that left the routing table once their
+// calls have ended.
 //
-// A call names the pool and the region chosen for it. The request's model is
-// rewritten to that region's publisher model resource name, and the call
-// carries the X-Vertex-AI-LLM-Request-Type the region's tier asks for. The
-// router always calls with its own credentials (Application Default
-// Credentials); a caller's Authorization header is never forwarded.
+// A call names its Target: the pool and the region the policy picked, and the
+// caller's own Authorization. Over REST (Send) the caller's body bytes go on
+// unchanged, to the same API version, with only what routing must change:
+// the host, the location in the path, the request-type header (derived here,
+// from the region's tier) and the credentials. Over gRPC the request's model
+// is rewritten and the request type travels as metadata; fields this build's
+// protos do not know travel as the protobuf runtime's unknown fields.
 //
-// Classify turns a call's error into the policy.Outcome the router learns
-// from; HTTPStatus and GoogleError turn it into the answer the caller sees.
+// Credentials are chosen per call by an Authorizer: the router's own
+// Application Default Credentials (ApplicationDefault), or any other rule,
+// such as sending the caller's own token. They travel only over TLS, unless
+// Options.Insecure, the emulators' and tests' plaintext setup, says otherwise.
+//
+// An answer is read only as far as the router needs: AnswerScanner finds the
+// usageMetadata (tokens, traffic type) and a stream's error while the bytes
+// pass, without decoding them. A REST error answer is kept whole (*Error) to
+// be passed on byte for byte. Classify turns a call's error into the
+// policy.Outcome the router learns from; HTTPStatus and GoogleError turn it
+// into the answer the caller sees when the router answers itself.
 package upstream

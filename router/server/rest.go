@@ -1,0 +1,346 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream"
+)
+
+// Methods of the publisher model surface, as the path spells them.
+const (
+	methodGenerate = "generateContent"
+	methodStream   = "streamGenerateContent"
+	methodCount    = "countTokens"
+)
+
+// route is what the path of a REST call names:
+// /{version}/projects/{project}/locations/{location}/publishers/{publisher}/models/{model}:{method}.
+type route struct {
+	version, project, location, publisher, model, method string
+}
+
+// parseRoute reads a REST path; false when it is not a publisher model's.
+func parseRoute(path string) (route, bool) {
+	var rt route
+	var seg [10]string
+	rest := path
+	for i := range seg {
+		if i == len(seg)-1 {
+			seg[i] = rest
+			break
+		}
+		var ok bool
+		if seg[i], rest, ok = strings.Cut(rest, "/"); !ok {
+			return rt, false
+		}
+	}
+	if seg[0] != "" || seg[2] != "projects" || seg[4] != "locations" || seg[6] != "publishers" || seg[8] != "models" {
+		return rt, false
+	}
+	model, method, _ := strings.Cut(seg[9], ":")
+	rt = route{version: seg[1], project: seg[3], location: seg[5], publisher: seg[7], model: model, method: method}
+	return rt, rt.version != "" && rt.project != "" && rt.location != "" && rt.publisher != "" && rt.model != "" && !strings.Contains(seg[9], "/")
+}
+
+// exchange is one REST request on its way through the server.
+type exchange struct {
+	s      *Server
+	w      http.ResponseWriter
+	r      *http.Request
+	rc     http.ResponseController
+	start  time.Time
+	method string // the metric label: the method, or "unknown"
+	prio   policy.Priority
+	pool   *poolEntry // nil until found
+	region string     // the region of the last attempt, "" before one
+	status int        // the HTTP status written, 0 before
+	held   int64      // body bytes held in the budget
+	abort  bool       // the answer broke off: cut the connection
+	req    upstream.Request
+	scan   upstream.AnswerScanner
+
+	// The call, and its attempt under way: where it goes, when it began,
+	// and whether it has been reported.
+	call    policy.Call
+	att     policy.Attempt
+	target  upstream.Target
+	began   time.Time
+	settled bool
+}
+
+// exchanges reuses exchanges across requests: one holds a few hundred bytes
+// (its answer scanner among them), and nothing keeps it past its request.
+var exchanges = sync.Pool{New: func() any { return new(exchange) }}
+
+// reset clears x for reuse, keeping the scanner's buffer.
+func (x *exchange) reset() {
+	scan := x.scan
+	*x = exchange{}
+	x.scan = scan
+}
+
+// serveREST serves the Vertex REST surface: POST
+// /{version}/projects/{p}/locations/{l}/publishers/{pub}/models/{m}:{method}.
+//
+// In order: the path and the priority are read, the pool found, the call
+// admitted by the policy (its first attempt picked, which takes the pool's
+// and the region's in-flight places) and its body's bytes taken from the
+// router's budget, all before the body is read; then the body is read within
+// the body read deadline, and attempts are made until one answers. The call
+// (serveREST) and each attempt (attempt) are where a trace's spans begin.
+func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
+	x := exchanges.Get().(*exchange)
+	x.s, x.w, x.r, x.rc, x.start, x.method = s, w, r, *http.NewResponseController(w), time.Now(), "unknown"
+	defer func() {
+		abort := x.abort
+		x.reset()
+		exchanges.Put(x)
+		if abort {
+			panic(http.ErrAbortHandler)
+		}
+	}()
+	defer x.finish()
+
+	rt, ok := parseRoute(r.URL.Path)
+	if !ok || r.Method != http.MethodPost {
+		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("The requested URL %s was not found on this server.", r.URL.Path), 0)
+		return
+	}
+	if rt.version != "v1" && rt.version != "v1beta1" {
+		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("API version %q is not served; use v1 or v1beta1", rt.version), 0)
+		return
+	}
+	switch rt.method {
+	case methodGenerate, methodStream, methodCount:
+		x.method = rt.method
+	default:
+		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("method %q is not served; the router serves generateContent, streamGenerateContent and countTokens", rt.method), 0)
+		return
+	}
+	var err error
+	if x.prio, err = parsePriority(r.Header.Get(HeaderPriority)); err != nil {
+		x.fail(http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0)
+		return
+	}
+	key := table.Key{Project: rt.project, Publisher: rt.publisher, Model: rt.model}
+	if x.pool = s.lookup(key); x.pool == nil {
+		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf(
+			"no routing pool for project %q, publisher %q, model %q (location %q is not used to find a pool)",
+			key.Project, key.Publisher, key.Model, rt.location), 0)
+		return
+	}
+	x.req = upstream.Request{Version: rt.version, Method: rt.method, RawQuery: r.URL.RawQuery, Header: r.Header}
+	if r.ContentLength > s.maxBody {
+		x.fail(http.StatusRequestEntityTooLarge, codes.InvalidArgument, fmt.Sprintf("request body larger than %d bytes", s.maxBody), 0)
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+	defer cancel()
+	x.pool.inFlight.Inc()
+	defer x.pool.inFlight.Dec()
+	x.run(ctx)
+}
+
+// parsePriority reads the HeaderPriority value.
+func parsePriority(v string) (policy.Priority, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "default":
+		return policy.PriorityDefault, nil
+	case "critical":
+		return policy.PriorityCritical, nil
+	case "sheddable":
+		return policy.PrioritySheddable, nil
+	}
+	return 0, fmt.Errorf("header %s: unknown priority %q (critical, default or sheddable)", HeaderPriority, v)
+}
+
+// run admits the call, reads its body and makes attempts until one answers,
+// one is committed, one fails in a way no retry mends, or the policy refuses
+// another; then it writes the error if no answer was written.
+func (x *exchange) run(ctx context.Context) {
+	s, p := x.s, x.pool
+	x.call = p.router.Start(s.request(ctx, x.prio))
+	a, err := x.call.Pick()
+	if err != nil {
+		x.refused(err, nil)
+		return
+	}
+	if !x.readBody() {
+		a.Finish(policy.Report{Outcome: gaveUp})
+		return
+	}
+	var last error
+	for {
+		x.att, x.began, x.settled = a, time.Now(), false
+		x.target = upstream.Target{Pool: &p.table, Region: regionOf(a), CallerAuthorization: x.r.Header.Get("Authorization")}
+		x.region = x.target.Region.Name
+		rep, committed, err := x.attempt(ctx)
+		x.settle(rep)
+		if err == nil || committed {
+			return
+		}
+		last = err
+		if rep.Outcome != policy.Capacity && rep.Outcome != policy.Failure {
+			x.failUpstream(err, 0)
+			return
+		}
+		if a, err = x.call.Pick(); err != nil {
+			x.refused(err, last)
+			return
+		}
+	}
+}
+
+// attempt makes one attempt on x.target under ctx. On success it has relayed
+// the answer. It returns what the policy should learn, whether bytes reached
+// the caller (after which the answer is committed and nothing can be
+// retried), and the attempt's error.
+func (x *exchange) attempt(ctx context.Context) (policy.Report, bool, error) {
+	resp, err := x.s.up.Send(ctx, x.target, &x.req)
+	if err != nil {
+		return x.report(err), false, err
+	}
+	return x.relay(resp)
+}
+
+// settle reports the attempt to the policy and counts it, once. A unary
+// answer settles before its last bytes go out, so that a caller that has its
+// answer finds it counted.
+func (x *exchange) settle(rep policy.Report) {
+	if x.settled {
+		return
+	}
+	x.settled = true
+	x.att.Finish(rep)
+	r := &x.target.Region
+	x.s.metrics.Attempt(x.pool.label, r.Name, string(r.Tier), rep.Outcome, time.Since(x.began))
+}
+
+// regionOf is the table region an attempt names: what upstream needs of it
+// (name, endpoint and tier) as the policy picked it, even when a newer table
+// has updated the policy since the request began.
+func regionOf(a policy.Attempt) table.Region {
+	return table.Region{Name: a.Region, Endpoint: a.Endpoint, Tier: a.Tier}
+}
+
+// refused answers a call the policy refused to attempt (again). Before any
+// attempt, over-capacity and shed refusals answer 429 with Retry-After. After
+// an attempt, the caller gets that attempt's error.
+func (x *exchange) refused(err, last error) {
+	s, p := x.s, x.pool
+	retryAfter, capacity := policy.RetryAfter(err)
+	if last == nil {
+		switch {
+		case capacity:
+			reason := "over_capacity"
+			if errors.Is(err, policy.ErrShed) {
+				reason = "shed"
+			}
+			s.metrics.Shed(p.label, x.prio, reason)
+			x.fail(http.StatusTooManyRequests, codes.ResourceExhausted, err.Error(), retryAfter)
+		case errors.Is(err, policy.ErrDeadlineExceeded):
+			x.fail(http.StatusGatewayTimeout, codes.DeadlineExceeded, "request deadline exceeded before any region was tried", 0)
+		default:
+			x.fail(http.StatusServiceUnavailable, codes.Unavailable, err.Error(), 0)
+		}
+		return
+	}
+	s.metrics.RetryRefused(p.label, retryRefusal(err, capacity))
+	x.failUpstream(last, retryAfter)
+}
+
+// retryRefusal is the reason label of a retry the policy refused with err.
+func retryRefusal(err error, capacity bool) string {
+	switch {
+	case errors.Is(err, policy.ErrBudgetExhausted):
+		return "budget"
+	case errors.Is(err, policy.ErrAttemptsExhausted):
+		return "attempts"
+	case errors.Is(err, policy.ErrDeadlineExceeded):
+		return "deadline"
+	case capacity:
+		return "capacity"
+	}
+	return "other"
+}
+
+// report is what the policy learns from an attempt that ended with err.
+// Whether the caller gave up is read on the request's own context: the
+// router's request timeout running out is the region being slow.
+func (x *exchange) report(err error) policy.Report { return upstream.Report(x.r.Context(), err) }
+
+// failUpstream answers with an attempt's error: the region's own answer
+// byte for byte when it gave one, else Google's error JSON for the error. A
+// 429 always carries a Retry-After: the policy's, else the region's, else one
+// second.
+func (x *exchange) failUpstream(err error, retryAfter time.Duration) {
+	var rerr *upstream.Error
+	if errors.As(err, &rerr) {
+		h := x.w.Header()
+		upstream.AnswerHeader(h, rerr.Header)
+		if rerr.HTTPStatus == http.StatusTooManyRequests && (retryAfter > 0 || h.Get("Retry-After") == "") {
+			setRetryAfter(h, max(retryAfter, time.Second))
+		}
+		x.status = rerr.HTTPStatus
+		x.w.WriteHeader(rerr.HTTPStatus)
+		_, _ = x.w.Write(rerr.Body)
+		return
+	}
+	code := upstream.Code(err)
+	if code == codes.ResourceExhausted {
+		retryAfter = max(retryAfter, time.Second)
+	} else {
+		retryAfter = 0
+	}
+	x.fail(upstream.HTTPStatus(code), code, status.Convert(err).Message(), retryAfter)
+}
+
+// fail writes an error answer.
+func (x *exchange) fail(httpCode int, code codes.Code, msg string, retryAfter time.Duration) {
+	x.status = httpCode
+	writeError(x.w, httpCode, code, msg, retryAfter)
+}
+
+// finish ends the exchange: it gives back the body's budget and the pool,
+// lifts the write deadline off the connection (a kept-alive connection must
+// not carry it into its next request), logs and counts the request. Prompts,
+// answers and headers are never logged.
+func (x *exchange) finish() {
+	x.s.bodies.give(x.held)
+	if x.status != 0 {
+		_ = x.rc.SetWriteDeadline(time.Time{})
+	}
+	d := time.Since(x.start)
+	pool := ""
+	if x.pool != nil {
+		pool = x.pool.label
+		x.pool.release()
+	}
+	if x.status == 0 {
+		x.status = http.StatusOK
+	}
+	x.s.metrics.Request(pool, x.method, x.status, d)
+	level := slog.LevelDebug
+	if x.status >= 500 {
+		level = slog.LevelWarn
+	}
+	if x.s.log.Enabled(x.r.Context(), level) {
+		x.s.log.LogAttrs(x.r.Context(), level, "request",
+			slog.String("method", x.r.Method), slog.String("path", x.r.URL.Path),
+			slog.String("pool", pool), slog.String("region", x.region),
+			slog.Int("status", x.status), slog.Duration("latency", d))
+	}
+}

@@ -1,0 +1,118 @@
+package upstream
+
+import (
+	"context"
+
+	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// outgoing returns ctx with the request type of the call in its outgoing
+// metadata, replacing any request type ctx already carried (from an earlier
+// attempt to another region, or from the caller), and the call's
+// credentials for callCredentials.
+func (c *Clients) outgoing(ctx context.Context, t *Target) (context.Context, error) {
+	auth, err := c.authorization(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if auth != "" {
+		ctx = context.WithValue(ctx, authKey{}, auth)
+	}
+	requestType := RequestType(t.Pool, t.Region)
+	md, ok := metadata.FromOutgoingContext(ctx)
+	if !ok && requestType == "" {
+		return ctx, nil
+	}
+	if ok {
+		md = md.Copy()
+		delete(md, RequestTypeHeader)
+	} else {
+		md = metadata.MD{}
+	}
+	if requestType != "" {
+		md.Set(RequestTypeHeader, requestType)
+	}
+	return metadata.NewOutgoingContext(ctx, md), nil
+}
+
+// start counts a call on the endpoint of t and readies its context; the
+// caller must release the endpoint.
+func (c *Clients) start(ctx context.Context, t *Target) (*endpoint, context.Context, error) {
+	e, err := c.acquire(t.Region.Endpoint)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ctx, err = c.outgoing(ctx, t); err != nil {
+		e.release()
+		return nil, nil, err
+	}
+	return e, ctx, nil
+}
+
+// shallowCopy returns a new message of m's type sharing m's field values, so
+// that a request can be given another model without touching the caller's
+// request or copying its contents. Unknown fields are kept: a field this
+// build's protos do not know reaches the region as the caller sent it.
+func shallowCopy[M proto.Message](m M) M {
+	src := m.ProtoReflect()
+	dst := src.New()
+	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		dst.Set(fd, v)
+		return true
+	})
+	if u := src.GetUnknown(); len(u) > 0 {
+		dst.SetUnknown(u)
+	}
+	return dst.Interface().(M)
+}
+
+// GenerateContent calls GenerateContent on the region of t. req is not
+// modified; the call carries a copy whose model is ModelName(t.Pool,
+// t.Region).
+func (c *Clients) GenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest, t Target) (*aiplatformpb.GenerateContentResponse, error) {
+	e, ctx, err := c.start(ctx, &t)
+	if err != nil {
+		return nil, err
+	}
+	defer e.release()
+	r := shallowCopy(req)
+	r.Model = ModelName(t.Pool, t.Region)
+	return e.prediction.GenerateContent(ctx, r)
+}
+
+// StreamGenerateContent starts StreamGenerateContent on the region of t and
+// returns the stream, so that the caller can relay chunks as they come. The
+// stream lives as long as ctx: the caller must cancel ctx when done with it,
+// which also ends its count on the endpoint. req is not modified.
+func (c *Clients) StreamGenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest, t Target) (aiplatformpb.PredictionService_StreamGenerateContentClient, error) {
+	e, sctx, err := c.start(ctx, &t)
+	if err != nil {
+		return nil, err
+	}
+	context.AfterFunc(ctx, e.release)
+	r := shallowCopy(req)
+	r.Model = ModelName(t.Pool, t.Region)
+	return e.prediction.StreamGenerateContent(sctx, r)
+}
+
+// CountTokens calls CountTokens on the region of t. For a publisher model
+// the request's endpoint field holds the model resource name (the REST path
+// .../publishers/*/models/*:countTokens binds to it), so it is set to
+// ModelName(t.Pool, t.Region), and so is the model field when the caller set
+// it. req is not modified.
+func (c *Clients) CountTokens(ctx context.Context, req *aiplatformpb.CountTokensRequest, t Target) (*aiplatformpb.CountTokensResponse, error) {
+	e, ctx, err := c.start(ctx, &t)
+	if err != nil {
+		return nil, err
+	}
+	defer e.release()
+	r := shallowCopy(req)
+	r.Endpoint = ModelName(t.Pool, t.Region)
+	if r.Model != "" {
+		r.Model = r.Endpoint
+	}
+	return e.utility.CountTokens(ctx, r)
+}

@@ -1,0 +1,192 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strings"
+)
+
+// Request is one Vertex REST call as the router's caller made it, to be sent
+// to a region: the caller's body bytes and headers go on unchanged but for
+// what routing must change.
+type Request struct {
+	// Version is the API version the caller used, v1 or v1beta1; the region
+	// is called with the same.
+	Version string
+	// Method is generateContent, streamGenerateContent or countTokens.
+	Method string
+	// RawQuery is the caller's query string (?alt=sse), sent as it is.
+	RawQuery string
+	// Header is the caller's header. Send never modifies it.
+	Header http.Header
+	// Body is the caller's body. Send never modifies it.
+	Body []byte
+}
+
+// Header names the router sets or drops, canonical.
+var (
+	headerRequestType   = textproto.CanonicalMIMEHeaderKey(RequestTypeHeader)
+	headerAuthorization = "Authorization"
+)
+
+// Values of the request-type header, shared by every call: the transport
+// never modifies a request's header.
+var (
+	requestTypeDedicated = []string{RequestTypeDedicated}
+	requestTypeShared    = []string{RequestTypeShared}
+)
+
+// HeaderPriority is the router's own request header that sets a call's
+// priority for shedding; it is never sent on.
+const HeaderPriority = "X-Regionwarden-Priority"
+
+// dropped reports whether a caller's request header stays with the router:
+//   - hop-by-hop headers (RFC 9110, section 7.6.1) and those the transport
+//     sets itself (Host, Content-Length);
+//   - Authorization, which the Authorizer decides;
+//   - the request type, which the region's tier decides;
+//   - Accept-Encoding: the router reads the answers it relays and asks for
+//     them uncompressed;
+//   - the router's own priority header.
+func dropped(key string) bool {
+	switch key {
+	case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Host", "Content-Length",
+		headerAuthorization, "Accept-Encoding", headerRequestType, HeaderPriority:
+		return true
+	}
+	return false
+}
+
+// outHeader is the header of a call to a region: the caller's, less what
+// stays with the router, plus the request type and the credentials.
+func outHeader(in http.Header, requestType, authorization string) http.Header {
+	out := make(http.Header, len(in)+2)
+	for k, v := range in {
+		if !dropped(k) {
+			out[k] = v
+		}
+	}
+	// Headers the caller's Connection header names are hop-by-hop too.
+	for _, v := range in["Connection"] {
+		for name := range strings.SplitSeq(v, ",") {
+			delete(out, textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name)))
+		}
+	}
+	switch requestType {
+	case RequestTypeDedicated:
+		out[headerRequestType] = requestTypeDedicated
+	case RequestTypeShared:
+		out[headerRequestType] = requestTypeShared
+	case "":
+	default:
+		out[headerRequestType] = []string{requestType}
+	}
+	if authorization != "" {
+		out[headerAuthorization] = []string{authorization}
+	}
+	return out
+}
+
+// AnswerHeader copies the header of a region's answer onto the header of the
+// router's answer: all of it but hop-by-hop headers, Content-Length (the
+// router's server sets its own) and Alt-Svc (it advertises Google's
+// alternative services, which would be wrong for the router's address).
+func AnswerHeader(dst, src http.Header) {
+	for k, v := range src {
+		switch k {
+		case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Te", "Trailer",
+			"Transfer-Encoding", "Upgrade", "Content-Length", "Alt-Svc":
+			continue
+		}
+		dst[k] = v
+	}
+}
+
+// path is the REST path of a call to t: the caller's, with the region's
+// location and the pool's names.
+func path(r *Request, t *Target) string {
+	var b strings.Builder
+	b.WriteByte('/')
+	b.WriteString(r.Version)
+	b.WriteByte('/')
+	writeModelName(&b, t.Pool, t.Region.Name, len(r.Version)+len(r.Method)+3)
+	b.WriteByte(':')
+	b.WriteString(r.Method)
+	return b.String()
+}
+
+// newBody is a request body over b. The transport knows a bytes.Reader in a
+// NopCloser as an in-memory body: it sends the body with the headers in one
+// write, and reads it again through GetBody when it retries on a connection
+// that turned out dead.
+func newBody(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
+
+// Send calls the region of t over REST with r and returns its answer when it
+// is 200 OK: the caller reads the body as it arrives and must close it. Any
+// other answer is read (its first maxErrorBody bytes) and returned as an
+// *Error; a call that got no answer returns the transport's error. ctx bounds
+// the whole call, body included.
+func (c *Clients) Send(ctx context.Context, t Target, r *Request) (*http.Response, error) {
+	e, err := c.acquire(t.Region.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	auth, err := c.authorization(ctx, &t)
+	if err != nil {
+		e.release()
+		return nil, err
+	}
+	scheme := "https"
+	if c.opts.Insecure {
+		scheme = "http"
+	}
+	u := &url.URL{Scheme: scheme, Host: t.Region.Endpoint, Path: path(r, &t), RawQuery: r.RawQuery}
+	req := (&http.Request{
+		Method:        http.MethodPost,
+		URL:           u,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        outHeader(r.Header, RequestType(t.Pool, t.Region), auth),
+		Body:          newBody(r.Body),
+		GetBody:       func() (io.ReadCloser, error) { return newBody(r.Body), nil },
+		ContentLength: int64(len(r.Body)),
+		Host:          u.Host,
+	}).WithContext(ctx)
+	if len(r.Body) == 0 {
+		req.Body, req.GetBody = http.NoBody, nil
+	}
+	resp, err := e.rest.RoundTrip(req)
+	if err != nil {
+		e.release()
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		rerr := readError(resp)
+		e.release()
+		return nil, rerr
+	}
+	resp.Body = &releasing{ReadCloser: resp.Body, e: e}
+	return resp, nil
+}
+
+// releasing is an answer's body that ends its call on the endpoint when closed.
+type releasing struct {
+	io.ReadCloser
+	e    *endpoint
+	done bool
+}
+
+func (b *releasing) Close() error {
+	err := b.ReadCloser.Close()
+	if !b.done {
+		b.done = true
+		b.e.release()
+	}
+	return err
+}

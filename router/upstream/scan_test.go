@@ -1,0 +1,90 @@
+package upstream
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+)
+
+func TestAnswerScanner(t *testing.T) {
+	cases := []struct {
+		name    string
+		framing int
+		answer  string
+		tokens  int64
+		traffic string
+		err     codes.Code
+	}{
+		{"unary", FrameObject, answerJSON, 52, "PROVISIONED_THROUGHPUT", codes.OK},
+		{"unknown fields around and inside", FrameObject,
+			`{"aNewField":{"usageMetadata":{"totalTokenCount":999}},"usageMetadata":{"futureCount":{"a":[1,{"b":"}"}]},"totalTokenCount":"77","trafficType":"ON_DEMAND_FLEX"},"x":"usageMetadata"}`,
+			77, "ON_DEMAND_FLEX", codes.OK},
+		{"keys inside strings and escapes", FrameObject,
+			`{"candidates":[{"content":{"parts":[{"text":"\"usageMetadata\":{\"totalTokenCount\":5} \\\" {"}]}}],"usageMetadata":{"totalTokenCount":3}}`,
+			3, "", codes.OK},
+		{"nested usage is not the answer's", FrameObject,
+			`{"candidates":[{"usageMetadata":{"totalTokenCount":100,"trafficType":"ON_DEMAND"}}]}`, 0, "", codes.OK},
+		{"server-sent events", FrameObject,
+			"data: {\"candidates\":[],\"usageMetadata\":{\"totalTokenCount\":7,\"trafficType\":\"ON_DEMAND\"}}\r\n\r\n" +
+				"data: {\"candidates\":[],\"usageMetadata\":{\"totalTokenCount\":12,\"trafficType\":\"ON_DEMAND\"}}\r\n\r\n",
+			12, "ON_DEMAND", codes.OK},
+		{"JSON array stream", FrameArray,
+			"[{\"usageMetadata\":{\"totalTokenCount\":7}}\r\n,{\"usageMetadata\":{\"totalTokenCount\":12,\"trafficType\":\"PROVISIONED_THROUGHPUT\"}}]",
+			12, "PROVISIONED_THROUGHPUT", codes.OK},
+		{"error event", FrameObject,
+			"data: {\"usageMetadata\":{\"totalTokenCount\":4}}\r\n\r\ndata: {\"error\":{\"code\":503,\"message\":\"gone\",\"status\":\"UNAVAILABLE\"}}\r\n\r\n",
+			4, "", codes.Unavailable},
+		{"error in an array, HTTP code only", FrameArray, `[{"a":1},{"error":{"code":429,"message":"quota"}}]`, 0, "", codes.ResourceExhausted},
+		{"a future traffic type", FrameObject, `{"usageMetadata":{"trafficType":"ON_DEMAND_SPOT"}}`, 0, "ON_DEMAND_SPOT", codes.OK},
+		{"no traffic type that is not a name", FrameObject, `{"usageMetadata":{"trafficType":"a b"}}`, 0, "", codes.OK},
+		{"countTokens", FrameObject, `{"totalTokens":42,"totalBillableCharacters":11}`, 0, "", codes.OK},
+		{"not JSON", FrameObject, `<html>]]]}}}{{"usageMetadata"</html>`, 0, "", codes.OK},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// Every split of the answer in two pieces reads the same.
+			for cut := 0; cut <= len(tc.answer); cut++ {
+				s := NewAnswerScanner(tc.framing)
+				_, _ = s.Write([]byte(tc.answer[:cut]))
+				_, _ = s.Write([]byte(tc.answer[cut:]))
+				if s.Tokens != tc.tokens || s.TrafficType != tc.traffic || s.Err != tc.err {
+					t.Fatalf("cut at %d: tokens %d, traffic %q, error %v; want %d, %q, %v",
+						cut, s.Tokens, s.TrafficType, s.Err, tc.tokens, tc.traffic, tc.err)
+				}
+			}
+		})
+	}
+}
+
+func TestAnswerScannerSkipsHugeFields(t *testing.T) {
+	s := NewAnswerScanner(FrameObject)
+	_, _ = s.Write([]byte(`{"usageMetadata":{"pad":"` + strings.Repeat("x", 2*maxCapture) + `","totalTokenCount":5},"usageMetadata":{"totalTokenCount":6}}`))
+	if s.Tokens != 6 {
+		t.Errorf("tokens %d, want 6 from the field small enough to read", s.Tokens)
+	}
+}
+
+func FuzzAnswerScanner(f *testing.F) {
+	f.Add([]byte(answerJSON), 5)
+	f.Add([]byte(`[{"usageMetadata":{"totalTokenCount":7}},{"error":{"status":"UNAVAILABLE"}}]`), 3)
+	f.Fuzz(func(t *testing.T, b []byte, cut int) {
+		for _, framing := range []int{FrameObject, FrameArray} {
+			whole := NewAnswerScanner(framing)
+			_, _ = whole.Write(b)
+			if cut < 0 {
+				cut = -cut
+			}
+			cut %= len(b) + 1
+			split := NewAnswerScanner(framing)
+			_, _ = split.Write(b[:cut])
+			_, _ = split.Write(b[cut:])
+			if whole.Tokens != split.Tokens || whole.TrafficType != split.TrafficType || whole.Err != split.Err {
+				t.Fatalf("split at %d reads differently", cut)
+			}
+			if len(whole.TrafficType) > maxTrafficType {
+				t.Fatalf("traffic type of %d bytes", len(whole.TrafficType))
+			}
+		}
+	})
+}

@@ -1,0 +1,535 @@
+// Package upstreamtest is the fake Vertex AI region of the router's tests
+// (router/upstream, router/server, cmd/router): one in-process region on a
+// loopback address that serves, as Google's regional endpoints do, both the
+// Vertex REST surface (HTTP/1.1 and h2c) and the gRPC PredictionService and
+// LlmUtilityService. It records what it saw of every call, byte for byte, and
+// answers as its Behavior says: text naming itself, a fault, a stream that
+// fails after its first chunk, a call that blocks until the caller goes.
+//
+// It speaks Google's error model on its own (error JSON, HTTP status and
+// status name per code) rather than borrowing router/upstream's mapping, so
+// a mistake in the router's mapping cannot hide behind the fake.
+package upstreamtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
+	rpccode "google.golang.org/genproto/googleapis/rpc/code"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// Surfaces a call arrives on.
+const (
+	REST = "rest"
+	GRPC = "grpc"
+)
+
+// Methods, by their gRPC names on both surfaces.
+const (
+	MethodGenerate = "GenerateContent"
+	MethodStream   = "StreamGenerateContent"
+	MethodCount    = "CountTokens"
+)
+
+// StreamChunks is how many chunks a streamed answer has unless Behavior.Chunks says.
+const StreamChunks = 3
+
+// Behavior is how the region answers. The zero value answers every call.
+type Behavior struct {
+	// Fault, when set, decides the answer to call n (1-based, counted over
+	// both surfaces) from its gRPC status error; nil answers normally.
+	Fault func(n int64) error
+	// FailAfterFirstChunk ends streams with UNAVAILABLE after one chunk: over
+	// REST an error event in the stream, as Vertex sends one.
+	FailAfterFirstChunk bool
+	// Block makes calls wait for their context to end; each then sends its
+	// context's error on Ended.
+	Block bool
+	// Hold, when set, makes calls wait until it is closed (or their context
+	// ends), then answer.
+	Hold <-chan struct{}
+	// Chunks is how many chunks a streamed answer has; negative means
+	// StreamChunks. Start sets it to StreamChunks.
+	Chunks int
+	// Endless makes streams send chunks until the caller goes.
+	Endless bool
+	// Pad adds this many bytes of text to every streamed chunk.
+	Pad int
+	// ExtraJSON is raw JSON members ("\"a\":1,\"b\":{}") added to every REST
+	// answer object, as fields no proto of this build knows.
+	ExtraJSON string
+	// ExtraProto is protobuf wire bytes appended to every gRPC answer, as
+	// fields no proto of this build knows.
+	ExtraProto []byte
+	// Discard reads REST bodies without keeping or decoding them, and
+	// answers at once: for tests that send bodies too large to keep.
+	Discard bool
+}
+
+// Call is what the region saw of one call.
+type Call struct {
+	Surface string
+	Method  string
+	// Path is the REST request's path; "" over gRPC.
+	Path string
+	// Model is the model resource name: from the path over REST, from the
+	// request's model field over gRPC.
+	Model string
+	// Endpoint is a gRPC CountTokens request's endpoint field.
+	Endpoint string
+	// RequestType holds the X-Vertex-AI-LLM-Request-Type values; nil when absent.
+	RequestType []string
+	// Auth holds the Authorization values; nil when absent.
+	Auth []string
+	// Params holds the x-goog-request-params metadata values (gRPC).
+	Params []string
+	// Header is the REST request's header; Metadata the gRPC call's.
+	Header   http.Header
+	Metadata metadata.MD
+	// Body is the REST body as received (nil with Discard); BodyLen its length.
+	Body    []byte
+	BodyLen int64
+	// Request is the gRPC request as received, unknown fields included.
+	Request proto.Message
+}
+
+// Region is one fake region. Make it with Start.
+type Region struct {
+	Name string
+	Tier table.Tier
+	// Addr is the host:port that serves both surfaces.
+	Addr string
+
+	// Started receives the method of every call that blocks or is held, as
+	// it starts waiting.
+	Started chan string
+	// Ended receives the context error of every blocked call as it ends.
+	Ended chan error
+
+	calls atomic.Int64
+	mu    sync.Mutex
+	b     Behavior
+	seen  []Call
+}
+
+// Start serves a region named name of tier tier on a free loopback port
+// until the test ends.
+func Start(t testing.TB, name string, tier table.Tier) *Region {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Region{Name: name, Tier: tier, Addr: lis.Addr().String(),
+		Started: make(chan string, 64), Ended: make(chan error, 64), b: Behavior{Chunks: StreamChunks}}
+	g := grpc.NewServer()
+	aiplatformpb.RegisterPredictionServiceServer(g, &predictionServer{r: r})
+	aiplatformpb.RegisterLlmUtilityServiceServer(g, &utilityServer{r: r})
+	rest := r.restHandler()
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	hs := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if req.ProtoMajor == 2 && strings.HasPrefix(req.Header.Get("Content-Type"), "application/grpc") {
+				g.ServeHTTP(w, req)
+				return
+			}
+			rest.ServeHTTP(w, req)
+		}),
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go func() { _ = hs.Serve(lis) }()
+	t.Cleanup(func() {
+		_ = hs.Close()
+		g.Stop()
+	})
+	return r
+}
+
+// Set changes the region's behavior.
+func (r *Region) Set(fn func(b *Behavior)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fn(&r.b)
+}
+
+// Calls is how many calls the region received.
+func (r *Region) Calls() int64 { return r.calls.Load() }
+
+// Counter is the region's call counter, for tests that read it often.
+func (r *Region) Counter() *atomic.Int64 { return &r.calls }
+
+// Seen returns what the region saw so far, in arrival order.
+func (r *Region) Seen() []Call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Call(nil), r.seen...)
+}
+
+// Last returns the last call the region saw; the zero Call before any.
+func (r *Region) Last() Call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.seen) == 0 {
+		return Call{}
+	}
+	return r.seen[len(r.seen)-1]
+}
+
+// TableRegion is the region as a routing table lists it, with an RPS hint
+// (0: none). A shared region is ejectable.
+func (r *Region) TableRegion(rps float64) table.Region {
+	return table.Region{Name: r.Name, Endpoint: r.Addr, Tier: r.Tier, Ejectable: r.Tier == table.TierShared,
+		Capacity: table.Capacity{RequestsPerSecond: rps}}
+}
+
+// ModelName is the resource name a call to this region must carry for
+// project, publisher and model.
+func (r *Region) ModelName(project, publisher, model string) string {
+	return "projects/" + project + "/locations/" + r.Name + "/publishers/" + publisher + "/models/" + model
+}
+
+// record notes a call and returns the behavior to answer it with and the
+// fault for it, if any. It waits first when the behavior blocks or holds;
+// then the returned error is the context's.
+func (r *Region) record(ctx context.Context, c Call) (Behavior, error) {
+	n := r.calls.Add(1)
+	r.mu.Lock()
+	r.seen = append(r.seen, c)
+	b := r.b
+	r.mu.Unlock()
+	switch {
+	case b.Block:
+		r.Started <- c.Method
+		<-ctx.Done()
+		r.Ended <- ctx.Err()
+		return b, status.FromContextError(ctx.Err()).Err()
+	case b.Hold != nil:
+		r.Started <- c.Method
+		select {
+		case <-b.Hold:
+		case <-ctx.Done():
+			return b, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	if b.Fault != nil {
+		return b, b.Fault(n)
+	}
+	return b, nil
+}
+
+// trafficType is what the region reports served a call: its tier.
+func (r *Region) trafficType() aiplatformpb.GenerateContentResponse_UsageMetadata_TrafficType {
+	if r.Tier == table.TierProvisioned {
+		return aiplatformpb.GenerateContentResponse_UsageMetadata_PROVISIONED_THROUGHPUT
+	}
+	return aiplatformpb.GenerateContentResponse_UsageMetadata_ON_DEMAND
+}
+
+// answer is a reply: text, and usage on the last chunk.
+func (r *Region) answer(text string, last bool) *aiplatformpb.GenerateContentResponse {
+	a := &aiplatformpb.GenerateContentResponse{
+		Candidates: []*aiplatformpb.Candidate{{
+			Content: &aiplatformpb.Content{Role: "model", Parts: []*aiplatformpb.Part{{Data: &aiplatformpb.Part_Text{Text: text}}}},
+		}},
+		ModelVersion: "fake-" + r.Name,
+	}
+	if last {
+		a.Candidates[0].FinishReason = aiplatformpb.Candidate_STOP
+		a.UsageMetadata = &aiplatformpb.GenerateContentResponse_UsageMetadata{
+			PromptTokenCount: 7, CandidatesTokenCount: 5, TotalTokenCount: 12, TrafficType: r.trafficType(),
+		}
+	}
+	return a
+}
+
+// unaryText is the text of a unary answer to prompt.
+func (r *Region) unaryText(prompt string) string { return r.Name + " answers: " + prompt }
+
+// chunkText is the text of streamed chunk i, padded with pad bytes.
+func (r *Region) chunkText(i, pad int) string {
+	return fmt.Sprintf("[%s chunk %d]", r.Name, i) + strings.Repeat("x", pad)
+}
+
+// Prompt is the text of a request's contents, concatenated.
+func Prompt(contents []*aiplatformpb.Content) string {
+	var b strings.Builder
+	for _, c := range contents {
+		for _, p := range c.GetParts() {
+			b.WriteString(p.GetText())
+		}
+	}
+	return b.String()
+}
+
+// HTTPStatus is the HTTP status Google's REST APIs answer a gRPC code with.
+func HTTPStatus(c codes.Code) int {
+	switch c {
+	case codes.OK:
+		return http.StatusOK
+	case codes.Canceled:
+		return 499
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
+		return http.StatusBadRequest
+	case codes.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case codes.NotFound:
+		return http.StatusNotFound
+	case codes.AlreadyExists, codes.Aborted:
+		return http.StatusConflict
+	case codes.PermissionDenied:
+		return http.StatusForbidden
+	case codes.ResourceExhausted:
+		return http.StatusTooManyRequests
+	case codes.Unimplemented:
+		return http.StatusNotImplemented
+	case codes.Unavailable:
+		return http.StatusServiceUnavailable
+	case codes.Unauthenticated:
+		return http.StatusUnauthorized
+	}
+	return http.StatusInternalServerError
+}
+
+// ErrorJSON is Google's REST error body for err's status.
+func ErrorJSON(err error) []byte {
+	st := status.Convert(err)
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{
+		"code": HTTPStatus(st.Code()), "message": st.Message(), "status": rpccode.Code(st.Code()).String(),
+	}})
+	return b
+}
+
+// writeError answers err as Google's REST APIs do.
+func writeError(w http.ResponseWriter, err error) {
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	w.WriteHeader(HTTPStatus(status.Code(err)))
+	_, _ = w.Write(ErrorJSON(err))
+}
+
+// restHandler serves the Vertex REST surface for publisher models.
+func (r *Region) restHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /{version}/projects/{project}/locations/{location}/publishers/{publisher}/models/{modelMethod}", r.serveREST)
+	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, status.Errorf(codes.NotFound, "The requested URL %s was not found on this server.", req.URL.Path))
+	})
+	return mux
+}
+
+func (r *Region) serveREST(w http.ResponseWriter, req *http.Request) {
+	model, method, _ := strings.Cut(req.PathValue("modelMethod"), ":")
+	c := Call{
+		Surface: REST, Path: req.URL.Path,
+		Model: "projects/" + req.PathValue("project") + "/locations/" + req.PathValue("location") +
+			"/publishers/" + req.PathValue("publisher") + "/models/" + model,
+		RequestType: req.Header.Values("X-Vertex-AI-LLM-Request-Type"),
+		Auth:        req.Header.Values("Authorization"),
+		Header:      req.Header.Clone(),
+	}
+	switch method {
+	case "generateContent":
+		c.Method = MethodGenerate
+	case "streamGenerateContent":
+		c.Method = MethodStream
+	case "countTokens":
+		c.Method = MethodCount
+	default:
+		writeError(w, status.Errorf(codes.NotFound, "method %q is not served", method))
+		return
+	}
+	r.mu.Lock()
+	discard := r.b.Discard
+	r.mu.Unlock()
+	var err error
+	if discard {
+		c.BodyLen, err = io.Copy(io.Discard, req.Body)
+	} else {
+		c.Body, err = io.ReadAll(req.Body)
+		c.BodyLen = int64(len(c.Body))
+	}
+	if err != nil {
+		return
+	}
+	b, err := r.record(req.Context(), c)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var in aiplatformpb.GenerateContentRequest
+	if !discard {
+		if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(c.Body, &in); err != nil {
+			writeError(w, status.Error(codes.InvalidArgument, "Invalid JSON payload received. "+err.Error()))
+			return
+		}
+	}
+	switch c.Method {
+	case MethodGenerate:
+		r.writeJSON(w, b, r.answer(r.unaryText(Prompt(in.GetContents())), true))
+	case MethodCount:
+		r.writeJSON(w, b, &aiplatformpb.CountTokensResponse{TotalTokens: 42, TotalBillableCharacters: int32(len(r.Name))})
+	case MethodStream:
+		r.restStream(w, req, b)
+	}
+}
+
+// marshal encodes an answer with the behavior's extra members.
+func marshal(b Behavior, m proto.Message) []byte {
+	out, err := protojson.Marshal(m)
+	if err != nil {
+		panic(err)
+	}
+	if b.ExtraJSON == "" {
+		return out
+	}
+	out = bytes.TrimRight(out, " ")
+	out = out[:len(out)-1] // the closing brace
+	if len(bytes.TrimSpace(out)) > 1 {
+		out = append(out, ',')
+	}
+	return append(append(out, b.ExtraJSON...), '}')
+}
+
+func (r *Region) writeJSON(w http.ResponseWriter, b Behavior, m proto.Message) {
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	_, _ = w.Write(marshal(b, m))
+}
+
+// restStream writes chunks as server-sent events with ?alt=sse, else as one
+// JSON array, as Vertex does.
+func (r *Region) restStream(w http.ResponseWriter, req *http.Request, b Behavior) {
+	sse := req.URL.Query().Get("alt") == "sse"
+	if sse {
+		w.Header().Set("Content-Type", "text/event-stream")
+	} else {
+		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	}
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	first := true
+	send := func(chunk []byte) error {
+		var err error
+		switch {
+		case sse:
+			_, err = fmt.Fprintf(w, "data: %s\r\n\r\n", chunk)
+		case first:
+			_, err = fmt.Fprintf(w, "[%s", chunk)
+		default:
+			_, err = fmt.Fprintf(w, ",\r\n%s", chunk)
+		}
+		first = false
+		if err == nil {
+			err = rc.Flush()
+		}
+		return err
+	}
+	n := b.Chunks
+	if n < 0 {
+		n = StreamChunks
+	}
+	for i := 0; b.Endless || i < n; i++ {
+		if req.Context().Err() != nil {
+			return
+		}
+		last := !b.Endless && i == n-1
+		if err := send(marshal(b, r.answer(r.chunkText(i, b.Pad), last))); err != nil {
+			return
+		}
+		if b.FailAfterFirstChunk {
+			_ = send(ErrorJSON(status.Error(codes.Unavailable, "region lost the stream")))
+			break
+		}
+	}
+	if !sse {
+		if first {
+			_, _ = io.WriteString(w, "[")
+		}
+		_, _ = io.WriteString(w, "]")
+	}
+}
+
+type predictionServer struct {
+	aiplatformpb.UnimplementedPredictionServiceServer
+	r *Region
+}
+
+type utilityServer struct {
+	aiplatformpb.UnimplementedLlmUtilityServiceServer
+	r *Region
+}
+
+// grpcCall is what the region notes of a gRPC call.
+func grpcCall(ctx context.Context, method, model, endpoint string, req proto.Message) Call {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return Call{
+		Surface: GRPC, Method: method, Model: model, Endpoint: endpoint,
+		RequestType: md.Get("x-vertex-ai-llm-request-type"), Auth: md.Get("authorization"),
+		Params: md.Get("x-goog-request-params"), Metadata: md.Copy(), Request: proto.Clone(req),
+	}
+}
+
+// withExtra appends the behavior's unknown bytes to m.
+func withExtra[M proto.Message](b Behavior, m M) M {
+	if len(b.ExtraProto) > 0 {
+		m.ProtoReflect().SetUnknown(append(m.ProtoReflect().GetUnknown(), b.ExtraProto...))
+	}
+	return m
+}
+
+func (p *predictionServer) GenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest) (*aiplatformpb.GenerateContentResponse, error) {
+	b, err := p.r.record(ctx, grpcCall(ctx, MethodGenerate, req.GetModel(), "", req))
+	if err != nil {
+		return nil, err
+	}
+	return withExtra(b, p.r.answer(p.r.unaryText(Prompt(req.GetContents())), true)), nil
+}
+
+func (p *predictionServer) StreamGenerateContent(req *aiplatformpb.GenerateContentRequest, st aiplatformpb.PredictionService_StreamGenerateContentServer) error {
+	b, err := p.r.record(st.Context(), grpcCall(st.Context(), MethodStream, req.GetModel(), "", req))
+	if err != nil {
+		return err
+	}
+	n := b.Chunks
+	if n < 0 {
+		n = StreamChunks
+	}
+	for i := 0; b.Endless || i < n; i++ {
+		last := !b.Endless && i == n-1
+		if err := st.Send(withExtra(b, p.r.answer(p.r.chunkText(i, b.Pad), last))); err != nil {
+			return err
+		}
+		if b.FailAfterFirstChunk {
+			return status.Error(codes.Unavailable, "region lost the stream")
+		}
+	}
+	return nil
+}
+
+func (u *utilityServer) CountTokens(ctx context.Context, req *aiplatformpb.CountTokensRequest) (*aiplatformpb.CountTokensResponse, error) {
+	b, err := u.r.record(ctx, grpcCall(ctx, MethodCount, req.GetModel(), req.GetEndpoint(), req))
+	if err != nil {
+		return nil, err
+	}
+	return withExtra(b, &aiplatformpb.CountTokensResponse{TotalTokens: 42, TotalBillableCharacters: int32(len(u.r.Name))}), nil
+}
