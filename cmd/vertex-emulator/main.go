@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/regionwarden/regionwarden/internal/emulator"
+	"github.com/regionwarden/regionwarden/router/table"
 )
 
 func main() {
@@ -85,9 +86,9 @@ type Addresses struct {
 
 // RegionAddress is one region's listeners.
 type RegionAddress struct {
-	Tier emulator.Tier `json:"tier"`
-	GRPC string        `json:"grpc"`
-	REST string        `json:"rest"`
+	Tier table.Tier `json:"tier"`
+	GRPC string     `json:"grpc"`
+	REST string     `json:"rest"`
 }
 
 // run serves until ctx ends, then prints the final stats.

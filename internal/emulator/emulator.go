@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/regionwarden/regionwarden/router/table"
 )
 
 // DefaultHost is where the emulator listens unless told otherwise.
@@ -35,8 +37,8 @@ type Options struct {
 
 // RegionAddr is where one emulated region listens.
 type RegionAddr struct {
-	Name string `json:"name"`
-	Tier Tier   `json:"tier"`
+	Name string     `json:"name"`
+	Tier table.Tier `json:"tier"`
 	// GRPC is host:port of the PredictionService and LlmUtilityService. It
 	// serves the Vertex REST surface too (HTTP/1.1), as one Google endpoint
 	// serves both: the endpoint a routing table names.

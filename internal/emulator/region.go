@@ -11,8 +11,6 @@ import (
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/regionwarden/regionwarden/router/upstream"
 )
 
 // Request types, as the x-vertex-ai-llm-request-type header spells them.
@@ -56,7 +54,7 @@ type apiError struct {
 	refused bool // drop the connection instead of answering
 }
 
-func (e *apiError) Error() string { return upstream.StatusName(e.code) + ": " + e.msg }
+func (e *apiError) Error() string { return statusName(e.code) + ": " + e.msg }
 
 // grpcErr is the error a gRPC handler returns.
 func (e *apiError) grpcErr() error { return status.Error(e.code, e.msg) }
@@ -66,7 +64,7 @@ func (e *apiError) outcome() string {
 	if e.refused {
 		return outcomeRefused
 	}
-	return upstream.StatusName(e.code)
+	return statusName(e.code)
 }
 
 // second is one second of scenario time in a region's histogram.

@@ -12,8 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/regionwarden/regionwarden/router/upstream"
 )
 
 // maxBodyBytes bounds a REST request body.
@@ -168,8 +166,8 @@ func writeServeError(w http.ResponseWriter, err error) {
 // maps its code to.
 func writeError(w http.ResponseWriter, e *apiError) {
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	w.WriteHeader(upstream.HTTPStatus(e.code))
-	_, _ = w.Write(upstream.GoogleError(e.code, e.msg))
+	w.WriteHeader(httpStatus(e.code))
+	_, _ = w.Write(googleErrorJSON(e.code, e.msg))
 }
 
 func writeMessage(w http.ResponseWriter, m proto.Message) {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/regionwarden/regionwarden/router/table"
 )
 
 // Defaults for the fields a scenario may leave out.
@@ -29,16 +31,6 @@ const (
 	DefaultLatencyP50     = 300 * time.Millisecond
 	DefaultBurstLength    = 1
 	DefaultFaultCode      = 503
-)
-
-// Tier is what kind of capacity a region offers.
-type Tier string
-
-const (
-	// TierProvisioned is a region holding Provisioned Throughput.
-	TierProvisioned Tier = "provisioned"
-	// TierShared is a pay-as-you-go region.
-	TierShared Tier = "shared"
 )
 
 // PTMode is what a provisioned region does with calls beyond its PT that
@@ -162,7 +154,7 @@ type Region struct {
 	// Name is the location, e.g. europe-west1.
 	Name string `json:"name"`
 	// Tier is provisioned or shared.
-	Tier Tier `json:"tier"`
+	Tier table.Tier `json:"tier"`
 	// Capacity is the region's pay-as-you-go quota. A shared region must
 	// declare one; on a provisioned region it serves shared calls and
 	// spillover, and an empty Capacity means no pay-as-you-go quota there.
@@ -459,14 +451,14 @@ func (r *Region) validate(f string, window time.Duration, bad func(field, format
 	}
 	validCapacity(f+".capacity", r.Capacity, window, bad)
 	switch r.Tier {
-	case TierShared:
+	case table.TierShared:
 		if r.Provisioned != nil {
 			bad(f+".provisioned", "only a provisioned region holds Provisioned Throughput")
 		}
 		if r.Capacity.IsZero() {
 			bad(f+".capacity", "a shared region needs requestsPerSecond or tokensPerSecond")
 		}
-	case TierProvisioned:
+	case table.TierProvisioned:
 		p := r.Provisioned
 		if p == nil {
 			bad(f+".provisioned", "required for a provisioned region")

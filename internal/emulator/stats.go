@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/regionwarden/regionwarden/router/table"
 )
 
 // Stats is a snapshot of what the regions saw and served.
@@ -23,8 +25,8 @@ type Stats struct {
 // that reached the region's capacity check (malformed calls are only in
 // ByCode), so Requests = sum of ByCode minus the malformed ones.
 type RegionStats struct {
-	Name string `json:"name"`
-	Tier Tier   `json:"tier"`
+	Name string     `json:"name"`
+	Tier table.Tier `json:"tier"`
 	// CapacityRequestsPerSecond is the region's PT plus pay-as-you-go
 	// capacity in calls of the scenario's typical size; zero means unlimited.
 	CapacityRequestsPerSecond float64 `json:"capacityRequestsPerSecond"`

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/regionwarden/regionwarden/internal/emulator"
+	"github.com/regionwarden/regionwarden/router/table"
 )
 
 // PortkeyVersion is the release of Portkey's gateway the replays install.
@@ -112,7 +113,7 @@ func portkeyConfig(sc *emulator.Scenario, addrs []emulator.RegionAddr) ([]byte, 
 			Project:    sc.Project,
 			APIKey:     "replay",
 		}
-		if a.Tier == emulator.TierProvisioned {
+		if a.Tier == table.TierProvisioned {
 			first = append(first, t)
 		} else {
 			rest = append(rest, t)
