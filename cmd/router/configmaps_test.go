@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/regionwarden/regionwarden/router/source"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -73,9 +74,15 @@ func TestTablesFromConfigMaps(t *testing.T) {
 	mustCreate(os.WriteFile(kubeconfig, kc, 0o600))
 
 	a, b := startRegion(t, "us-central1"), startRegion(t, "europe-west4")
+	controller := true
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "flash-routing", Labels: map[string]string{table.LabelRoutingTable: "true"}},
-		Data:       map[string]string{table.DataKey: string(renderTable(t, a))},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: "flash-routing", Labels: map[string]string{table.LabelRoutingTable: "true"},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: source.RegionPoolGroup + "/v1alpha1", Kind: source.RegionPoolKind, Name: "flash", UID: "uid-flash", Controller: &controller,
+			}},
+		},
+		Data: map[string]string{table.DataKey: string(renderTable(t, a))},
 	}
 	_, err = admin.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
 	mustCreate(err)

@@ -57,6 +57,7 @@ type config struct {
 	tableConfigMaps   string
 	kubeconfig        string
 	upstreamInsecure  bool
+	allowHosts        []string
 	requestTimeout    time.Duration
 	shutdownGrace     time.Duration
 	maxBodyBytes      int64
@@ -86,6 +87,16 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.tableConfigMaps, "table-configmaps", "", "namespace whose ConfigMaps labeled "+source.Selector()+" hold the routing tables (needs get, list, watch on configmaps there)")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig for --table-configmaps; empty uses the in-cluster config")
 	fs.BoolVar(&c.upstreamInsecure, "upstream-insecure", false, "call regions in plaintext (REST over HTTP/1.1, gRPC over h2c) without credentials: for emulators and tests only")
+	fs.Func("allow-endpoint-host", "a host outside Google's API domains (*.googleapis.com) that routing tables may name as an endpoint, "+
+		"e.g. an emulator's 127.0.0.1; repeat the flag or separate hosts by commas. Tables naming any other host are refused", func(v string) error {
+		for h := range strings.SplitSeq(v, ",") {
+			if h = strings.TrimSpace(h); h == "" || strings.ContainsAny(h, "/ ") {
+				return fmt.Errorf("%q is not a host name or address", h)
+			}
+			c.allowHosts = append(c.allowHosts, h)
+		}
+		return nil
+	})
 	fs.DurationVar(&c.requestTimeout, "request-timeout", server.DefaultRequestTimeout, "overall deadline of a request, every attempt included")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long in-flight requests and streams may take to finish")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body; larger ones are answered 413")
@@ -214,8 +225,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 	}
 
 	var src tableSource
+	endpoints := table.AllowHosts(c.allowHosts...)
 	if c.tableFile != "" {
-		src = source.NewFileSource(c.tableFile, source.FileOptions{Logger: log, Observer: m})
+		src = source.NewFileSource(c.tableFile, source.FileOptions{Logger: log, Observer: m, Endpoints: endpoints})
 	} else {
 		kc, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
 		if err != nil {
@@ -226,7 +238,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 		if err != nil {
 			return fmt.Errorf("kubernetes client: %w", err)
 		}
-		src = source.NewConfigMapSource(client, c.tableConfigMaps, source.ConfigMapOptions{Logger: log, Observer: m})
+		src = source.NewConfigMapSource(client, c.tableConfigMaps, source.ConfigMapOptions{Logger: log, Observer: m, Endpoints: endpoints})
 	}
 	apply := func(t *table.Table) {
 		if err := srv.Apply(t); err != nil {
@@ -274,7 +286,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 		go func() { serveErr <- newServer(srv.OpsHandler()).Serve(opsLn) }()
 	}
 	log.Info("router listening", "api", apiLn.Addr().String(), "ops", opsAddr,
-		"tableFile", c.tableFile, "tableConfigMaps", c.tableConfigMaps, "clockScale", c.clockScale,
+		"tableFile", c.tableFile, "tableConfigMaps", c.tableConfigMaps, "allowEndpointHosts", c.allowHosts, "clockScale", c.clockScale,
 		"maxBodyBytesInFlight", srv.MaxBodyBytesInFlight())
 	if onListen != nil {
 		onListen(apiLn.Addr().String(), opsAddr)

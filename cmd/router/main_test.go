@@ -38,6 +38,8 @@ func TestFlagErrors(t *testing.T) {
 		{"folder without the table", []string{"--table-file", t.TempDir()}, "routing.json"},
 		{"zero clock scale", []string{"--table-file", file, "--clock-scale", "0"}, "--clock-scale"},
 		{"stray argument", []string{"--table-file", file, "extra"}, "unexpected arguments"},
+		{"endpoint host with a path", []string{"--table-file", file, "--allow-endpoint-host", "127.0.0.1/x"}, "not a host"},
+		{"empty endpoint host", []string{"--table-file", file, "--allow-endpoint-host", "a,,b"}, "not a host"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -51,7 +53,7 @@ func TestFlagErrors(t *testing.T) {
 	if _, err := parseFlags([]string{"-h"}, &help); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v", err)
 	}
-	for _, f := range []string{"--table-file", "--table-configmaps", "--upstream-insecure", "--clock-scale", "for replays only", "--shutdown-grace"} {
+	for _, f := range []string{"--table-file", "--table-configmaps", "--upstream-insecure", "--allow-endpoint-host", "--clock-scale", "for replays only", "--shutdown-grace"} {
 		if !strings.Contains(help.String(), strings.TrimPrefix(f, "-")) {
 			t.Errorf("-h does not mention %s", f)
 		}
@@ -122,7 +124,15 @@ type started struct {
 	stop     context.CancelFunc
 }
 
+// startRun runs a router with args, allowed to call the fake regions on
+// loopback.
 func startRun(t *testing.T, args ...string) *started {
+	t.Helper()
+	return startRouter(t, append([]string{"--allow-endpoint-host", "127.0.0.1"}, args...)...)
+}
+
+// startRouter runs a router with args on loopback ports.
+func startRouter(t *testing.T, args ...string) *started {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &started{done: make(chan error, 1), stop: cancel}

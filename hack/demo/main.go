@@ -172,7 +172,7 @@ func run(ctx context.Context, o options) error {
 	}
 	if err := procs.start(ctx, work, "router", filepath.Join(o.bin, "router"), nil,
 		"--listen="+routerAddr, "--table-configmaps="+namespace, "--kubeconfig="+kubeconfigPath,
-		"--upstream-insecure", fmt.Sprintf("--clock-scale=%g", sc.TimeScale), fmt.Sprintf("--seed=%d", o.seed),
+		"--upstream-insecure", "--allow-endpoint-host=127.0.0.1", fmt.Sprintf("--clock-scale=%g", sc.TimeScale), fmt.Sprintf("--seed=%d", o.seed),
 		fmt.Sprintf("--request-timeout=%s", time.Duration(float64(sc.Load.Deadline.Duration)/sc.TimeScale)),
 		"--log-level=warn"); err != nil {
 		return err

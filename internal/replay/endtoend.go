@@ -64,6 +64,7 @@ func startRouter(ctx context.Context, bin string, env *Env) (*httpCaller, error)
 		"--table-file", tableFile,
 		"--listen", addr,
 		"--upstream-insecure",
+		"--allow-endpoint-host", "127.0.0.1",
 		"--clock-scale", strconv.FormatFloat(env.Clock.Scale(), 'g', -1, 64),
 		"--seed", strconv.FormatUint(env.Seed, 10),
 		"--request-timeout", deadline.String(),

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -28,10 +29,20 @@ type ConfigMapOptions struct {
 	Observer Observer
 	// Resync is the informer's resync period. Default 10m; negative turns it off.
 	Resync time.Duration
+	// Endpoints are the hosts a table's regions may name. Default Google's
+	// API hosts alone: a table naming another host is refused.
+	Endpoints table.Endpoints
 }
 
 // ConfigMapSource serves the routing tables of the ConfigMaps in one namespace
-// labeled table.LabelRoutingTable=true, merged into one table.
+// labeled table.LabelRoutingTable=true and controlled by a RegionPool, merged
+// into one table.
+//
+// Only a ConfigMap whose controller owner reference is a RegionPool is read:
+// the operator writes every routing table that way, so a labeled ConfigMap
+// that something else created (a copy, a chart, a mistake) is refused with
+// ReasonNotOwned and serves nothing, and one that loses its RegionPool
+// controller leaves the table as if deleted.
 //
 // Each ConfigMap holds one table under table.DataKey; the served table holds
 // the pools of all of them. A ConfigMap whose table is bad is refused alone: its
@@ -49,6 +60,7 @@ type ConfigMapSource struct {
 	client    kubernetes.Interface
 	namespace string
 	resync    time.Duration
+	endpoints table.Endpoints
 
 	mu      sync.Mutex
 	entries map[string]*cmEntry // by namespace/name; guarded by mu
@@ -79,6 +91,7 @@ func NewConfigMapSource(client kubernetes.Interface, namespace string, opts Conf
 		client:    client,
 		namespace: namespace,
 		resync:    opts.Resync,
+		endpoints: opts.Endpoints,
 		entries:   map[string]*cmEntry{},
 		dups:      map[string]bool{},
 	}
@@ -137,18 +150,48 @@ func (s *ConfigMapSource) update(obj any) {
 		return
 	}
 	e.resourceVersion = cm.ResourceVersion
+	if err := ownedByRegionPool(cm); err != nil {
+		s.Reject(cmOrigin(key), ReasonNotOwned, err)
+		if e.pools != nil {
+			e.pools = nil
+			s.publishLocked()
+		}
+		return
+	}
 	data, ok := cm.Data[table.DataKey]
 	if !ok {
 		s.Reject(cmOrigin(key), ReasonRead, fmt.Errorf("configmap %s has no key %s", key, table.DataKey))
 		return
 	}
-	t, reason, err := parse([]byte(data))
+	t, reason, err := parse([]byte(data), s.endpoints)
 	if err != nil {
 		s.Reject(cmOrigin(key), reason, err)
 		return
 	}
 	e.pools = t.Pools
 	s.publishLocked()
+}
+
+// RegionPoolGroup and RegionPoolKind are what the controller owner reference
+// of a routing ConfigMap names. The router does not import the operator's
+// API types, so it spells them here.
+const (
+	RegionPoolGroup = "capacity.regionwarden.io"
+	RegionPoolKind  = "RegionPool"
+)
+
+// ownedByRegionPool returns nil when cm's controller is a RegionPool.
+func ownedByRegionPool(cm *corev1.ConfigMap) error {
+	ref := metav1.GetControllerOfNoCopy(cm)
+	if ref == nil {
+		return fmt.Errorf("configmap %s/%s has no controller owner: the router reads only routing tables a RegionPool controls", cm.Namespace, cm.Name)
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || gv.Group != RegionPoolGroup || ref.Kind != RegionPoolKind {
+		return fmt.Errorf("configmap %s/%s is controlled by %s %s, not a RegionPool: the router reads only routing tables a RegionPool controls",
+			cm.Namespace, cm.Name, ref.Kind, ref.Name)
+	}
+	return nil
 }
 
 func (s *ConfigMapSource) delete(obj any) {

@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -65,10 +66,26 @@ func kube(t *testing.T) (kubernetes.Interface, string) {
 	return envClient, ns
 }
 
+// routingConfigMap is a routing ConfigMap as the operator writes it:
+// labeled, and controlled by a RegionPool named after it.
 func routingConfigMap(ns, name string, data []byte) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{table.LabelRoutingTable: "true"}},
-		Data:       map[string]string{table.DataKey: string(data)},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: name,
+			Labels:          map[string]string{table.LabelRoutingTable: "true"},
+			OwnerReferences: []metav1.OwnerReference{regionPoolOwner(name)},
+		},
+		Data: map[string]string{table.DataKey: string(data)},
+	}
+}
+
+// regionPoolOwner is the controller reference the operator puts on the
+// ConfigMap of pool name.
+func regionPoolOwner(name string) metav1.OwnerReference {
+	controller := true
+	return metav1.OwnerReference{
+		APIVersion: RegionPoolGroup + "/v1alpha1", Kind: RegionPoolKind, Name: name,
+		UID: types.UID("uid-" + name), Controller: &controller,
 	}
 }
 

@@ -36,6 +36,9 @@ type FileOptions struct {
 	// Resync is how often the table is read even without events, a safety net
 	// for missed events. Default 30s; negative turns it off.
 	Resync time.Duration
+	// Endpoints are the hosts a table's regions may name. Default Google's
+	// API hosts alone: a table naming another host is refused.
+	Endpoints table.Endpoints
 }
 
 // FileSource reads the routing table from a file, or from a folder holding
@@ -54,6 +57,8 @@ type FileSource struct {
 	origin   string
 	debounce time.Duration
 	resync   time.Duration
+	// endpoints are the hosts a table's regions may name.
+	endpoints table.Endpoints
 
 	// last is the content read last, good or bad, so that reading the same
 	// bytes again neither reloads nor refuses twice; lastReadErr is the text of
@@ -72,11 +77,12 @@ func NewFileSource(path string, opts FileOptions) *FileSource {
 		opts.Resync = DefaultFileResync
 	}
 	return &FileSource{
-		Store:    NewStore(opts.Logger, opts.Observer),
-		path:     path,
-		origin:   fileOriginPrefix + path,
-		debounce: opts.Debounce,
-		resync:   opts.Resync,
+		Store:     NewStore(opts.Logger, opts.Observer),
+		path:      path,
+		origin:    fileOriginPrefix + path,
+		debounce:  opts.Debounce,
+		resync:    opts.Resync,
+		endpoints: opts.Endpoints,
 	}
 }
 
@@ -153,7 +159,7 @@ func (s *FileSource) Reload() {
 		return
 	}
 	s.last = data
-	t, reason, err := parse(data)
+	t, reason, err := parse(data, s.endpoints)
 	if err != nil {
 		s.Reject(s.origin, reason, err)
 		return

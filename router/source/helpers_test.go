@@ -56,6 +56,7 @@ var badTables = []struct {
 	{"unknown version", `{"version": 2, "pools": []}`, ReasonVersion},
 	{"invalid pool", `{"version": 1, "pools": [{"project": "p", "model": "m", "regions": []}]}`, ReasonInvalid},
 	{"unknown field", `{"version": 1, "pools": [], "extra": true}`, ReasonInvalid},
+	{"endpoint off Google", `{"version": 1, "pools": [{"project": "p", "model": "m", "regions": [{"name": "us-east5", "endpoint": "attacker.example.com:443"}]}]}`, ReasonEndpoint},
 }
 
 // quietLogger drops logs; tests assert on counters, not log lines.

@@ -2,6 +2,7 @@ package source
 
 import (
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,12 @@ const (
 	// ReasonDuplicatePool: a pool is already served by a ConfigMap whose
 	// namespace/name sorts first.
 	ReasonDuplicatePool = "duplicate_pool"
+	// ReasonEndpoint: a region's endpoint is a host the router may not send
+	// credentials to (see table.Endpoints).
+	ReasonEndpoint = "endpoint"
+	// ReasonNotOwned: a labeled ConfigMap whose controller is not a
+	// RegionPool; the router reads only tables the operator writes.
+	ReasonNotOwned = "not_owned"
 )
 
 // Observer hears what a source does, so that the server can count it (for
@@ -126,17 +133,22 @@ func (s *Store) Reject(origin, reason string, err error) {
 	}
 }
 
-// parse reads one table document and says why it was refused, if it was.
-func parse(data []byte) (*table.Table, string, error) {
+// parse reads one table document whose endpoints must be ones endpoints
+// allows, and says why it was refused, if it was.
+func parse(data []byte, endpoints table.Endpoints) (*table.Table, string, error) {
 	var head struct {
 		Version int `json:"version"`
 	}
 	if err := json.Unmarshal(data, &head); err == nil && head.Version != table.Version {
-		_, err := table.Parse(data)
+		_, err := table.Parse(data, endpoints)
 		return nil, ReasonVersion, err
 	}
-	t, err := table.Parse(data)
-	if err != nil {
+	t, err := table.Parse(data, endpoints)
+	var offGoogle *table.EndpointError
+	switch {
+	case errors.As(err, &offGoogle):
+		return nil, ReasonEndpoint, err
+	case err != nil:
 		return nil, ReasonInvalid, err
 	}
 	return t, "", nil

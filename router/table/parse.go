@@ -71,8 +71,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // Parse reads a table, fills in defaults and validates it. The error names
 // the field at fault, e.g. `pools[0].regions[2].name: duplicate region "eu"`.
-// A table that Parse returns is complete and valid.
-func Parse(data []byte) (*Table, error) {
+// A table that Parse returns is complete and valid, and every endpoint in it
+// is one endpoints allows (Google's API hosts alone when none is given).
+func Parse(data []byte, endpoints ...Endpoints) (*Table, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var t Table
@@ -87,21 +88,34 @@ func Parse(data []byte) (*Table, error) {
 	if t.Version != Version {
 		return nil, fmt.Errorf("routing table: version: unsupported version %d (this build reads %d)", t.Version, Version)
 	}
-	if err := t.fillAndValidate(); err != nil {
+	allowed := Endpoints{}
+	for _, e := range endpoints {
+		allowed.allowed = append(allowed.allowed, e.allowed...)
+		allowed.any = allowed.any || e.any
+	}
+	if err := t.fillAndValidate(allowed); err != nil {
 		return nil, fmt.Errorf("routing table: %w", err)
 	}
 	return &t, nil
 }
 
-// fillAndValidate fills defaults, validates and only then sorts the regions,
-// so that an error's path (pools[0].regions[2]) is the index in the caller's
-// document, not in the sorted result.
-func (t *Table) fillAndValidate() error {
+// fillAndValidate fills defaults, validates, checks every endpoint against
+// endpoints and only then sorts the regions, so that an error's path
+// (pools[0].regions[2]) is the index in the caller's document, not in the
+// sorted result.
+func (t *Table) fillAndValidate(endpoints Endpoints) error {
 	for i := range t.Pools {
 		t.Pools[i].fill()
 	}
 	if err := t.Validate(); err != nil {
 		return err
+	}
+	for i := range t.Pools {
+		for j, r := range t.Pools[i].Regions {
+			if err := endpoints.Check(r.Endpoint); err != nil {
+				return fmt.Errorf("pools[%d].regions[%d].endpoint: %w", i, j, err)
+			}
+		}
 	}
 	for i := range t.Pools {
 		SortRegions(t.Pools[i].Regions)
@@ -361,10 +375,12 @@ func (p *Policy) Validate() error {
 // Render writes the table deterministically: defaults filled, regions sorted,
 // pools sorted by key, indented JSON with a trailing newline. The same table
 // always gives the same bytes. It validates first and renders nothing invalid.
+// It renders any endpoint: where credentials may go is for the router to
+// decide when it parses the table (and for the RegionPool CRD to check).
 func Render(t *Table) ([]byte, error) {
 	c := t.clone()
 	c.Version = Version
-	if err := c.fillAndValidate(); err != nil {
+	if err := c.fillAndValidate(anyEndpoint); err != nil {
 		return nil, fmt.Errorf("routing table: %w", err)
 	}
 	sort.SliceStable(c.Pools, func(i, j int) bool {
