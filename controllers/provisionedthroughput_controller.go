@@ -140,12 +140,18 @@ func (r *ProvisionedThroughputReconciler) verify(ctx context.Context, pt *capaci
 	// The last answer GCP gave, before this one, was the declared capacity.
 	wasObserved := pt.Status.LastVerifiedTime != nil && pt.Status.NotFoundSince == nil &&
 		pt.Status.Observed != nil && pt.Status.Observed.GSUs == spec.GSUs
+	unanswered := unansweredSince(pt, facts.FetchedAt)
 	pt.Status.LastVerifiedTime = stamp(facts.FetchedAt)
 
 	f, found := facts.Lookup(spec.Location, pt.GetPublisher(), spec.Model)
 	if !found || f.GSUs <= 0 {
-		if pt.Status.NotFoundSince == nil {
+		switch {
+		case pt.Status.NotFoundSince == nil:
 			pt.Status.NotFoundSince = stamp(facts.FetchedAt)
+		case unanswered > 0:
+			// The grace period counts GCP's NotFound answers, not time
+			// in which GCP could not be asked: that time is added back.
+			pt.Status.NotFoundSince = stamp(pt.Status.NotFoundSince.Add(unanswered))
 		}
 		pt.Status.Observed = nil
 		ptObservedGSUs.WithLabelValues(labels...).Set(0)
@@ -184,10 +190,23 @@ func (r *ProvisionedThroughputReconciler) verify(ctx context.Context, pt *capaci
 	return verification{}
 }
 
+// unansweredSince is how long before answeredAt GCP went without answering
+// about pt: the time since its last answer when it could not be asked since
+// (Verified is SourceUnavailable), else zero. The whole gap is left out, the
+// part before the first failed ask too: without answers nothing is known.
+func unansweredSince(pt *capacityv1alpha1.ProvisionedThroughput, answeredAt time.Time) time.Duration {
+	last := pt.Status.LastVerifiedTime
+	if last == nil || conditionReason(pt, capacityv1alpha1.ConditionVerified) != capacityv1alpha1.ReasonSourceUnavailable {
+		return 0
+	}
+	return max(answeredAt.Truncate(time.Second).Sub(last.Time), 0)
+}
+
 // setReady decides whether the location is routed as provisioned. Only the
 // term's end and, under Enforce, GCP's own NotFound answers for longer than
 // the grace period turn it False; the grace period is measured between GCP
-// answers, so time without answers (an outage) never counts toward it.
+// answers, so time without answers (an outage) never counts toward it (verify
+// moves notFoundSince past it).
 func (r *ProvisionedThroughputReconciler) setReady(pt *capacityv1alpha1.ProvisionedThroughput, now time.Time) {
 	const ready = capacityv1alpha1.ConditionReady
 	spec, st := &pt.Spec, &pt.Status
@@ -200,8 +219,8 @@ func (r *ProvisionedThroughputReconciler) setReady(pt *capacityv1alpha1.Provisio
 	if pt.GetVerificationPolicy() == capacityv1alpha1.VerificationEnforce && st.NotFoundSince != nil && st.LastVerifiedTime != nil &&
 		st.LastVerifiedTime.Sub(st.NotFoundSince.Time) > grace {
 		setConditionWithEvent(r.Recorder, pt, eventWarning, ActionReconcile, ready, metav1.ConditionFalse, capacityv1alpha1.ReasonNotFound,
-			fmt.Sprintf("GCP has shown no Provisioned Throughput since %s, longer than the grace period of %s: the Enforce policy stops routing %s as provisioned",
-				st.NotFoundSince.UTC().Format(time.RFC3339), grace, spec.Location))
+			fmt.Sprintf("GCP has answered that there is no Provisioned Throughput for longer than the grace period of %s (since %s, time in which it could not be asked not counted): the Enforce policy stops routing %s as provisioned",
+				grace, st.NotFoundSince.UTC().Format(time.RFC3339), spec.Location))
 		return
 	}
 	verified := conditionReason(pt, capacityv1alpha1.ConditionVerified)

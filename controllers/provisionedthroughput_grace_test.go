@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
@@ -72,4 +74,54 @@ func TestPTNotFoundGracePeriod(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPTOutageDoesNotCountTowardGrace checks that time in which GCP could not
+// be asked never counts toward the Enforce grace period: a PT that GCP
+// answered NotFound for a while, then could not be asked for longer than the
+// whole grace period, stays Ready when GCP answers NotFound again, for the
+// rest of the grace period counted in GCP's answers, and only then turns
+// Ready False.
+func TestPTOutageDoesNotCountTowardGrace(t *testing.T) {
+	const (
+		interval = time.Minute
+		grace    = 10 * time.Minute
+		outage   = 2 * time.Hour
+		before   = 3 * time.Minute // NotFound answered before the outage
+	)
+	e := newPTEnv(t, ptEnvOptions{})
+	e.create("pt", 4, withPolicy(capacityv1alpha1.VerificationEnforce), withInterval(interval), withGrace(grace))
+	e.waitReconciled("pt")
+	step := func() *capacityv1alpha1.ProvisionedThroughput {
+		e.clk.Add(interval)
+		e.reconcile("pt")
+		return e.get("pt")
+	}
+	for elapsed := interval; elapsed <= before; elapsed += interval {
+		step()
+	}
+
+	e.fake.SetError(testProject, status.Error(codes.Unavailable, "Monitoring is down"))
+	for elapsed := interval; elapsed <= outage; elapsed += 10 * interval {
+		e.clk.Add(10 * interval)
+		e.reconcile("pt")
+	}
+	pt := e.get("pt")
+	expectCond(t, pt, capacityv1alpha1.ConditionVerified, metav1.ConditionUnknown, capacityv1alpha1.ReasonSourceUnavailable)
+	expectCond(t, pt, capacityv1alpha1.ConditionReady, metav1.ConditionTrue, capacityv1alpha1.ReasonActive)
+
+	// GCP answers again, still NotFound: the grace period has not run out,
+	// whatever the outage's length, and runs on in GCP's answers.
+	e.fake.SetError(testProject, nil)
+	left := grace - before
+	for elapsed := time.Duration(0); elapsed <= left; elapsed += interval {
+		pt = step()
+		ready := cond(t, pt, capacityv1alpha1.ConditionReady)
+		if ready.Status != metav1.ConditionTrue {
+			t.Fatalf("%s of NotFound answers after the outage (%s before it, grace %s): Ready = %s/%s (%s)",
+				elapsed, before, grace, ready.Status, ready.Reason, ready.Message)
+		}
+	}
+	pt = step()
+	expectCond(t, pt, capacityv1alpha1.ConditionReady, metav1.ConditionFalse, capacityv1alpha1.ReasonNotFound)
 }

@@ -150,7 +150,9 @@ type ProvisionedThroughputStatus struct {
 	// +optional
 	LastVerifiedTime *metav1.Time `json:"lastVerifiedTime,omitempty"`
 	// NotFoundSince is when GCP began reporting no capacity, continuously, for
-	// this declaration; empty while GCP shows capacity.
+	// this declaration, moved later by any time in which GCP could not be
+	// asked, so that the grace period counts GCP's answers alone; empty while
+	// GCP shows capacity.
 	// +optional
 	NotFoundSince *metav1.Time `json:"notFoundSince,omitempty"`
 	// ExpiresAt is the term's end.
