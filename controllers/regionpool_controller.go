@@ -11,10 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,8 +42,9 @@ const RegionPoolFieldOwner = "regionwarden-regionpool"
 // collector deletes it with the pool, and it is written by server-side apply
 // under RegionPoolFieldOwner with forced ownership, so a hand edit is
 // reverted on the next reconcile. A ConfigMap of the same name that the pool
-// does not control is never written: the pool is Stalled until a person
-// renames one of them.
+// does not control is never written, even one the manager's cache has not
+// seen yet (see writeConfigMap): the pool is Stalled until a person renames
+// one of them.
 type RegionPoolReconciler struct {
 	// Client reads PTs from the manager's cache, reads ConfigMaps as
 	// metadata only, and writes ConfigMaps and pool status.
@@ -139,8 +140,10 @@ func (r *RegionPoolReconciler) reconcile(ctx context.Context, pool *capacityv1al
 	hash := table.Hash(data)
 	name := pool.GetConfigMapName()
 
-	if foreign, err := r.foreignConfigMap(ctx, pool, name); err != nil {
-		markReconciling(pool, capacityv1alpha1.ReasonProgressing, "reading ConfigMap "+name+": "+err.Error())
+	if foreign, err := r.writeConfigMap(ctx, pool, name, data, hash); err != nil {
+		msg := fmt.Sprintf("writing ConfigMap %s/%s: %v", pool.Namespace, name, err)
+		r.setReady(pool, metav1.ConditionFalse, capacityv1alpha1.ReasonWriteFailed, msg)
+		markReconciling(pool, capacityv1alpha1.ReasonWriteFailed, msg)
 		return ctrl.Result{}, err
 	} else if foreign {
 		// Terminal: the ConfigMap watch brings the pool back when that
@@ -149,13 +152,6 @@ func (r *RegionPoolReconciler) reconcile(ctx context.Context, pool *capacityv1al
 		r.setReady(pool, metav1.ConditionFalse, capacityv1alpha1.ReasonConfigMapConflict, msg)
 		markStalled(pool, capacityv1alpha1.ReasonConfigMapConflict, msg)
 		return ctrl.Result{}, nil
-	}
-
-	if err := r.applyConfigMap(ctx, pool, name, data, hash); err != nil {
-		msg := fmt.Sprintf("writing ConfigMap %s/%s: %v", pool.Namespace, name, err)
-		r.setReady(pool, metav1.ConditionFalse, capacityv1alpha1.ReasonWriteFailed, msg)
-		markReconciling(pool, capacityv1alpha1.ReasonWriteFailed, msg)
-		return ctrl.Result{}, err
 	}
 	if err := r.deleteRenamedConfigMap(ctx, pool, name); err != nil {
 		markReconciling(pool, capacityv1alpha1.ReasonProgressing, err.Error())
@@ -239,17 +235,60 @@ func configMapMeta() *metav1.PartialObjectMetadata {
 	return m
 }
 
-// foreignConfigMap reports whether a ConfigMap called name exists in the
-// pool's namespace without this pool as its controller.
-func (r *RegionPoolReconciler) foreignConfigMap(ctx context.Context, pool *capacityv1alpha1.RegionPool, name string) (bool, error) {
-	cm := configMapMeta()
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: name}, cm); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
+// writeConfigMap writes the table to the pool's ConfigMap, and reports
+// foreign, writing nothing, when a ConfigMap of that name exists that the
+// pool does not control.
+//
+// The ConfigMap is read from the API server, not the manager's cache, which
+// may not have seen one created a moment ago; and since another can still
+// be created between that read and the write, the write itself must fail
+// rather than take such a ConfigMap over: an absent ConfigMap is created (the
+// API server refuses if one exists by then), and an existing one is applied
+// to with the resourceVersion read as a precondition (the API server refuses
+// if it changed, or was deleted and created again, since). Either refusal is
+// retried, and the next read sees the ConfigMap as it is. A ConfigMap that
+// already holds the table is not written at all.
+func (r *RegionPoolReconciler) writeConfigMap(ctx context.Context, pool *capacityv1alpha1.RegionPool, name string, data []byte, hash string) (foreign bool, err error) {
+	want := routingConfigMap(pool, name, data, hash)
+	seen := &corev1.ConfigMap{}
+	if err := r.reader().Get(ctx, client.ObjectKeyFromObject(want), seen); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return false, err
+		}
+		err := r.Client.Create(ctx, want, client.FieldOwner(RegionPoolFieldOwner))
+		if apierrors.IsAlreadyExists(err) {
+			return false, fmt.Errorf("a ConfigMap %s appeared before this pool created it; it is checked again: %w", name, err)
 		}
 		return false, err
 	}
-	return !controlledBy(cm, pool), nil
+	switch {
+	case !controlledBy(seen, pool):
+		return true, nil
+	case holds(seen, want):
+		return false, nil
+	}
+	return false, r.applyConfigMap(ctx, want, seen.ResourceVersion)
+}
+
+// holds reports whether the ConfigMap seen already has every field want
+// sets; fields others added are theirs, as server-side apply leaves them.
+func holds(seen, want *corev1.ConfigMap) bool {
+	for k, v := range want.Labels {
+		if seen.Labels[k] != v {
+			return false
+		}
+	}
+	for k, v := range want.Annotations {
+		if seen.Annotations[k] != v {
+			return false
+		}
+	}
+	for k, v := range want.Data {
+		if d, ok := seen.Data[k]; !ok || d != v {
+			return false
+		}
+	}
+	return true
 }
 
 // controlledBy reports whether obj's controller reference is pool (by UID,
@@ -259,22 +298,42 @@ func controlledBy(obj metav1.Object, pool *capacityv1alpha1.RegionPool) bool {
 	return ref != nil && ref.UID == pool.UID
 }
 
-// applyConfigMap writes the table with server-side apply. Forced ownership
-// takes the fields back from whoever edited them by hand; applying the same
-// content again changes nothing on the server.
-func (r *RegionPoolReconciler) applyConfigMap(ctx context.Context, pool *capacityv1alpha1.RegionPool, name string, data []byte, hash string) error {
+// routingConfigMap is the pool's ConfigMap holding the table: labeled for
+// routers, annotated with the table's hash and controlled by the pool, so
+// the garbage collector deletes it with the pool. The reference does not
+// block the owner's deletion, which would need update rights on
+// regionpools/finalizers where OwnerReferencesPermissionEnforcement is on.
+func routingConfigMap(pool *capacityv1alpha1.RegionPool, name string, data []byte, hash string) *corev1.ConfigMap {
 	gvk := capacityv1alpha1.GroupVersion.WithKind("RegionPool")
-	cm := corev1ac.ConfigMap(name, pool.Namespace).
-		WithLabels(map[string]string{table.LabelRoutingTable: "true"}).
-		WithAnnotations(map[string]string{table.AnnotationHash: hash}).
-		WithOwnerReferences(metav1ac.OwnerReference().
-			WithAPIVersion(gvk.GroupVersion().String()).
-			WithKind(gvk.Kind).
-			WithName(pool.Name).
-			WithUID(pool.UID).
-			WithController(true)).
-		WithData(map[string]string{table.DataKey: string(data)})
-	return r.Client.Apply(ctx, cm, client.FieldOwner(RegionPoolFieldOwner), client.ForceOwnership)
+	owner := metav1.NewControllerRef(pool, gvk)
+	owner.BlockOwnerDeletion = nil
+	return &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:       pool.Namespace,
+			Name:            name,
+			Labels:          map[string]string{table.LabelRoutingTable: "true"},
+			Annotations:     map[string]string{table.AnnotationHash: hash},
+			OwnerReferences: []metav1.OwnerReference{*owner},
+		},
+		Data: map[string]string{table.DataKey: string(data)},
+	}
+}
+
+// applyConfigMap writes cm over the pool's own ConfigMap, last read at
+// resourceVersion, with server-side apply. Forced ownership takes the fields
+// back from whoever edited them by hand. The resourceVersion is a
+// precondition: the API server refuses the apply if the ConfigMap is no
+// longer the one this pool was seen to control.
+func (r *RegionPoolReconciler) applyConfigMap(ctx context.Context, cm *corev1.ConfigMap, resourceVersion string) error {
+	cm = cm.DeepCopy()
+	cm.ResourceVersion = resourceVersion
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cm)
+	if err != nil {
+		return err
+	}
+	ac := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
+	return r.Client.Apply(ctx, ac, client.FieldOwner(RegionPoolFieldOwner), client.ForceOwnership)
 }
 
 // deleteRenamedConfigMap deletes the ConfigMap the pool wrote under its
