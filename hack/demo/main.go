@@ -159,9 +159,13 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("    Cloud Monitoring   %s\n", emu.MonitoringAddr())
 
 	step("starting the operator (verifying against the emulated Cloud Monitoring)")
+	managerMetrics, err := replay.FreeAddr()
+	if err != nil {
+		return err
+	}
 	if err := procs.start(ctx, work, "manager", filepath.Join(o.bin, "manager"), []string{"KUBECONFIG=" + kubeconfigPath},
 		"--gcp-monitoring-endpoint="+emu.MonitoringAddr(), "--gcp-insecure",
-		"--metrics-bind-address=0", "--health-probe-bind-address=0"); err != nil {
+		"--metrics-bind-address="+managerMetrics, "--health-probe-bind-address=0"); err != nil {
 		return err
 	}
 
@@ -198,8 +202,17 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
+	step("starting Prometheus: scraping the router and the operator, evaluating config/prometheus/rules.yaml")
+	prom, err := startPrometheus(ctx, &procs, o.root, work, sc.TimeScale, routerAddr, managerMetrics)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("    Prometheus at %s (scrapes and evaluates every %s, %s of scenario time)\n"+
+		"    the rules' durations (for:, ranges, offsets) are divided by the time scale %g: %s\n",
+		prom.url, promInterval, time.Duration(float64(promInterval)*sc.TimeScale), sc.TimeScale, filepath.Join(work, "prometheus", "rules.yaml"))
+
 	step("replaying %s through the router and through the count blocklist", sc.Name)
-	if err := replayIncident(ctx, sc, routerURL, emu, clock, work, o); err != nil {
+	if err := replayIncident(ctx, sc, routerURL, emu, clock, prom, work, o); err != nil {
 		return err
 	}
 

@@ -41,7 +41,7 @@ const liveName = "regionwarden (router)"
 // replayIncident drives the scenario's load through the running router and,
 // on emulated regions of its own, through the count blocklist, then prints the
 // side-by-side table and writes the chart.
-func replayIncident(ctx context.Context, sc *emulator.Scenario, routerURL string, emu *emulator.Emulator, clock *followClock, work string, o options) error {
+func replayIncident(ctx context.Context, sc *emulator.Scenario, routerURL string, emu *emulator.Emulator, clock *followClock, prom *demoPrometheus, work string, o options) error {
 	policies := []replay.Policy{
 		replay.Blocklist(),
 		replay.LiveRouter(liveName, routerURL, func(env *replay.Env) { clock.follow(env.Clock) }),
@@ -100,5 +100,46 @@ func replayIncident(ctx context.Context, sc *emulator.Scenario, routerURL string
 		return err
 	}
 	fmt.Printf("\n    success rate over time: %s\n    full table: %s\n", chart, page)
+	return reportAlerts(ctx, sc, clock, prom, work)
+}
+
+// reportAlerts prints which alerts Prometheus fired during the replay, in
+// scenario time, and draws the key series it scraped with the alerts shaded.
+func reportAlerts(ctx context.Context, sc *emulator.Scenario, clock *followClock, prom *demoPrometheus, work string) error {
+	// Let the last scrape and evaluation after the load land.
+	time.Sleep(2 * promInterval)
+	end := time.Now()
+	zero := end.Add(-time.Duration(float64(clock.Elapsed()) / sc.TimeScale))
+	fired, err := prom.alertsFired(ctx, zero, end)
+	if err != nil {
+		return fmt.Errorf("reading the alerts from Prometheus: %w", err)
+	}
+	step("alerts Prometheus fired during the replay (scenario time; the incident's faults: %s)", faultWindow(sc))
+	printAlerts(fired, time.Duration(float64(end.Sub(zero))*sc.TimeScale))
+	chart := filepath.Join(work, "prometheus-"+replay.ChartFile(sc.Name))
+	if err := prom.writeChart(ctx, chart, sc.Name, zero, end, fired); err != nil {
+		return fmt.Errorf("drawing the Prometheus chart: %w", err)
+	}
+	fmt.Printf("\n    key series and alerts over time: %s\n", chart)
 	return nil
+}
+
+// faultWindow is when the scenario's regions fail, from the first fault's
+// start to the last one's end.
+func faultWindow(sc *emulator.Scenario) string {
+	var from, to time.Duration
+	first := true
+	for _, r := range sc.Regions {
+		for _, f := range r.Faults {
+			if first || f.From.Duration < from {
+				from = f.From.Duration
+			}
+			to = max(to, f.To.Duration)
+			first = false
+		}
+	}
+	if first {
+		return "none"
+	}
+	return fmtMinutes(from) + " to " + fmtMinutes(to)
 }
