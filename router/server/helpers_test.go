@@ -109,14 +109,24 @@ type router struct {
 
 func startRouter(t testing.TB, pools ...table.Pool) *router {
 	t.Helper()
+	return startRouterWith(t, nil, pools...)
+}
+
+// startRouterWith is startRouter with options changed by opts.
+func startRouterWith(t testing.TB, opts func(*server.Options), pools ...table.Pool) *router {
+	t.Helper()
 	clients := upstream.New(upstream.Options{Insecure: true})
 	t.Cleanup(func() { _ = clients.Close() })
 	clock := newFakeClock()
 	m := metrics.New()
-	srv, err := server.New(server.Options{
+	o := server.Options{
 		Upstream: clients, Metrics: m, Logger: quietLogger(), Now: clock.Now, Seed: 1,
 		RequestTimeout: 20 * time.Second, MaxBodyBytes: 1 << 20,
-	})
+	}
+	if opts != nil {
+		opts(&o)
+	}
+	srv, err := server.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -66,8 +65,8 @@ func (x *exchange) relay(resp *http.Response) (policy.Report, bool, error) {
 		x.settle(policy.Report{Outcome: policy.Success, Tokens: x.scan.Tokens})
 		x.status = http.StatusOK
 		x.w.WriteHeader(http.StatusOK)
-		if werr := x.write(buf[:n], false); werr == nil {
-			_ = x.flush()
+		if x.write(buf[:n], false) != nil || x.flush() != nil {
+			x.abort = true
 		}
 		return policy.Report{Outcome: policy.Success, Tokens: x.scan.Tokens}, true, nil
 	}
@@ -76,9 +75,18 @@ func (x *exchange) relay(resp *http.Response) (policy.Report, bool, error) {
 	for {
 		if n > 0 {
 			_, _ = x.scan.Write(buf[:n])
+			if x.scan.Err != codes.OK && !x.settled {
+				// The region ends the stream with an error of its own,
+				// which the caller gets as it is: the attempt is committed,
+				// and counted before the caller can see it.
+				x.count()
+				x.settle(x.streamError())
+			}
 			if werr := x.write(buf[:n], stream); werr != nil {
 				// The caller is gone or stopped reading: closing the
-				// answer's body ends the region's call.
+				// answer's body ends the region's call, and the
+				// connection is cut rather than written to again.
+				x.abort = true
 				return policy.Report{Outcome: gaveUp, Tokens: x.scan.Tokens}, true, werr
 			}
 		}
@@ -95,20 +103,23 @@ func (x *exchange) relay(resp *http.Response) (policy.Report, bool, error) {
 	}
 	if !stream {
 		if werr := x.flush(); werr != nil {
+			x.abort = true
 			return policy.Report{Outcome: gaveUp, Tokens: x.scan.Tokens}, true, werr
 		}
 	}
-	x.count()
 	if x.scan.Err != codes.OK {
-		// The region ended the stream with an error of its own, which the
-		// caller got as it was: the attempt is committed, and the policy
-		// learns the error.
-		err := status.Error(x.scan.Err, "the region ended the stream with an error")
-		rep := x.report(err)
-		rep.Tokens = x.scan.Tokens
-		return rep, true, err
+		return x.streamError(), true, status.Error(x.scan.Err, "the region ended the stream with an error")
 	}
+	x.count()
 	return policy.Report{Outcome: policy.Success, Tokens: x.scan.Tokens}, true, nil
+}
+
+// streamError is what the policy learns from a stream the region ended with
+// an error.
+func (x *exchange) streamError() policy.Report {
+	rep := x.report(status.Error(x.scan.Err, "the region ended the stream with an error"))
+	rep.Tokens = x.scan.Tokens
+	return rep
 }
 
 // count counts the answer by the traffic type that served it.
@@ -144,7 +155,7 @@ func (x *exchange) read(body io.Reader, buf []byte, stream bool) (int, error) {
 // write writes p to the caller within the write timeout, and flushes it when
 // asked (a stream's chunk).
 func (x *exchange) write(p []byte, flush bool) error {
-	_ = x.rc.SetWriteDeadline(time.Now().Add(x.s.writeTimeout))
+	x.extendWrite()
 	if _, err := x.w.Write(p); err != nil {
 		return err
 	}

@@ -112,6 +112,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	defer x.finish()
+	x.extendWrite()
 
 	rt, ok := parseRoute(r.URL.Path)
 	if !ok || r.Method != http.MethodPost {
@@ -295,6 +296,7 @@ func (x *exchange) failUpstream(err error, retryAfter time.Duration) {
 			setRetryAfter(h, max(retryAfter, time.Second))
 		}
 		x.status = rerr.HTTPStatus
+		x.extendWrite()
 		x.w.WriteHeader(rerr.HTTPStatus)
 		_, _ = x.w.Write(rerr.Body)
 		return
@@ -311,18 +313,24 @@ func (x *exchange) failUpstream(err error, retryAfter time.Duration) {
 // fail writes an error answer.
 func (x *exchange) fail(httpCode int, code codes.Code, msg string, retryAfter time.Duration) {
 	x.status = httpCode
+	x.extendWrite()
 	writeError(x.w, httpCode, code, msg, retryAfter)
 }
 
+// extendWrite gives the caller the write timeout, from now, to take what is
+// written next. Every write of an exchange is preceded by one, and the last
+// deadline stays on the connection when the handler returns, so that the
+// server's own final write (a stream's last chunk) is bounded too; the next
+// request on the connection sets its own before it writes.
+func (x *exchange) extendWrite() {
+	_ = x.rc.SetWriteDeadline(time.Now().Add(x.s.writeTimeout))
+}
+
 // finish ends the exchange: it gives back the body's budget and the pool,
-// lifts the write deadline off the connection (a kept-alive connection must
-// not carry it into its next request), logs and counts the request. Prompts,
-// answers and headers are never logged.
+// logs and counts the request. Prompts, answers and headers are never
+// logged.
 func (x *exchange) finish() {
 	x.s.bodies.give(x.held)
-	if x.status != 0 {
-		_ = x.rc.SetWriteDeadline(time.Time{})
-	}
 	d := time.Since(x.start)
 	pool := ""
 	if x.pool != nil {

@@ -387,15 +387,17 @@ func (s *Server) request(ctx context.Context, pr policy.Priority) policy.Request
 func (s *Server) Handler() http.Handler {
 	ops := http.NewServeMux()
 	s.routeOps(ops)
-	ops.HandleFunc("/", s.serveREST)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Every call of the Vertex surface is a POST, every operations
-		// endpoint a GET: calls skip the mux.
-		if r.Method == http.MethodPost {
-			s.serveREST(w, r)
-			return
+		// Calls of the Vertex surface skip the mux; it serves the operations
+		// endpoints alone, and any other path is the surface's 404.
+		if r.Method != http.MethodPost {
+			switch r.URL.Path {
+			case "/metrics", "/debug/pools", "/healthz", "/readyz":
+				ops.ServeHTTP(w, r)
+				return
+			}
 		}
-		ops.ServeHTTP(w, r)
+		s.serveREST(w, r)
 	})
 }
 
@@ -413,17 +415,26 @@ func (s *Server) OpsHandler() http.Handler {
 }
 
 func (s *Server) routeOps(mux *http.ServeMux) {
-	mux.Handle("GET /metrics", s.metrics.Handler())
-	mux.HandleFunc("GET /debug/pools", s.serveDebugPools)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.Handle("GET /metrics", s.bounded(s.metrics.Handler()))
+	mux.Handle("GET /debug/pools", s.bounded(http.HandlerFunc(s.serveDebugPools)))
+	mux.Handle("GET /healthz", s.bounded(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	})))
+	mux.Handle("GET /readyz", s.bounded(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if !s.Ready() {
 			http.Error(w, "no routing pool loaded", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
+	})))
+}
+
+// bounded gives the answers of h the write timeout: a connection may carry
+// an expired deadline from its previous request.
+func (s *Server) bounded(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.writeTimeout))
+		h.ServeHTTP(w, r)
 	})
 }
 

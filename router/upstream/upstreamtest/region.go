@@ -110,6 +110,9 @@ type Call struct {
 	BodyLen int64
 	// Request is the gRPC request as received, unknown fields included.
 	Request proto.Message
+	// Answer is the REST answer's body as the region wrote it, once the
+	// call has ended (not kept for Endless streams).
+	Answer []byte
 }
 
 // Region is one fake region. Make it with Start.
@@ -214,30 +217,60 @@ func (r *Region) ModelName(project, publisher, model string) string {
 // fault for it, if any. It waits first when the behavior blocks or holds;
 // then the returned error is the context's.
 func (r *Region) record(ctx context.Context, c Call) (Behavior, error) {
+	b, _, err := r.recordAt(ctx, c)
+	return b, err
+}
+
+// recordAt is record, also returning where the call is in Seen.
+func (r *Region) recordAt(ctx context.Context, c Call) (Behavior, int, error) {
 	n := r.calls.Add(1)
 	r.mu.Lock()
 	r.seen = append(r.seen, c)
+	i := len(r.seen) - 1
 	b := r.b
 	r.mu.Unlock()
+	err := r.wait(ctx, b, c.Method, n)
+	return b, i, err
+}
+
+// wait blocks or holds call n as b says, and returns its fault, if any.
+func (r *Region) wait(ctx context.Context, b Behavior, method string, n int64) error {
 	switch {
 	case b.Block:
-		r.Started <- c.Method
+		r.Started <- method
 		<-ctx.Done()
 		r.Ended <- ctx.Err()
-		return b, status.FromContextError(ctx.Err()).Err()
+		return status.FromContextError(ctx.Err()).Err()
 	case b.Hold != nil:
-		r.Started <- c.Method
+		r.Started <- method
 		select {
 		case <-b.Hold:
 		case <-ctx.Done():
-			return b, status.FromContextError(ctx.Err()).Err()
+			return status.FromContextError(ctx.Err()).Err()
 		}
 	}
 	if b.Fault != nil {
-		return b, b.Fault(n)
+		return b.Fault(n)
 	}
-	return b, nil
+	return nil
 }
+
+// answerRecorder keeps the bytes of a REST answer as they are written.
+type answerRecorder struct {
+	http.ResponseWriter
+	buf  bytes.Buffer
+	keep bool
+}
+
+func (a *answerRecorder) Write(p []byte) (int, error) {
+	if a.keep {
+		a.buf.Write(p)
+	}
+	return a.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (a *answerRecorder) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // trafficType is what the region reports served a call: its tier.
 func (r *Region) trafficType() aiplatformpb.GenerateContentResponse_UsageMetadata_TrafficType {
@@ -372,7 +405,14 @@ func (r *Region) serveREST(w http.ResponseWriter, req *http.Request) {
 	if err != nil {
 		return
 	}
-	b, err := r.record(req.Context(), c)
+	b, at, err := r.recordAt(req.Context(), c)
+	rec := &answerRecorder{ResponseWriter: w, keep: !b.Endless}
+	defer func() {
+		r.mu.Lock()
+		r.seen[at].Answer = rec.buf.Bytes()
+		r.mu.Unlock()
+	}()
+	w = rec
 	if err != nil {
 		writeError(w, err)
 		return
