@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -353,11 +355,58 @@ func TestRegionPoolPolicy(t *testing.T) {
 	want := table.DefaultPolicy()
 	want.Provisioned.RequestType = table.RequestTypeDedicated
 	want.Retry.MaxAttempts = 3
-	want.Retry.BudgetPercent = 0
+	want.Retry.BudgetPercent = new(0)
 	want.Ejection.Interval.Duration = 20e9
 	want.Ejection.FailureRateThreshold = 0.3
-	if got := rt.table.Pools[0].Policy; got != want {
-		t.Errorf("policy = %+v, want %+v", got, want)
+	if got := rt.table.Pools[0].Policy; !got.Equal(want) {
+		t.Errorf("policy = %v, want %v", got, want)
+	}
+}
+
+// TestOmittedMeansTheSameEverywhere: a RegionPool that sets only what it must
+// (project, model, region names), defaulted by the API server from the CRD's
+// markers and rendered by the controller, routes exactly as a hand-written
+// table that sets only the same: the same policy (the table's defaults), the
+// same regions. Defaults live in router/table; the CRD's markers restate
+// them for kubectl, and this test fails when any of the three drifts.
+func TestOmittedMeansTheSameEverywhere(t *testing.T) {
+	e := newPoolEnv(t, true)
+	bare := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": capacityv1alpha1.GroupVersion.String(),
+		"kind":       "RegionPool",
+		"metadata":   map[string]any{"namespace": e.ns, "name": "bare"},
+		"spec": map[string]any{
+			"project": poolProject,
+			"model":   poolModel,
+			"regions": []any{map[string]any{"name": "europe-west1"}, map[string]any{"name": "us-central1"}},
+		},
+	}}
+	if err := e.cl.Create(context.Background(), bare); err != nil {
+		t.Fatal(err)
+	}
+	if p := e.pool("bare"); p.Spec.Policy.Ejection.FailureRateThreshold == 0 || p.Spec.Policy.Retry.BudgetPercent == nil {
+		t.Fatalf("the API server did not default spec.policy: %+v", p.Spec.Policy)
+	}
+	rendered := e.waitTable("bare-routing", "exists", func(routingTable) bool { return true }).table.Pools[0]
+
+	handWritten, err := table.Parse([]byte(`{"version": 1, "pools": [{"project": "` + poolProject + `", "model": "` + poolModel + `",
+		"regions": [{"name": "europe-west1"}, {"name": "us-central1"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hand := handWritten.Pools[0]
+
+	if !rendered.Policy.Equal(hand.Policy) {
+		t.Errorf("a RegionPool that omits its policy renders %v; a table that omits it parses to %v", rendered.Policy, hand.Policy)
+	}
+	if !hand.Policy.Equal(table.DefaultPolicy()) {
+		t.Errorf("a table that omits its policy parses to %v, not table.DefaultPolicy %v", hand.Policy, table.DefaultPolicy())
+	}
+	// The rest of the pool too, but for the RegionPool's name, which only a
+	// rendered table carries.
+	rendered.Namespace, rendered.Name = "", ""
+	if !reflect.DeepEqual(rendered, hand) {
+		t.Errorf("the bare RegionPool renders\n%+v\nthe bare table parses to\n%+v", rendered, hand)
 	}
 }
 

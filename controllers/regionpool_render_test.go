@@ -169,7 +169,7 @@ func TestRenderPoolEndpointsAndHints(t *testing.T) {
 }
 
 func TestRenderPolicy(t *testing.T) {
-	if got := renderPolicy(capacityv1alpha1.RoutingPolicy{}); got != table.DefaultPolicy() {
+	if got := renderPolicy(capacityv1alpha1.RoutingPolicy{}); !got.Equal(table.DefaultPolicy()) {
 		t.Errorf("an empty policy renders %+v, want table.DefaultPolicy %+v", got, table.DefaultPolicy())
 	}
 	zero, three, forty := int32(0), int32(3), int32(40)
@@ -187,14 +187,15 @@ func TestRenderPolicy(t *testing.T) {
 	want := table.DefaultPolicy()
 	want.Ejection = table.Ejection{
 		FailureRateThreshold: 0.8, MinRequests: 5,
-		Interval:         table.Duration{Duration: 3 * time.Second},
-		BaseEjectionTime: table.Duration{Duration: time.Minute},
-		MaxEjectionTime:  table.Duration{Duration: time.Hour},
+		Interval:          table.Duration{Duration: 3 * time.Second},
+		BaseEjectionTime:  table.Duration{Duration: time.Minute},
+		MaxEjectionTime:   table.Duration{Duration: time.Hour},
+		MaxEjectedPercent: new(0),
 	}
-	want.Retry = table.Retry{MaxAttempts: 4, BudgetPercent: 40, MinRetriesPerSecond: 3}
+	want.Retry = table.Retry{MaxAttempts: 4, BudgetPercent: new(40), MinRetriesPerSecond: new(3)}
 	want.Provisioned.RequestType = table.RequestTypeDedicated
-	if got != want {
-		t.Errorf("policy = %+v, want %+v", got, want)
+	if !got.Equal(want) {
+		t.Errorf("policy = %v, want %v", got, want)
 	}
 	if got := renderPolicy(capacityv1alpha1.RoutingPolicy{Provisioned: capacityv1alpha1.ProvisionedPolicy{RequestType: capacityv1alpha1.RequestTypeSpillover}}); got.Provisioned.RequestType != table.RequestTypeSpillover {
 		t.Errorf("Spillover renders %q", got.Provisioned.RequestType)

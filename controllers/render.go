@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 	"github.com/regionwarden/regionwarden/router/table"
@@ -156,41 +157,28 @@ func renderPool(pool *capacityv1alpha1.RegionPool, pts []capacityv1alpha1.Provis
 	return out
 }
 
-// renderPolicy maps a RegionPool's policy to the routing table's. A field the
-// pool leaves unset (nil, or zero where zero is not a valid value) takes
-// table.DefaultPolicy's value, so the API's defaults and the router's live in
-// one place. The concurrency limits are not in the API: they are always the
-// defaults.
+// renderPolicy maps a RegionPool's policy to the routing table's, field by
+// field, and states no default of its own: a field the pool leaves unset (nil,
+// or zero where the API refuses zero) stays unset in the table, where
+// table.Policy.Default gives it the default a hand-written table that omits
+// it gets. The concurrency limits are not in the API: they are always the
+// table's defaults.
 func renderPolicy(p capacityv1alpha1.RoutingPolicy) table.Policy {
-	out := table.DefaultPolicy()
-	e, oe := p.Ejection, &out.Ejection
-	if e.FailureRateThreshold != 0 {
-		oe.FailureRateThreshold = e.FailureRateThreshold
-	}
-	if e.MinRequests != 0 {
-		oe.MinRequests = int(e.MinRequests)
-	}
-	if e.Interval != nil {
-		oe.Interval.Duration = e.Interval.Duration
-	}
-	if e.BaseEjectionTime != nil {
-		oe.BaseEjectionTime.Duration = e.BaseEjectionTime.Duration
-	}
-	if e.MaxEjectionTime != nil {
-		oe.MaxEjectionTime.Duration = e.MaxEjectionTime.Duration
-	}
-	if e.MaxEjectedPercent != nil {
-		oe.MaxEjectedPercent = int(*e.MaxEjectedPercent)
-	}
-	r, or := p.Retry, &out.Retry
-	if r.MaxAttempts != 0 {
-		or.MaxAttempts = int(r.MaxAttempts)
-	}
-	if r.BudgetPercent != nil {
-		or.BudgetPercent = int(*r.BudgetPercent)
-	}
-	if r.MinRetriesPerSecond != nil {
-		or.MinRetriesPerSecond = int(*r.MinRetriesPerSecond)
+	e, r := p.Ejection, p.Retry
+	out := table.Policy{
+		Ejection: table.Ejection{
+			FailureRateThreshold: e.FailureRateThreshold,
+			MinRequests:          int(e.MinRequests),
+			Interval:             duration(e.Interval),
+			BaseEjectionTime:     duration(e.BaseEjectionTime),
+			MaxEjectionTime:      duration(e.MaxEjectionTime),
+			MaxEjectedPercent:    intPtr(e.MaxEjectedPercent),
+		},
+		Retry: table.Retry{
+			MaxAttempts:         int(r.MaxAttempts),
+			BudgetPercent:       intPtr(r.BudgetPercent),
+			MinRetriesPerSecond: intPtr(r.MinRetriesPerSecond),
+		},
 	}
 	switch p.Provisioned.RequestType {
 	case capacityv1alpha1.RequestTypeDedicated:
@@ -198,5 +186,22 @@ func renderPolicy(p capacityv1alpha1.RoutingPolicy) table.Policy {
 	case capacityv1alpha1.RequestTypeSpillover:
 		out.Provisioned.RequestType = table.RequestTypeSpillover
 	}
+	out.Default()
 	return out
+}
+
+// duration is d in the table's form; zero (unset) for nil.
+func duration(d *metav1.Duration) table.Duration {
+	if d == nil {
+		return table.Duration{}
+	}
+	return table.Duration{Duration: d.Duration}
+}
+
+// intPtr is *v as an int; nil for nil.
+func intPtr(v *int32) *int {
+	if v == nil {
+		return nil
+	}
+	return new(int(*v))
 }

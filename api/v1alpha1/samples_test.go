@@ -100,16 +100,16 @@ func TestDefaultsAreAppliedByTheAPIServer(t *testing.T) {
 		field     string
 		got, want any
 	}{
-		{"publisher", got.Spec.Publisher, capacityv1alpha1.DefaultPublisher},
+		{"publisher", got.Spec.Publisher, table.DefaultPublisher},
 		{"ejection.failureRateThreshold", e.FailureRateThreshold, want.Ejection.FailureRateThreshold},
 		{"ejection.minRequests", int(e.MinRequests), want.Ejection.MinRequests},
 		{"ejection.interval", dur(e.Interval), want.Ejection.Interval.Duration},
 		{"ejection.baseEjectionTime", dur(e.BaseEjectionTime), want.Ejection.BaseEjectionTime.Duration},
 		{"ejection.maxEjectionTime", dur(e.MaxEjectionTime), want.Ejection.MaxEjectionTime.Duration},
-		{"ejection.maxEjectedPercent", deref(e.MaxEjectedPercent), want.Ejection.MaxEjectedPercent},
+		{"ejection.maxEjectedPercent", deref(e.MaxEjectedPercent), *want.Ejection.MaxEjectedPercent},
 		{"retry.maxAttempts", int(r.MaxAttempts), want.Retry.MaxAttempts},
-		{"retry.budgetPercent", deref(r.BudgetPercent), want.Retry.BudgetPercent},
-		{"retry.minRetriesPerSecond", deref(r.MinRetriesPerSecond), want.Retry.MinRetriesPerSecond},
+		{"retry.budgetPercent", deref(r.BudgetPercent), *want.Retry.BudgetPercent},
+		{"retry.minRetriesPerSecond", deref(r.MinRetriesPerSecond), *want.Retry.MinRetriesPerSecond},
 		{"provisioned.requestType", strings.ToLower(string(got.Spec.Policy.Provisioned.RequestType)), string(want.Provisioned.RequestType)},
 	}
 	for _, c := range checks {

@@ -43,7 +43,7 @@ func TestBudgetShared(t *testing.T) {
 	clk := newClock()
 	b := NewBudget()
 	tp := pool(shared("europe-west1", 0), shared("europe-west2", 0))
-	tp.Policy.Retry = table.Retry{MaxAttempts: 2, BudgetPercent: 0, MinRetriesPerSecond: 1}
+	tp.Policy.Retry = table.Retry{MaxAttempts: 2, BudgetPercent: new(0), MinRetriesPerSecond: new(1)}
 	var pools [2]*Pool
 	for i := range pools {
 		p, err := New(tp, Options{Now: clk.Now, Budget: b})

@@ -17,7 +17,7 @@ func ejectPool(maxEjectedPct int) table.Pool {
 	e.Interval.Duration = 10 * time.Second
 	e.BaseEjectionTime.Duration = 10 * time.Second
 	e.MaxEjectionTime.Duration = 60 * time.Second
-	e.MaxEjectedPercent = maxEjectedPct
+	e.MaxEjectedPercent = new(maxEjectedPct)
 	return tp
 }
 
@@ -136,7 +136,7 @@ func TestMaxEjectedPercent(t *testing.T) {
 func TestFailingProvisionedRegion(t *testing.T) {
 	clk := newClock()
 	tp := pool(provisioned("europe-west4", table.Capacity{}), provisioned("us-central1", table.Capacity{}), shared("europe-west1", 0))
-	tp.Policy.Retry = table.Retry{MaxAttempts: 3, BudgetPercent: 100}
+	tp.Policy.Retry = table.Retry{MaxAttempts: 3, BudgetPercent: new(100), MinRetriesPerSecond: new(0)}
 	p := mustNew(t, tp, clk)
 	report(p, 0, Failure, 100)
 	if rs := p.Snapshot().Regions[0]; !rs.Failing || rs.Ejected {

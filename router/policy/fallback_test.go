@@ -28,7 +28,7 @@ func TestFallbackRetryOfReservedCapacity(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newClock()
 			tp := pool(provisioned("europe-west1", table.Capacity{}), shared("europe-west4", 0), shared("europe-north1", 0))
-			tp.Policy.Retry = table.Retry{MaxAttempts: 2, BudgetPercent: 0, MinRetriesPerSecond: 0}
+			tp.Policy.Retry = table.Retry{MaxAttempts: 2, BudgetPercent: new(0), MinRetriesPerSecond: new(0)}
 			tp.Regions[1].Ejectable, tp.Regions[2].Ejectable = false, false
 			first := tc.first
 			if first == 1 {

@@ -43,7 +43,7 @@ func TestRequestType(t *testing.T) {
 	}{{table.RequestTypeSpillover, ""}, {table.RequestTypeDedicated, "dedicated"}} {
 		tp := pool(provisioned("europe-west4", table.Capacity{}), shared("europe-west1", 0))
 		tp.Policy.Provisioned.RequestType = tc.rt
-		tp.Policy.Retry.BudgetPercent = 100
+		tp.Policy.Retry.BudgetPercent = new(100)
 		p := mustNew(t, tp, newClock())
 		c := p.Start(Request{})
 		a, err := c.Pick()
@@ -79,7 +79,7 @@ func TestRetryRules(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tp := pool(regions...)
-			tp.Policy.Retry = table.Retry{MaxAttempts: 3, BudgetPercent: 100, MinRetriesPerSecond: 10}
+			tp.Policy.Retry = table.Retry{MaxAttempts: 3, BudgetPercent: new(100), MinRetriesPerSecond: new(10)}
 			p := mustNew(t, tp, newClock())
 			c := p.Start(Request{})
 			seen := map[string]bool{}

@@ -46,8 +46,8 @@ func randomPool(rnd *rand.Rand) table.Pool {
 	e.Interval.Duration = time.Duration(1+rnd.IntN(20)) * time.Second
 	e.BaseEjectionTime.Duration = time.Duration(1+rnd.IntN(30)) * time.Second
 	e.MaxEjectionTime.Duration = e.BaseEjectionTime.Duration * time.Duration(1+rnd.IntN(10))
-	e.MaxEjectedPercent = rnd.IntN(100)
-	tp.Policy.Retry = table.Retry{MaxAttempts: 1 + rnd.IntN(5), BudgetPercent: rnd.IntN(101), MinRetriesPerSecond: rnd.IntN(4)}
+	e.MaxEjectedPercent = new(rnd.IntN(100))
+	tp.Policy.Retry = table.Retry{MaxAttempts: 1 + rnd.IntN(5), BudgetPercent: new(rnd.IntN(101)), MinRetriesPerSecond: new(rnd.IntN(4))}
 	c := &tp.Policy.Concurrency
 	c.MaxInFlight = 1 + rnd.IntN(12)
 	c.RegionInitialLimit = 1 + rnd.IntN(4)
@@ -84,7 +84,7 @@ func mutatePool(rnd *rand.Rand, tp table.Pool) table.Pool {
 			}
 		}
 	default:
-		tp.Policy.Ejection.MaxEjectedPercent = rnd.IntN(100)
+		tp.Policy.Ejection.MaxEjectedPercent = new(rnd.IntN(100))
 	}
 	return tp
 }

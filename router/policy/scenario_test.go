@@ -107,7 +107,7 @@ func TestAllFailRetryBudget(t *testing.T) {
 	for _, tc := range []struct{ maxAttempts, minRetries int }{{2, 1}, {5, 1}, {3, 5}, {5, 0}} {
 		clk := newClock()
 		tp := pool(provisioned("europe-west4", table.Capacity{}), shared("europe-west1", 0), shared("europe-west2", 0), shared("europe-west3", 0))
-		tp.Policy.Retry = table.Retry{MaxAttempts: tc.maxAttempts, BudgetPercent: 10, MinRetriesPerSecond: tc.minRetries}
+		tp.Policy.Retry = table.Retry{MaxAttempts: tc.maxAttempts, BudgetPercent: new(10), MinRetriesPerSecond: new(tc.minRetries)}
 		p := mustNew(t, tp, clk)
 		var req, att [6]int
 		s := simulate(p, clk, 100, 60*time.Second, func(string, time.Time) Outcome { return Failure }, func(el time.Duration, tried []string) {

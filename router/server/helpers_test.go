@@ -90,7 +90,7 @@ func region(f *fakeRegion, rps float64) table.Region { return f.TableRegion(rps)
 // that tests see the policy's choices and not the budget's.
 func generous() table.Policy {
 	p := table.DefaultPolicy()
-	p.Retry = table.Retry{MaxAttempts: 3, BudgetPercent: 100, MinRetriesPerSecond: 100}
+	p.Retry = table.Retry{MaxAttempts: 3, BudgetPercent: new(100), MinRetriesPerSecond: new(100)}
 	return p
 }
 

@@ -14,8 +14,13 @@ import (
 	"time"
 )
 
-// Defaults, in one place. The CRD's defaults are the same numbers.
+// Defaults, in one place: Policy.Default applies them to a table, and the
+// operator renders a RegionPool's omitted fields as omitted, so they apply to
+// RegionPools too. The CRD's +kubebuilder:default markers state the same
+// numbers, so that kubectl shows them; a test reads the API server's defaults
+// back and compares them with these.
 const (
+	DefaultPublisher            = "google"
 	DefaultFailureRateThreshold = 0.5
 	DefaultMinRequests          = 20
 	DefaultEjectionInterval     = 10 * time.Second
@@ -66,6 +71,21 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	d.Duration = v
+	return nil
+}
+
+// UnmarshalJSON reads a region. A region that omits "ejectable" is
+// ejectable, as a RegionPool's shared regions are; fill then clears it for a
+// provisioned region, which is never ejected.
+func (r *Region) UnmarshalJSON(b []byte) error {
+	type plain Region // Region's fields, without this method
+	p := plain{Ejectable: true}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields() // a decoder's settings do not reach an Unmarshaler
+	if err := dec.Decode(&p); err != nil {
+		return err
+	}
+	*r = Region(p)
 	return nil
 }
 
@@ -123,24 +143,24 @@ func (t *Table) fillAndValidate(endpoints Endpoints) error {
 	return nil
 }
 
-// Default fills every zero field with its default and sorts the regions.
+// Default fills every unset field with its default (see Policy) and sorts the regions.
 func (t *Table) Default() {
 	for i := range t.Pools {
 		t.Pools[i].Default()
 	}
 }
 
-// Default fills every zero field of the pool with its default and sorts the regions.
+// Default fills every unset field of the pool with its default and sorts the regions.
 func (p *Pool) Default() {
 	p.fill()
 	SortRegions(p.Regions)
 }
 
-// fill fills every zero field of the pool with its default, keeping the
+// fill fills every unset field of the pool with its default, keeping the
 // regions in their order.
 func (p *Pool) fill() {
 	if p.Publisher == "" {
-		p.Publisher = "google"
+		p.Publisher = DefaultPublisher
 	}
 	for i := range p.Regions {
 		r := &p.Regions[i]
@@ -175,7 +195,8 @@ func SortRegions(rs []Region) {
 	})
 }
 
-// Default fills every zero field with its default.
+// Default fills every unset field with its default: nil, or zero where zero
+// is out of the field's range.
 func (p *Policy) Default() {
 	e := &p.Ejection
 	if e.FailureRateThreshold == 0 {
@@ -193,15 +214,13 @@ func (p *Policy) Default() {
 	if e.MaxEjectionTime.Duration == 0 {
 		e.MaxEjectionTime.Duration = DefaultMaxEjectionTime
 	}
-	// MaxEjectedPercent 0 is meaningful (never eject); only a pointer could tell
-	// it from "unset", so the renderer always writes it and hand-written tables
-	// that omit it get 0, the safe choice.
+	defaultPtr(&e.MaxEjectedPercent, DefaultMaxEjectedPercent)
 	r := &p.Retry
 	if r.MaxAttempts == 0 {
 		r.MaxAttempts = DefaultMaxAttempts
 	}
-	// BudgetPercent and MinRetriesPerSecond 0 are meaningful (no retries beyond
-	// the floor, no floor): written explicitly by the renderer.
+	defaultPtr(&r.BudgetPercent, DefaultBudgetPercent)
+	defaultPtr(&r.MinRetriesPerSecond, DefaultMinRetriesPerSecond)
 	if p.Provisioned.RequestType == "" {
 		p.Provisioned.RequestType = DefaultRequestType
 	}
@@ -217,12 +236,17 @@ func (p *Policy) Default() {
 	}
 }
 
+// defaultPtr points *f at a new v when *f is nil. It never writes through
+// *f: a Policy copied from a parsed table shares its pointers.
+func defaultPtr(f **int, v int) {
+	if *f == nil {
+		*f = &v
+	}
+}
+
 // DefaultPolicy is the policy of a pool that sets nothing.
 func DefaultPolicy() Policy {
-	p := Policy{
-		Ejection: Ejection{MaxEjectedPercent: DefaultMaxEjectedPercent},
-		Retry:    Retry{BudgetPercent: DefaultBudgetPercent, MinRetriesPerSecond: DefaultMinRetriesPerSecond},
-	}
+	var p Policy
 	p.Default()
 	return p
 }
@@ -343,17 +367,23 @@ func (p *Policy) Validate() error {
 		return fieldError("ejection.baseEjectionTime", "%v is out of range [1s, 1h]", e.BaseEjectionTime.Duration)
 	case e.MaxEjectionTime.Duration < e.BaseEjectionTime.Duration || e.MaxEjectionTime.Duration > 24*time.Hour:
 		return fieldError("ejection.maxEjectionTime", "%v is out of range [baseEjectionTime, 24h]", e.MaxEjectionTime.Duration)
-	case e.MaxEjectedPercent < 0 || e.MaxEjectedPercent >= 100:
-		return fieldError("ejection.maxEjectedPercent", "%d is out of range [0, 100)", e.MaxEjectedPercent)
+	case e.MaxEjectedPercent == nil:
+		return fieldError("ejection.maxEjectedPercent", "not set (Default sets it)")
+	case *e.MaxEjectedPercent < 0 || *e.MaxEjectedPercent >= 100:
+		return fieldError("ejection.maxEjectedPercent", "%d is out of range [0, 100)", *e.MaxEjectedPercent)
 	}
 	r := p.Retry
 	switch {
 	case r.MaxAttempts < 1 || r.MaxAttempts > 5:
 		return fieldError("retry.maxAttempts", "%d is out of range [1, 5]", r.MaxAttempts)
-	case r.BudgetPercent < 0 || r.BudgetPercent > 100:
-		return fieldError("retry.budgetPercent", "%d is out of range [0, 100]", r.BudgetPercent)
-	case r.MinRetriesPerSecond < 0 || r.MinRetriesPerSecond > 10000:
-		return fieldError("retry.minRetriesPerSecond", "%d is out of range [0, 10000]", r.MinRetriesPerSecond)
+	case r.BudgetPercent == nil:
+		return fieldError("retry.budgetPercent", "not set (Default sets it)")
+	case *r.BudgetPercent < 0 || *r.BudgetPercent > 100:
+		return fieldError("retry.budgetPercent", "%d is out of range [0, 100]", *r.BudgetPercent)
+	case r.MinRetriesPerSecond == nil:
+		return fieldError("retry.minRetriesPerSecond", "not set (Default sets it)")
+	case *r.MinRetriesPerSecond < 0 || *r.MinRetriesPerSecond > 10000:
+		return fieldError("retry.minRetriesPerSecond", "%d is out of range [0, 10000]", *r.MinRetriesPerSecond)
 	}
 	switch p.Provisioned.RequestType {
 	case RequestTypeSpillover, RequestTypeDedicated:

@@ -147,17 +147,72 @@ func TestParseDefaults(t *testing.T) {
 			t.Errorf("regions[%d] = %+v, want %+v", i, p.Regions[i], want[i])
 		}
 	}
-	pol := p.Policy
-	if pol.Ejection.FailureRateThreshold != DefaultFailureRateThreshold || pol.Ejection.MinRequests != DefaultMinRequests ||
-		pol.Ejection.Interval.Duration != DefaultEjectionInterval || pol.Ejection.BaseEjectionTime.Duration != DefaultBaseEjectionTime ||
-		pol.Ejection.MaxEjectionTime.Duration != DefaultMaxEjectionTime || pol.Retry.MaxAttempts != DefaultMaxAttempts ||
-		pol.Provisioned.RequestType != DefaultRequestType || pol.Concurrency.MaxInFlight != DefaultMaxInFlight ||
-		pol.Concurrency.RegionInitialLimit != DefaultRegionInitialLimit || pol.Concurrency.RegionMaxLimit != DefaultRegionMaxLimit {
-		t.Errorf("policy not defaulted: %+v", pol)
+	if !p.Policy.Equal(DefaultPolicy()) {
+		t.Errorf("policy = %v, want the default policy %v", p.Policy, DefaultPolicy())
 	}
-	// Zero is meaningful for these three, so a document that omits them gets zero.
-	if pol.Ejection.MaxEjectedPercent != 0 || pol.Retry.BudgetPercent != 0 || pol.Retry.MinRetriesPerSecond != 0 {
-		t.Errorf("explicit-zero fields defaulted: %+v", pol)
+}
+
+// TestDefaultPolicy: the default policy is the Default constants, each one.
+func TestDefaultPolicy(t *testing.T) {
+	p := DefaultPolicy()
+	e, r, c := p.Ejection, p.Retry, p.Concurrency
+	for _, f := range []struct {
+		field     string
+		got, want any
+	}{
+		{"ejection.failureRateThreshold", e.FailureRateThreshold, DefaultFailureRateThreshold},
+		{"ejection.minRequests", e.MinRequests, DefaultMinRequests},
+		{"ejection.interval", e.Interval.Duration, DefaultEjectionInterval},
+		{"ejection.baseEjectionTime", e.BaseEjectionTime.Duration, DefaultBaseEjectionTime},
+		{"ejection.maxEjectionTime", e.MaxEjectionTime.Duration, DefaultMaxEjectionTime},
+		{"ejection.maxEjectedPercent", *e.MaxEjectedPercent, DefaultMaxEjectedPercent},
+		{"retry.maxAttempts", r.MaxAttempts, DefaultMaxAttempts},
+		{"retry.budgetPercent", *r.BudgetPercent, DefaultBudgetPercent},
+		{"retry.minRetriesPerSecond", *r.MinRetriesPerSecond, DefaultMinRetriesPerSecond},
+		{"provisioned.requestType", p.Provisioned.RequestType, DefaultRequestType},
+		{"concurrency.maxInFlight", c.MaxInFlight, DefaultMaxInFlight},
+		{"concurrency.regionInitialLimit", c.RegionInitialLimit, DefaultRegionInitialLimit},
+		{"concurrency.regionMaxLimit", c.RegionMaxLimit, DefaultRegionMaxLimit},
+	} {
+		if f.got != f.want {
+			t.Errorf("%s = %v, want %v", f.field, f.got, f.want)
+		}
+	}
+	if err := p.Validate(); err != nil {
+		t.Errorf("the default policy is invalid: %v", err)
+	}
+}
+
+// TestPolicyOmittedOrZero: omitting a field, whole sections or the policy
+// itself means the default; a written 0 means 0 where 0 is a setting
+// (maxEjectedPercent, budgetPercent, minRetriesPerSecond), and the default
+// where 0 is out of range, as in every version 1 table.
+func TestPolicyOmittedOrZero(t *testing.T) {
+	parse := func(extra ...string) Policy {
+		t.Helper()
+		tb, err := Parse([]byte(doc(pool(`{"name": "us-east5"}`, extra...))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tb.Pools[0].Policy
+	}
+	for _, omitted := range []string{"", `"policy": {}`, `"policy": {"ejection": {}, "retry": {}, "provisioned": {}, "concurrency": {}}`,
+		`"policy": {"ejection": {"maxEjectedPercent": null}, "retry": {"budgetPercent": null, "minRetriesPerSecond": null}}`} {
+		var extra []string
+		if omitted != "" {
+			extra = append(extra, omitted)
+		}
+		if got := parse(extra...); !got.Equal(DefaultPolicy()) {
+			t.Errorf("%q: policy = %v, want the default %v", omitted, got, DefaultPolicy())
+		}
+	}
+	zeros := parse(`"policy": {"ejection": {"failureRateThreshold": 0, "minRequests": 0, "interval": "0s", "maxEjectedPercent": 0},
+		"retry": {"maxAttempts": 0, "budgetPercent": 0, "minRetriesPerSecond": 0}, "concurrency": {"maxInFlight": 0}}`)
+	want := DefaultPolicy()
+	want.Ejection.MaxEjectedPercent = new(0)
+	want.Retry.BudgetPercent, want.Retry.MinRetriesPerSecond = new(0), new(0)
+	if !zeros.Equal(want) {
+		t.Errorf("written zeros: policy = %v, want %v", zeros, want)
 	}
 }
 
@@ -200,6 +255,22 @@ func TestLocations(t *testing.T) {
 			if got := DefaultEndpoint(tc.name); got != tc.endpoint {
 				t.Errorf("DefaultEndpoint(%q) = %q, want %q", tc.name, got, tc.endpoint)
 			}
+		}
+	}
+}
+
+// TestRegionEjectableOmitted: a shared region that omits "ejectable" is
+// ejectable, as a RegionPool's shared regions are; a written false stays
+// false; a provisioned region is never ejectable.
+func TestRegionEjectableOmitted(t *testing.T) {
+	tb, err := Parse([]byte(doc(pool(`{"name": "us-east5"}, {"name": "us-central1", "ejectable": false}, {"name": "europe-west1", "tier": "provisioned"}`))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"us-east5": true, "us-central1": false, "europe-west1": false}
+	for _, r := range tb.Pools[0].Regions {
+		if r.Ejectable != want[r.Name] {
+			t.Errorf("%s: ejectable = %v, want %v", r.Name, r.Ejectable, want[r.Name])
 		}
 	}
 }

@@ -12,6 +12,8 @@
 package table
 
 import (
+	"encoding/json"
+	"reflect"
 	"time"
 )
 
@@ -98,7 +100,10 @@ type Region struct {
 	// Tier is provisioned or shared.
 	Tier Tier `json:"tier"`
 	// Ejectable says whether the router may eject the region on failures.
-	// Always false for provisioned regions: their capacity is paid for.
+	// Always false for provisioned regions: their capacity is paid for. A
+	// document that omits it gets true for a shared region, as every shared
+	// region of a RegionPool is ejectable; Go code that builds a Region sets
+	// it.
 	Ejectable bool `json:"ejectable"`
 	// Source says why the region has its tier. Defaults to "spec" for shared
 	// regions and "declared" for provisioned ones.
@@ -130,13 +135,35 @@ const (
 	RequestTypeDedicated RequestType = "dedicated"
 )
 
-// Policy is every routing knob of a pool. Parse fills every zero field with its
-// default, so a parsed Policy is complete.
+// Policy is every routing knob of a pool. A field a table omits means its
+// default, the same default a RegionPool that omits the field gets: Parse
+// (through Default) fills it from the Default constants, so a parsed Policy is
+// complete.
+//
+// Where zero is out of a field's range (a threshold, a duration, a limit),
+// zero means the default too, as it always has in version 1 tables. The three
+// fields whose zero is a setting of its own (maxEjectedPercent 0: never
+// eject; budgetPercent 0: no retries beyond the floor; minRetriesPerSecond 0:
+// no floor) are pointers, as they are in the RegionPool API: nil (omitted)
+// means the default, and a written 0 means 0.
 type Policy struct {
 	Ejection    Ejection    `json:"ejection"`
 	Retry       Retry       `json:"retry"`
 	Provisioned Provisioned `json:"provisioned"`
 	Concurrency Concurrency `json:"concurrency"`
+}
+
+// Equal reports whether p and q hold the same settings; pointer fields are
+// compared by the values they point to.
+func (p Policy) Equal(q Policy) bool { return reflect.DeepEqual(p, q) }
+
+// String is the policy as JSON, pointer fields as their values.
+func (p Policy) String() string {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
 }
 
 // Ejection removes a failing best-effort region for a while (Envoy's
@@ -155,18 +182,20 @@ type Ejection struct {
 	// MaxEjectionTime caps an ejection. Default 5m.
 	MaxEjectionTime Duration `json:"maxEjectionTime"`
 	// MaxEjectedPercent in [0,100): never more than this share of regions is
-	// ejected at once. Default 50.
-	MaxEjectedPercent int `json:"maxEjectedPercent"`
+	// ejected at once; 0 never ejects. Default 50 (nil).
+	MaxEjectedPercent *int `json:"maxEjectedPercent"`
 }
 
 // Retry bounds retries (Finagle and Linkerd retry budgets).
 type Retry struct {
 	// MaxAttempts per request, first attempt included, 1 to 5. Default 2.
 	MaxAttempts int `json:"maxAttempts"`
-	// BudgetPercent of recent requests that may be retries, 0 to 100. Default 10.
-	BudgetPercent int `json:"budgetPercent"`
-	// MinRetriesPerSecond is a floor of retries allowed whatever the ratio. Default 1.
-	MinRetriesPerSecond int `json:"minRetriesPerSecond"`
+	// BudgetPercent of recent requests that may be retries, 0 to 100. Default
+	// 10 (nil).
+	BudgetPercent *int `json:"budgetPercent"`
+	// MinRetriesPerSecond is a floor of retries allowed whatever the ratio; 0
+	// is no floor. Default 1 (nil).
+	MinRetriesPerSecond *int `json:"minRetriesPerSecond"`
 }
 
 // Provisioned says how provisioned regions are called.
