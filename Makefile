@@ -55,7 +55,7 @@ vet: ## Run go vet.
 
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint.
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --allow-serial-runners ./...
 
 .PHONY: prometheus-rule
 prometheus-rule: ## Generate config/prometheus/prometheusrule.yaml from the alert rules in config/prometheus/rules.yaml.
