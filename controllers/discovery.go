@@ -60,58 +60,86 @@ func (r *RegionPoolReconciler) discover(ctx context.Context, pool *capacityv1alp
 		discoveryOff(pool, "the manager runs without GCP (--gcp-verify=false): discovery of undeclared Provisioned Throughput is off")
 		return discovery{}
 	}
-	interval := r.discoveryInterval(pool)
-	facts, err := r.Facts.ProjectFacts(ctx, pool.Spec.Project, interval)
+	before := slices.Clone(pool.Status.Discovered)
+	requeue, err := r.askGCP(ctx, pool)
+	byLocation := ptsByLocation(pool, pts)
+	undeclared := nameDeclarers(pool, byLocation)
+	r.warnNewlyUndeclared(pool, before, undeclared)
+	setDiscoveredMetric(pool, undeclared)
+	setCapacityDeclared(pool, undeclared, err)
 
-	before := map[string]capacityv1alpha1.DiscoveredRegion{}
-	for _, d := range pool.Status.Discovered {
-		before[d.Name] = d
+	out := discovery{requeue: requeue}
+	if mode == capacityv1alpha1.DiscoveryProtect {
+		for _, d := range pool.Status.Discovered {
+			if !byLocation[d.Name].provisioned() {
+				out.protect = append(out.protect, d)
+			}
+		}
 	}
-	requeue := interval
+	return out
+}
+
+// askGCP merges GCP's answer about the pool's project into
+// status.discovered and returns when to ask again: the discovery interval,
+// sooner when GCP could not be asked (then the last answer stands), with
+// jitter. err is why GCP could not be asked.
+func (r *RegionPoolReconciler) askGCP(ctx context.Context, pool *capacityv1alpha1.RegionPool) (requeue time.Duration, err error) {
+	interval := r.discoveryInterval(pool)
+	requeue = interval
+	facts, err := r.Facts.ProjectFacts(ctx, pool.Spec.Project, interval)
 	if err != nil {
-		// The last answer stands; ask again sooner.
 		requeue = min(interval, SourceRetryInterval)
 		ctrl.LoggerFrom(ctx).Info("GCP could not be asked; discovery keeps the last answer", "code", gcp.Code(err).String(), "error", err.Error())
 	} else {
 		pool.Status.Discovered = mergeDiscovered(pool, pool.Status.Discovered, facts)
 		pool.Status.LastDiscoveryTime = stamp(facts.FetchedAt)
 	}
-	requeue += time.Duration(rand.Float64() * VerificationJitter * float64(requeue))
+	return requeue + time.Duration(rand.Float64()*VerificationJitter*float64(requeue)), err
+}
 
-	declarers := map[string][]string{}
-	ready := map[string]bool{}
-	for i := range pts {
-		pt := &pts[i]
-		if !pt.DeletionTimestamp.IsZero() || !ptMatchesPool(pool, pt) {
-			continue
-		}
-		declarers[pt.Spec.Location] = append(declarers[pt.Spec.Location], pt.Name)
-		ready[pt.Spec.Location] = ready[pt.Spec.Location] || ptReady(pt)
-	}
-	var out discovery
-	out.requeue = requeue
+// nameDeclarers sets each discovered region's ProvisionedThroughput to the
+// PTs that declare its location, ready or not, and returns the regions that
+// none declares.
+func nameDeclarers(pool *capacityv1alpha1.RegionPool, byLocation map[string]*locationPTs) []capacityv1alpha1.DiscoveredRegion {
 	var undeclared []capacityv1alpha1.DiscoveredRegion
 	for i := range pool.Status.Discovered {
 		d := &pool.Status.Discovered[i]
-		names := declarers[d.Name]
-		sort.Strings(names)
-		d.ProvisionedThroughput = strings.Join(names, ",")
-		if mode == capacityv1alpha1.DiscoveryProtect && !ready[d.Name] {
-			out.protect = append(out.protect, *d)
+		d.ProvisionedThroughput = ""
+		if l := byLocation[d.Name]; l != nil {
+			d.ProvisionedThroughput = strings.Join(l.declared, ",")
 		}
-		if d.ProvisionedThroughput != "" {
-			continue
-		}
-		undeclared = append(undeclared, *d)
-		if old, seen := before[d.Name]; !seen || old.ProvisionedThroughput != "" {
-			recordEvent(r.Recorder, pool, eventWarning, capacityv1alpha1.ReasonUndeclaredProvisionedThroughput, ActionReconcile, discoveredEvent(pool, *d))
+		if d.ProvisionedThroughput == "" {
+			undeclared = append(undeclared, *d)
 		}
 	}
+	return undeclared
+}
 
+// warnNewlyUndeclared records one Warning for each undeclared region that was
+// not undeclared in before, the discovered set as the last reconcile left
+// it: a region stays undeclared across many reconciles, and says so once.
+func (r *RegionPoolReconciler) warnNewlyUndeclared(pool *capacityv1alpha1.RegionPool, before, undeclared []capacityv1alpha1.DiscoveredRegion) {
+	for _, d := range undeclared {
+		i := slices.IndexFunc(before, func(b capacityv1alpha1.DiscoveredRegion) bool { return b.Name == d.Name })
+		if i < 0 || before[i].ProvisionedThroughput != "" {
+			recordEvent(r.Recorder, pool, eventWarning, capacityv1alpha1.ReasonUndeclaredProvisionedThroughput, ActionReconcile, discoveredEvent(pool, d))
+		}
+	}
+}
+
+// setDiscoveredMetric makes the pool's series of the discovered-regions
+// metric the undeclared regions, exactly.
+func setDiscoveredMetric(pool *capacityv1alpha1.RegionPool, undeclared []capacityv1alpha1.DiscoveredRegion) {
 	forgetDiscoveryMetrics(pool.Namespace, pool.Name)
 	for _, d := range undeclared {
 		discoveredRegions.WithLabelValues(pool.Namespace, pool.Name, d.Name, pool.Spec.Model).Set(1)
 	}
+}
+
+// setCapacityDeclared sets CapacityDeclared: Unknown until GCP has answered
+// once (err says why not), True when nothing GCP reports is undeclared,
+// False otherwise.
+func setCapacityDeclared(pool *capacityv1alpha1.RegionPool, undeclared []capacityv1alpha1.DiscoveredRegion, err error) {
 	const declared = capacityv1alpha1.ConditionCapacityDeclared
 	switch {
 	case pool.Status.LastDiscoveryTime == nil:
@@ -122,7 +150,6 @@ func (r *RegionPoolReconciler) discover(ctx context.Context, pool *capacityv1alp
 	default:
 		setCondition(pool, declared, metav1.ConditionFalse, capacityv1alpha1.ReasonUndeclaredProvisionedThroughput, undeclaredMessage(pool, undeclared))
 	}
-	return out
 }
 
 // discoveryOff forgets what discovery knew: nothing is asked, so nothing is

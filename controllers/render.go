@@ -51,16 +51,67 @@ func ptMatchesPool(pool *capacityv1alpha1.RegionPool, pt *capacityv1alpha1.Provi
 		pt.GetPublisher() == pool.GetPublisher() && pt.Spec.Model == pool.Spec.Model
 }
 
+// locationPTs is what the ProvisionedThroughputs of one location that are
+// capacity for a pool (ptMatchesPool) and not being deleted declare.
+type locationPTs struct {
+	// declared names every one of them, sorted.
+	declared []string
+	// ready names those that are Ready (ptReady), sorted: the ones that make
+	// the location provisioned.
+	ready []string
+	// gsus is the sum of the ready ones' spec.gsus: two orders in one
+	// location add up.
+	gsus int64
+	// tokens is the largest status.observed.tokensPerSecond among the ready
+	// ones: GCP reports one limit per location and model.
+	tokens float64
+}
+
+// provisioned reports whether a ready PT makes the location provisioned; l
+// may be nil (no PT there).
+func (l *locationPTs) provisioned() bool { return l != nil && len(l.ready) > 0 }
+
+// ptsByLocation groups the PTs among pts that are capacity for pool, and are
+// not being deleted, by location. It is the one place that decides which PTs
+// count for a pool, for rendering and for discovery alike; the order of pts
+// does not matter.
+func ptsByLocation(pool *capacityv1alpha1.RegionPool, pts []capacityv1alpha1.ProvisionedThroughput) map[string]*locationPTs {
+	out := map[string]*locationPTs{}
+	for i := range pts {
+		pt := &pts[i]
+		if !pt.DeletionTimestamp.IsZero() || !ptMatchesPool(pool, pt) {
+			continue
+		}
+		l := out[pt.Spec.Location]
+		if l == nil {
+			l = &locationPTs{}
+			out[pt.Spec.Location] = l
+		}
+		l.declared = append(l.declared, pt.Name)
+		if !ptReady(pt) {
+			continue
+		}
+		l.ready = append(l.ready, pt.Name)
+		l.gsus += pt.Spec.GSUs
+		if o := pt.Status.Observed; o != nil && o.TokensPerSecond > l.tokens {
+			l.tokens = o.TokensPerSecond
+		}
+	}
+	for _, l := range out {
+		sort.Strings(l.declared)
+		sort.Strings(l.ready)
+	}
+	return out
+}
+
 // renderPool turns pool and the ProvisionedThroughputs that select it into
 // the routing table's pool. It is a pure function of its inputs: the order of
 // pts does not matter, and the same inputs give the same output.
 //
 // Every location with a ready PT is a provisioned region that is never
 // ejectable, listed in spec.regions or not: declaring the capacity is enough
-// to protect it. Its GSUs are the sum of the ready PTs' spec.gsus there (two
-// orders in one location add up); its tokens per second are the largest
-// status.observed.tokensPerSecond among them, since GCP reports one limit per
-// location and model. Every other listed region is shared and ejectable; a
+// to protect it, with the GSUs and token limit of its ready PTs (see
+// locationPTs). Every other listed region is shared and ejectable; a
 // location that only a PT put in the table leaves it when that PT stops being
 // ready, since spec.regions never asked for it. pts that are not ready or do
 // not match the pool's model are ignored.
@@ -70,29 +121,7 @@ func ptMatchesPool(pool *capacityv1alpha1.RegionPool, pt *capacityv1alpha1.Provi
 // discovered and the GSUs and token limit GCP reports: capacity bought in GCP
 // is protected even when nobody wrote it down. A ready PT wins over discovery.
 func renderPool(pool *capacityv1alpha1.RegionPool, pts []capacityv1alpha1.ProvisionedThroughput, discovered []capacityv1alpha1.DiscoveredRegion) rendered {
-	type provisioned struct {
-		gsus   int64
-		tokens float64
-		names  []string
-	}
-	byLocation := map[string]*provisioned{}
-	for i := range pts {
-		pt := &pts[i]
-		if !ptReady(pt) || !ptMatchesPool(pool, pt) {
-			continue
-		}
-		p := byLocation[pt.Spec.Location]
-		if p == nil {
-			p = &provisioned{}
-			byLocation[pt.Spec.Location] = p
-		}
-		p.gsus += pt.Spec.GSUs
-		if o := pt.Status.Observed; o != nil && o.TokensPerSecond > p.tokens {
-			p.tokens = o.TokensPerSecond
-		}
-		p.names = append(p.names, pt.Name)
-	}
-
+	byLocation := ptsByLocation(pool, pts)
 	out := rendered{pool: table.Pool{
 		Namespace: pool.Namespace,
 		Name:      pool.Name,
@@ -110,14 +139,14 @@ func renderPool(pool *capacityv1alpha1.RegionPool, pts []capacityv1alpha1.Provis
 		}
 		out.pool.Regions = append(out.pool.Regions, r)
 	}
-	for name := range byLocation {
-		if !listed[name] {
+	for name, l := range byLocation {
+		if l.provisioned() && !listed[name] {
 			out.pool.Regions = append(out.pool.Regions, table.Region{Name: name})
 		}
 	}
 	found := map[string]capacityv1alpha1.DiscoveredRegion{}
 	for _, d := range discovered {
-		if listed[d.Name] && byLocation[d.Name] == nil && d.GSUs > 0 {
+		if listed[d.Name] && !byLocation[d.Name].provisioned() && d.GSUs > 0 {
 			found[d.Name] = d
 		}
 	}
@@ -129,16 +158,15 @@ func renderPool(pool *capacityv1alpha1.RegionPool, pts []capacityv1alpha1.Provis
 			out.protected = append(out.protected, r.Name)
 			continue
 		}
-		p := byLocation[r.Name]
-		if p == nil {
+		l := byLocation[r.Name]
+		if !l.provisioned() {
 			continue
 		}
-		sort.Strings(p.names)
 		r.Tier, r.Ejectable, r.Source = table.TierProvisioned, false, table.SourceDeclared
-		r.Capacity.GSUs, r.Capacity.TokensPerSecond = p.gsus, p.tokens
+		r.Capacity.GSUs, r.Capacity.TokensPerSecond = l.gsus, l.tokens
 		out.protected = append(out.protected, r.Name)
 		if !listed[r.Name] {
-			out.undeclared = append(out.undeclared, undeclaredRegion{name: r.Name, pts: p.names})
+			out.undeclared = append(out.undeclared, undeclaredRegion{name: r.Name, pts: l.ready})
 		}
 	}
 	// Fills in Google's endpoint where spec.regions gives none, and sorts the
@@ -149,8 +177,8 @@ func renderPool(pool *capacityv1alpha1.RegionPool, pts []capacityv1alpha1.Provis
 
 	for _, r := range out.pool.Regions {
 		st := capacityv1alpha1.RegionStatus{Name: r.Name, Tier: string(r.Tier), Ejectable: r.Ejectable, Source: string(r.Source)}
-		if p := byLocation[r.Name]; p != nil {
-			st.ProvisionedThroughput = strings.Join(p.names, ",")
+		if l := byLocation[r.Name]; l.provisioned() {
+			st.ProvisionedThroughput = strings.Join(l.ready, ",")
 		}
 		out.regions = append(out.regions, st)
 	}
