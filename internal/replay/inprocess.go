@@ -30,32 +30,83 @@ const (
 
 // Blocklist is the count blocklist the outage came from, in process.
 func Blocklist() Policy {
-	return InProcess(NameBlocklist, func(tp table.Pool, o policy.Options) (policy.Router, error) {
-		return policy.NewBlocklist(tp, o)
+	return InProcess(NameBlocklist, func(env *Env) (Selector, error) {
+		return newBlocklist(env.Pool, env.Now, false)
 	})
 }
 
 // Allowlist is the count blocklist with the six-line fix (a provisioned
 // region is never removed), in process.
 func Allowlist() Policy {
-	return InProcess(NameAllowlist, func(tp table.Pool, o policy.Options) (policy.Router, error) {
-		return policy.NewAllowlist(tp, o)
+	return InProcess(NameAllowlist, func(env *Env) (Selector, error) {
+		return newBlocklist(env.Pool, env.Now, true)
 	})
 }
 
-// Regionwarden is the adaptive policy (policy.New), in process.
+// Regionwarden is the adaptive policy (policy.New), in process. It logs its
+// demotions and restorations to env.Logf.
 func Regionwarden() Policy {
-	return InProcess(NameRegionwarden, func(tp table.Pool, o policy.Options) (policy.Router, error) {
-		return policy.New(tp, o)
+	return InProcess(NameRegionwarden, func(env *Env) (Selector, error) {
+		p, err := policy.New(env.Pool, policy.Options{Now: env.Now, Seed: env.Seed, Logger: env.logger()})
+		if err != nil {
+			return nil, err
+		}
+		return adaptive{p}, nil
 	})
 }
 
-// InProcess is a policy from router/policy driven in this process: one
-// aiplatform PredictionClient per region over insecure gRPC, the policy's
-// clock the scenario clock, its seed the replay's.
-func InProcess(name string, newRouter func(table.Pool, policy.Options) (policy.Router, error)) Policy {
+// Selector is a region-selection policy that the replay drives in process:
+// the adaptive policy (through a small adapter) or a baseline.
+type Selector interface {
+	// Start begins a call that must end by deadline, on the policy's clock.
+	Start(deadline time.Time) Selection
+}
+
+// Selection picks the regions of one call's attempts, one at a time.
+type Selection interface {
+	// Pick returns the next attempt, or the policy's refusal of one.
+	Pick() (Attempt, error)
+	// Attempts is how many attempts the call picked.
+	Attempts() int
+}
+
+// Attempt is one attempt a policy picked.
+type Attempt struct {
+	// Region is the region to call; Tier its tier in the table.
+	Region string
+	Tier   table.Tier
+	// Done reports how the attempt went; it must be called exactly once.
+	Done func(policy.Report)
+}
+
+// adaptive is the adaptive policy as a Selector.
+type adaptive struct{ p *policy.Pool }
+
+func (a adaptive) Start(deadline time.Time) Selection {
+	c := &adaptiveCall{}
+	c.c = a.p.Start(policy.Request{Deadline: deadline})
+	return c
+}
+
+// adaptiveCall is one call under the adaptive policy.
+type adaptiveCall struct{ c policy.Call }
+
+func (c *adaptiveCall) Pick() (Attempt, error) {
+	a, err := c.c.Pick()
+	if err != nil {
+		return Attempt{}, err
+	}
+	return Attempt{Region: a.Region, Tier: a.Tier, Done: a.Finish}, nil
+}
+
+func (c *adaptiveCall) Attempts() int { return c.c.Attempts() }
+
+// InProcess is a policy driven in this process: one aiplatform
+// PredictionClient per region over insecure gRPC, the policy made by
+// newRouter on the scenario clock with the replay's seed.
+func InProcess(name string, newRouter func(env *Env) (Selector, error)) Policy {
 	return Policy{Name: name, Start: func(ctx context.Context, env *Env) (Caller, error) {
-		r, err := newRouter(env.Pool, policy.Options{Now: env.Now, Seed: env.Seed})
+		r, err := newRouter(env)
 		if err != nil {
 			return nil, err
 		}
@@ -105,10 +156,10 @@ func dialReady(ctx context.Context, addr string) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
-// routerCaller drives a policy.Router: pick, call the region, report.
+// routerCaller drives a Selector: pick, call the region, report.
 type routerCaller struct {
 	env     *Env
-	r       policy.Router
+	r       Selector
 	clients map[string]*aiplatform.PredictionClient
 	reqs    map[string]*aiplatformpb.GenerateContentRequest
 }
@@ -118,7 +169,7 @@ type routerCaller struct {
 func (c *routerCaller) Call(caller context.Context, deadline time.Duration) CallResult {
 	ctx, cancel := context.WithTimeout(caller, c.env.Clock.Real(deadline))
 	defer cancel()
-	call := c.r.Start(policy.Request{Deadline: c.env.Now().Add(deadline)})
+	call := c.r.Start(c.env.Now().Add(deadline))
 	last := Other
 	for {
 		a, err := call.Pick()
@@ -126,8 +177,8 @@ func (c *routerCaller) Call(caller context.Context, deadline time.Duration) Call
 			return CallResult{Err: pickError(err, last, call.Attempts())}
 		}
 		actx := ctx
-		if a.RequestType != "" {
-			actx = metadata.AppendToOutgoingContext(ctx, upstream.RequestTypeHeader, a.RequestType)
+		if h := c.env.Pool.Policy.Provisioned.Header(a.Tier); h != "" {
+			actx = metadata.AppendToOutgoingContext(ctx, upstream.RequestTypeHeader, h)
 		}
 		resp, err := c.clients[a.Region].GenerateContent(actx, c.reqs[a.Region])
 		// What the policy learns, as the router tells it: read on the caller's
@@ -135,7 +186,7 @@ func (c *routerCaller) Call(caller context.Context, deadline time.Duration) Call
 		// request timeout) running out is the region being slow.
 		rep := upstream.Report(caller, err)
 		rep.Tokens = int64(resp.GetUsageMetadata().GetTotalTokenCount())
-		a.Finish(rep)
+		a.Done(rep)
 		switch rep.Outcome {
 		case policy.Success:
 			pt := resp.GetUsageMetadata().GetTrafficType() == aiplatformpb.GenerateContentResponse_UsageMetadata_PROVISIONED_THROUGHPUT
@@ -170,7 +221,7 @@ func (c *routerCaller) Close() error {
 // attempt's failure (retries exhausted, budget spent, deadline).
 func pickError(err error, last ErrorKind, attempts int) ErrorKind {
 	switch {
-	case errors.Is(err, policy.ErrNoRegions):
+	case errors.Is(err, ErrNoRegions):
 		return NoRegions
 	case errors.Is(err, policy.ErrOverCapacity), errors.Is(err, policy.ErrShed):
 		return Shed

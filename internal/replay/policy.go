@@ -3,6 +3,8 @@ package replay
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/regionwarden/regionwarden/internal/emulator"
@@ -48,6 +50,23 @@ type Env struct {
 	Prompt string
 	// Logf, when set, receives a policy's diagnostics.
 	Logf func(format string, args ...any)
+}
+
+// logger is a structured logger that writes to Logf, or discards what it
+// hears when Logf is not set.
+func (e *Env) logger() *slog.Logger {
+	if e.Logf == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(logfWriter(e.Logf), nil))
+}
+
+// logfWriter writes each line it is given to a Logf.
+type logfWriter func(format string, args ...any)
+
+func (w logfWriter) Write(b []byte) (int, error) {
+	w("%s", strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
 }
 
 // Now is the policies' clock: scenario time on a fixed epoch, so that

@@ -2,9 +2,11 @@ package metrics
 
 import (
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -67,7 +69,8 @@ func TestPoolStateAtScrape(t *testing.T) {
 			{Name: "us-central1", Tier: table.TierShared, Ejectable: true},
 		}}
 	pool.Default()
-	p, err := policy.New(pool, policy.Options{Seed: 1})
+	clk := time.Unix(1_700_000_000, 0)
+	p, err := policy.New(pool, policy.Options{Seed: 1, Now: func() time.Time { return clk }, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +85,38 @@ func TestPoolStateAtScrape(t *testing.T) {
 		"regionwarden_router_region_ejected pool=p/google/m region=us-central1 tier=shared 0\n",
 		"regionwarden_router_pool_panic pool=p/google/m 0\n",
 		"regionwarden_router_region_in_flight_limit pool=p/google/m region=us-central1 tier=shared 64\n",
+		"regionwarden_router_region_demoted pool=p/google/m region=europe-west1 tier=provisioned 0\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "region_demoted_since") {
+		t.Errorf("a demotion time while no region is demoted:\n%s", got)
+	}
+
+	// The provisioned region fails every call: demoted, since now.
+	for range 1000 {
+		c := p.Start(policy.Request{})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Region != "europe-west1" {
+			a.Done(policy.Success)
+			continue
+		}
+		a.Done(policy.Failure)
+		if p.Snapshot().Regions[0].Demotion != nil {
+			break
+		}
+	}
+	got = samples(t, m.Registry())
+	for _, want := range []string{
+		"regionwarden_router_region_demoted pool=p/google/m region=europe-west1 tier=provisioned 1\n",
+		"regionwarden_router_region_demotions_total pool=p/google/m region=europe-west1 tier=provisioned 1\n",
+		"regionwarden_router_region_demoted_since_timestamp_seconds pool=p/google/m region=europe-west1 tier=provisioned 1.7e+09\n",
+		"regionwarden_router_region_ejected pool=p/google/m region=europe-west1 tier=provisioned 0\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in\n%s", want, got)

@@ -20,6 +20,9 @@ type poolCollector struct {
 
 	ejected      *prometheus.Desc
 	timesEjected *prometheus.Desc
+	demoted      *prometheus.Desc
+	timesDemoted *prometheus.Desc
+	demotedSince *prometheus.Desc
 	panic        *prometheus.Desc
 	failureRate  *prometheus.Desc
 	throttle     *prometheus.Desc
@@ -36,9 +39,12 @@ func newPoolCollector() *poolCollector {
 	return &poolCollector{
 		ejected:      d("region_ejected", "1 while the region is ejected for its failure rate.", region),
 		timesEjected: d("region_ejections_total", "Ejections of the region since the router started.", region),
+		demoted:      d("region_demoted", "1 while the provisioned region is demoted for its failure rate: answering regions take first attempts, it takes the rest and probes.", region),
+		timesDemoted: d("region_demotions_total", "Demotions of the provisioned region since the router started.", region),
+		demotedSince: d("region_demoted_since_timestamp_seconds", "When the demoted provisioned region was demoted, in seconds since the Unix epoch; absent while it is not.", region),
 		panic:        d("pool_panic", "1 while too few regions are un-ejected for ejection to be honored (every region takes traffic).", []string{"pool"}),
 		failureRate:  d("region_failure_rate", "Failures over answered attempts in the region's ejection interval.", region),
-		throttle:     d("region_throttle_probability", "Share of calls the region's 429 throttle turns away.", region),
+		throttle:     d("region_throttle_probability", "Share of calls the region's throttle (fed by 429s and failures) turns away.", region),
 		regionFlight: d("region_in_flight", "Attempts in flight to the region.", region),
 		regionLimit:  d("region_in_flight_limit", "The region's adaptive in-flight limit.", region),
 		poolFlight:   d("pool_in_flight", "Calls in flight in the pool, as the policy counts them.", []string{"pool"}),
@@ -49,7 +55,7 @@ func (c *poolCollector) set(f func() []policy.Snapshot) { c.snapshots.Store(&f) 
 
 // Describe sends every descriptor.
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ejected, c.timesEjected, c.panic, c.failureRate, c.throttle, c.regionFlight, c.regionLimit, c.poolFlight} {
+	for _, d := range []*prometheus.Desc{c.ejected, c.timesEjected, c.demoted, c.timesDemoted, c.demotedSince, c.panic, c.failureRate, c.throttle, c.regionFlight, c.regionLimit, c.poolFlight} {
 		ch <- d
 	}
 }
@@ -69,6 +75,11 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 			l := []string{pool, r.Name, string(r.Tier)}
 			ch <- prometheus.MustNewConstMetric(c.ejected, gauge, b2f(r.Ejected), l...)
 			ch <- prometheus.MustNewConstMetric(c.timesEjected, counter, float64(r.TimesEjected), l...)
+			ch <- prometheus.MustNewConstMetric(c.demoted, gauge, b2f(r.Demotion != nil), l...)
+			ch <- prometheus.MustNewConstMetric(c.timesDemoted, counter, float64(r.TimesDemoted), l...)
+			if r.Demotion != nil {
+				ch <- prometheus.MustNewConstMetric(c.demotedSince, gauge, float64(r.Demotion.Since.UnixNano())/1e9, l...)
+			}
 			ch <- prometheus.MustNewConstMetric(c.failureRate, gauge, r.FailureRate, l...)
 			ch <- prometheus.MustNewConstMetric(c.throttle, gauge, r.ThrottleProbability, l...)
 			ch <- prometheus.MustNewConstMetric(c.regionFlight, gauge, float64(r.InFlight), l...)

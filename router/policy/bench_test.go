@@ -39,15 +39,13 @@ func BenchmarkPickDone(b *testing.B) {
 	for _, pc := range []struct {
 		name string
 		pool table.Pool
-		new  func(table.Pool, Options) (Router, error)
 	}{
-		{"adaptive/provisioned+4shared", benchPool(), newAdaptive},
-		{"adaptive/5shared", benchSharedPool(), newAdaptive},
-		{"blocklist/provisioned+4shared", benchPool(), newBlocklistRouter},
+		{"adaptive/provisioned+4shared", benchPool()},
+		{"adaptive/5shared", benchSharedPool()},
 	} {
 		for _, clk := range benchClocks {
 			b.Run(pc.name+"/"+clk.name, func(b *testing.B) {
-				r, err := pc.new(pc.pool, Options{Now: clk.now, Seed: 1})
+				r, err := New(pc.pool, Options{Now: clk.now, Seed: 1})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -92,7 +90,3 @@ func BenchmarkPickDoneParallel(b *testing.B) {
 		})
 	}
 }
-
-func newAdaptive(tp table.Pool, o Options) (Router, error) { return New(tp, o) }
-
-func newBlocklistRouter(tp table.Pool, o Options) (Router, error) { return NewBlocklist(tp, o) }

@@ -46,7 +46,7 @@ func TestBudgetShared(t *testing.T) {
 	tp.Policy.Retry = table.Retry{MaxAttempts: 2, BudgetPercent: new(0), MinRetriesPerSecond: new(1)}
 	var pools [2]*Pool
 	for i := range pools {
-		p, err := New(tp, Options{Now: clk.Now, Budget: b})
+		p, err := New(tp, Options{Now: clk.Now, Budget: b, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,6 +54,10 @@ func TestBudgetShared(t *testing.T) {
 	}
 	retries := 0
 	for i := range 40 {
+		// Two calls that succeed for every one that fails, so that the
+		// failures do not throttle the regions.
+		once(t, pools[i%2], Success)
+		once(t, pools[i%2], Success)
 		c := pools[i%2].Start(Request{})
 		a, err := c.Pick()
 		if err != nil {
@@ -71,5 +75,24 @@ func TestBudgetShared(t *testing.T) {
 	}
 	if retries != 10 {
 		t.Errorf("two pools sharing a budget of 1 retry/s made %d retries in one second, want 10 (the 10 s floor)", retries)
+	}
+}
+
+// TestBudgetZeroValue checks that a Budget needs no constructor: its zero
+// value counts and allows as NewBudget's does.
+func TestBudgetZeroValue(t *testing.T) {
+	now := int64(1_700_000_000) * int64(time.Second)
+	var b Budget
+	if !b.allow(now, 10, 1) {
+		t.Fatal("an empty budget with a floor refuses a retry")
+	}
+	for range 10 {
+		b.retry(now)
+	}
+	if b.allow(now, 10, 1) {
+		t.Error("a zero-value budget allowed an eleventh retry over a floor of 10")
+	}
+	if s := b.snapshot(now); s.Retries != 10 || s.Requests != 0 {
+		t.Errorf("snapshot %+v, want 10 retries", s)
 	}
 }

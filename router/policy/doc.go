@@ -1,19 +1,25 @@
 // Package policy decides, call by call, which region of a pool to try, and
 // learns from each outcome. It is a pure library: no Kubernetes, no network;
 // the clock and the random source are injected (Options), so tests move time
-// instead of sleeping and replay the same choices from the same seed.
+// instead of sleeping and replay the same choices from the same seed. It holds
+// only what the router runs: the replay's baselines (the count blocklist of
+// the outage) live with the replay, in internal/replay.
 //
 // # Shape
 //
-// A Router (the adaptive Pool, or a baseline) starts a Call per request; each
-// Call.Pick returns an Attempt naming the region, its endpoint and the
-// X-Vertex-AI-LLM-Request-Type header to send, and Attempt.Done reports the
-// outcome. Two steps, so the same API serves unary calls and streams (Done when
-// the stream ends). The Call carries a retry's bookkeeping: attempts made,
-// regions tried, the last outcome and the overall deadline. Pick and Done take
-// no lock and allocate nothing: live state is atomics and per-region counters
-// in rotating time buckets; a table update publishes a new immutable config
-// with one atomic pointer swap.
+// A Pool starts a Call per request; each Call.Pick returns an Attempt naming
+// the region, its endpoint and its tier, and Attempt.Done reports the outcome.
+// Two steps, so the same API serves unary calls and streams (Done when the
+// stream ends). The Call carries a retry's bookkeeping: attempts made, regions
+// tried, the last outcome and the overall deadline. Pick and Done take no lock
+// and allocate nothing: live state is atomics and per-region counters in
+// rotating time buckets (window.go); a table update publishes a new immutable
+// config with one atomic pointer swap.
+//
+// Files: config.go builds a pool's config from the table (New, Update);
+// state.go holds the live state; pick.go is the hot path of a pick and
+// done.go of an outcome; the mechanisms each have a file (throttle, eject,
+// demote, limit, budget, rate).
 //
 // # Policy, in the order it applies
 //
@@ -42,10 +48,15 @@
 //
 //	p = max(0, (requests − K × accepts) / (requests + 1)),  K = 2
 //
-// where requests are attempts the region answered and accepts those it did not
-// answer with 429 (see throttleP for why turned-away calls are not counted). A
-// 429 never counts toward ejection. A recovered region is back within tens of
-// seconds: its window forgets in 10 s, and a trickle of probes keeps reaching it.
+// where requests are attempts the region answered and accepts those it
+// answered with success: a 429 and a failure are both rejections. So p is 0
+// while a region accepts at least half of what it answers, and intermittent
+// failures never throttle; like ejection, it judges a region only on at least
+// minRequests answers. A region that answers only 429s or errors gets a
+// trickle; when every region fails, every region's share falls together and
+// attempts per call fall well under one (no amplification). A recovered
+// region is back within seconds: its window forgets in 10 s, and its trickle
+// of calls succeeds again. A 429 never counts toward ejection or demotion.
 //
 // Ejection (Envoy's failure-percentage outlier detection; gRFC A50). A region
 // whose failures/(successes+failures) over the ejection interval reaches
@@ -55,9 +66,16 @@
 // the multiplier grows per ejection and decays per healthy interval. An
 // ejection happens only if afterwards at most maxEjectedPercent of the regions
 // are ejected. When fewer than half the regions are left un-ejected (Envoy's
-// panic threshold, 50%), ejections are ignored. A provisioned region is never
-// ejected: while failing, retries try it after the others, but it keeps its
-// share of first attempts.
+// panic threshold, 50%), ejections are ignored.
+//
+// Demotion, never removal (demote.go). A provisioned region is never ejected:
+// a failing one is demoted. First attempts then go to the regions that are
+// answering and have headroom; it takes what none of them has room for, and
+// a probe every interval/minRequests (minRequests answers per ejection
+// interval, the evidence the failure rate is judged on). After restoreAfter
+// successes in a row (7 at the default threshold) it is restored with its full
+// share. An intermittently failing region (the bursty 504s of an upstream
+// incident) stays under the threshold and keeps its first attempts.
 //
 // Retries (Finagle and Linkerd retry budgets). At most maxAttempts attempts per
 // call, each preferring a region the call has not tried, inside one deadline;
@@ -67,37 +85,32 @@
 //	retries < budgetPercent/100 × requests + minRetriesPerSecond × 10
 //
 // so with 100% failures attempts per request stay under
-// 1 + budgetPercent/100 + minRetriesPerSecond/rate. One retry is not bound by
-// the budget: the fallback of a provisioned region that fails intermittently
-// (a Failure, not a 429, while the region answers at least minRequests over
-// the ejection interval with a failure rate under the threshold). A burst of
-// its failures can outrun the budget, and those calls are exactly the ones the
-// paid-for capacity must not drop; the retries still go elsewhere first,
-// within maxAttempts, the deadline and each receiver's capacity and in-flight
-// limit. A provisioned region failing at or over the threshold, or answering
-// 429, spends the budget like any other.
+// 1 + budgetPercent/100 + minRetriesPerSecond/rate, and the throttle holds them
+// far lower. One retry is not bound by the budget: the fallback of a
+// provisioned region that fails intermittently (a Failure, not a 429, while
+// it is not demoted and answers at least minRequests over the ejection
+// interval with a failure rate under the threshold). A burst of its failures
+// can outrun the budget, and those calls are exactly the ones the paid-for
+// capacity must not drop. The fallback is bounded all the same: only to
+// regions the call has not tried, within maxAttempts, the deadline and each
+// receiver's capacity, in-flight limit and throttle.
 //
 // Bulkheads. Each region has an in-flight limit that adapts by AIMD (+1/limit
 // per success while at least half used; ×0.9 per 429 or timeout; within
 // [1, regionMaxLimit], starting at regionInitialLimit), and the pool has a
 // cap (maxInFlight). Sheddable calls may fill 75% of a limit, default calls
 // 90%, critical calls all of it: the lowest priority is shed first, with
-// ErrShed and a Retry-After.
-//
-// # Baselines
-//
-// Blocklist is the count blocklist the outage came from (6 failures or 429s
-// within 60 s remove a region for 60 s, whatever its tier; "no regions to
-// run" when all are removed); Allowlist adds the six-line fix (provisioned
-// regions are never removed). They implement Router, so a replay drives them
-// exactly as it drives Pool.
+// ErrShed and a Retry-After. Slow is not overloaded (limit.go): a region that
+// answers (not failing, demoted or throttled) admits a call beyond its AIMD
+// limit up to capacity × (the call's deadline + 1 s), the most calls it can
+// hold by Little's law while it answers within its callers' deadlines.
 //
 // # Live state
 //
-// Snapshot returns every region's tier, ejection, failure rate, throttle
-// probability, in-flight count and limit, with JSON tags for the server.
-// Update swaps the pool config at run time and keeps the live state of the
-// regions still present.
+// Snapshot returns every region's tier, ejection, demotion (since when and
+// why), failure rate, throttle probability, in-flight count and limit, with
+// JSON tags for the server. Update swaps the pool config at run time and keeps
+// the live state of the regions still present.
 //
 // # Performance
 //

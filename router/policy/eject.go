@@ -7,8 +7,8 @@ package policy
 //     least minRequests attempts (successes and failures; 429s do not count)
 //     and failures/answered >= failureRateThreshold.
 //   - Only an ejectable shared region is ejected. A provisioned region is never
-//     ejected: its capacity is paid for. A failing one is tried later on
-//     retries, but keeps its first attempts.
+//     ejected: its capacity is paid for. A failing one is demoted instead
+//     (demote.go).
 //   - An ejection lasts min(baseEjectionTime × multiplier, maxEjectionTime),
 //     shortened by a random 0-10% so that regions ejected together do not
 //     return together. The multiplier grows by one per ejection and falls by one
@@ -22,7 +22,12 @@ package policy
 // failing reports whether the region's failure rate over the ejection interval
 // reaches the threshold with enough answered attempts to count.
 func (r *region) failing(now int64, st *poolState) bool {
-	answered, failed := r.fails.Load().sum(now)
+	return st.isFailing(r.fails.sum(bucketOf(now, st.failWidth)))
+}
+
+// isFailing reports whether a failure window of answered attempts, failed of
+// them failures, reaches the threshold with enough answered to count.
+func (st *poolState) isFailing(answered, failed int64) bool {
 	return answered >= st.minRequests && float64(failed) >= st.threshold*float64(answered)
 }
 
@@ -55,7 +60,7 @@ func (p *Pool) maybeEject(r *region, now int64) {
 	d -= int64(float64(d) * 0.1 * p.rnd.float())
 	r.ejectedUntil.Store(now + d)
 	r.timesEjected.Add(1)
-	r.fails.Load().reset()
+	r.fails.reset()
 }
 
 // capEjections lifts ejections, soonest-ending first, until at most

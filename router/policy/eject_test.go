@@ -120,6 +120,9 @@ func TestMaxEjectedPercent(t *testing.T) {
 			t.Errorf("maxEjectedPercent %d: %d ejected, panic %v; want %d, %v", tc.pct, ejected, snap.Panic, tc.wantEjected, tc.wantPanic)
 		}
 		if tc.wantPanic {
+			// Past the throttle's window, which the failures fed, and
+			// within the ejections.
+			clk.Advance(throttleWindow + time.Second)
 			seen := map[string]bool{}
 			for range 200 {
 				seen[once(t, p, Success)] = true
@@ -131,40 +134,68 @@ func TestMaxEjectedPercent(t *testing.T) {
 	}
 }
 
-// TestFailingProvisionedRegion checks that a failing provisioned region keeps
-// its first attempts, while retries go elsewhere first.
-func TestFailingProvisionedRegion(t *testing.T) {
+// TestDemotedProvisionedRegion checks demotion: a provisioned region failing
+// at the threshold keeps only its probes of first attempts (the healthy
+// provisioned region takes the rest, the shared region none, having no
+// need), its failed probes fall back to the healthy provisioned region, and
+// once it answers again it is restored within a few seconds of probes and
+// takes about half of first attempts again.
+func TestDemotedProvisionedRegion(t *testing.T) {
 	clk := newClock()
 	tp := pool(provisioned("europe-west4", table.Capacity{}), provisioned("us-central1", table.Capacity{}), shared("europe-west1", 0))
 	tp.Policy.Retry = table.Retry{MaxAttempts: 3, BudgetPercent: new(100), MinRetriesPerSecond: new(0)}
 	p := mustNew(t, tp, clk)
 	report(p, 0, Failure, 100)
-	if rs := p.Snapshot().Regions[0]; !rs.Failing || rs.Ejected {
+	rs := p.Snapshot().Regions[0]
+	if !rs.Failing || rs.Ejected || rs.Demotion == nil || rs.TimesDemoted != 1 {
 		t.Fatalf("failing provisioned region: %+v", rs)
 	}
-	firsts := map[string]int{}
-	for range 200 {
-		c := p.Start(Request{})
-		a, err := c.Pick()
-		if err != nil {
-			t.Fatal(err)
-		}
-		firsts[a.Region]++
-		if a.Region == "europe-west4" {
-			a.Done(Failure)
-			b, err := c.Pick()
+	if d := rs.Demotion; d.FailureRate != 1 || d.Answered != 20 || d.Threshold != 0.5 || d.RestoreAfter != 7 || !d.Since.Equal(clk.Now()) {
+		t.Errorf("demotion %+v, want failure rate 1 of 20 answered, threshold 0.5, restore after 7, since now", d)
+	}
+	// run sends 100 calls a second for d; the first attempts on europe-west4
+	// answer o.
+	run := func(d time.Duration, o Outcome) map[string]int {
+		firsts := map[string]int{}
+		for range int(d / (10 * time.Millisecond)) {
+			c := p.Start(Request{})
+			a, err := c.Pick()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if b.Region != "us-central1" {
-				t.Errorf("retry after the failing provisioned region went to %s, want the healthy provisioned region", b.Region)
+			firsts[a.Region]++
+			if a.Region == "europe-west4" && o == Failure {
+				a.Done(Failure)
+				b, err := c.Pick()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b.Region != "us-central1" {
+					t.Errorf("retry after a failed probe went to %s, want the healthy provisioned region", b.Region)
+				}
+				b.Done(Success)
+			} else {
+				a.Done(Success)
 			}
-			b.Done(Success)
-		} else {
-			a.Done(Success)
+			clk.Advance(10 * time.Millisecond)
 		}
+		return firsts
 	}
-	if firsts["europe-west4"] < 60 || firsts["europe-west1"] != 0 {
-		t.Errorf("first attempts %v: want the failing provisioned region to keep about half, the shared region none", firsts)
+	firsts := run(10*time.Second, Failure)
+	// Probes: minRequests (20) per ejection interval (10 s).
+	if n := firsts["europe-west4"]; n < 18 || n > 22 || firsts["europe-west1"] != 0 {
+		t.Errorf("first attempts while demoted %v: want about 20 probes on europe-west4, none on the shared region", firsts)
+	}
+	if rs := p.Snapshot().Regions[0]; rs.Demotion == nil {
+		t.Fatalf("restored while its probes fail: %+v", rs)
+	}
+	firsts = run(4*time.Second, Success)
+	rs = p.Snapshot().Regions[0]
+	if rs.Demotion != nil || rs.Failing || rs.ThrottleProbability != 0 {
+		t.Fatalf("4 s (8 probes) after recovering: %+v, want restored", rs)
+	}
+	t.Logf("first attempts in the 4 s of recovery: %v", firsts)
+	if firsts = run(10*time.Second, Success); firsts["europe-west4"] < 400 {
+		t.Errorf("first attempts after restoration %v: want about half on europe-west4", firsts)
 	}
 }

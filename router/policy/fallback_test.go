@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -11,7 +12,8 @@ import (
 // checks which retries are still allowed: a failure on a provisioned region
 // that answers most of its calls falls back to another region; a failure on a
 // shared region, a 429 on the provisioned one, and a failure on a provisioned
-// region failing at the ejection threshold all stay bound by the budget.
+// region failing at the ejection threshold (demoted: its first attempts are
+// then probes) all stay bound by the budget.
 func TestFallbackRetryOfReservedCapacity(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -36,10 +38,11 @@ func TestFallbackRetryOfReservedCapacity(t *testing.T) {
 				tp.Regions, first = tp.Regions[1:], 0
 			}
 			p := mustNew(t, tp, clk)
-			// The region's recent history: 100 answers, the given share failed.
+			// The region's recent history: 100 answers, the given share
+			// failed, the failures last.
 			failed := int(tc.history * 100)
-			report(p, first, Failure, failed)
 			report(p, first, Success, 100-failed)
+			report(p, first, Failure, failed)
 
 			// A call whose first attempt lands on the region under test.
 			var c Call
@@ -54,6 +57,7 @@ func TestFallbackRetryOfReservedCapacity(t *testing.T) {
 					break
 				}
 				a.Done(Success)
+				clk.Advance(100 * time.Millisecond) // a demoted region gets only probes
 			}
 			if a.Region != tp.Regions[first].Name {
 				t.Fatalf("no first attempt reached %s", tp.Regions[first].Name)

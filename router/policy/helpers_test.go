@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -31,10 +32,13 @@ func pool(regions ...table.Region) table.Pool {
 	return table.Pool{Project: "proj", Publisher: "google", Model: "gemini-2.5-flash", Regions: regions, Policy: table.DefaultPolicy()}
 }
 
+// quiet is a logger for pools whose demotions the test does not read.
+var quiet = slog.New(slog.DiscardHandler)
+
 // mustNew returns the adaptive policy for tp on clk.
 func mustNew(t testing.TB, tp table.Pool, clk *fakeClock) *Pool {
 	t.Helper()
-	p, err := New(tp, Options{Now: clk.Now, Seed: 1})
+	p, err := New(tp, Options{Now: clk.Now, Seed: 1, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +46,7 @@ func mustNew(t testing.TB, tp table.Pool, clk *fakeClock) *Pool {
 }
 
 // once makes one attempt of a new call and reports o; it returns the region.
-func once(t testing.TB, r Router, o Outcome) string {
+func once(t testing.TB, r *Pool, o Outcome) string {
 	t.Helper()
 	c := r.Start(Request{})
 	a, err := c.Pick()
@@ -59,7 +63,6 @@ type serveFunc func(region string, now time.Time) Outcome
 // simStats is what a simulated run observed.
 type simStats struct {
 	requests, ok, attempts int
-	noRegions              int
 	errs                   map[string]int
 	byRegion               map[string]int
 }
@@ -67,7 +70,7 @@ type simStats struct {
 // simulate sends rps requests per second for d through r, each retried as the
 // policy allows, with attempts that complete at once. each, if set, sees every
 // request's elapsed time and attempts.
-func simulate(r Router, clk *fakeClock, rps int, d time.Duration, serve serveFunc, each func(elapsed time.Duration, attempts []string)) simStats {
+func simulate(r *Pool, clk *fakeClock, rps int, d time.Duration, serve serveFunc, each func(elapsed time.Duration, attempts []string)) simStats {
 	s := simStats{errs: map[string]int{}, byRegion: map[string]int{}}
 	step := time.Second / time.Duration(rps)
 	begin := clk.Now()
@@ -80,9 +83,6 @@ func simulate(r Router, clk *fakeClock, rps int, d time.Duration, serve serveFun
 			a, err := c.Pick()
 			if err != nil {
 				s.errs[errName(err)]++
-				if errors.Is(err, ErrNoRegions) {
-					s.noRegions++
-				}
 				break
 			}
 			s.attempts++
@@ -105,7 +105,7 @@ func simulate(r Router, clk *fakeClock, rps int, d time.Duration, serve serveFun
 
 // errName is a short label for a Pick error, for logs.
 func errName(err error) string {
-	for _, e := range []error{ErrOverCapacity, ErrShed, ErrBudgetExhausted, ErrAttemptsExhausted, ErrDeadlineExceeded, ErrNotRetryable, ErrNoRegions} {
+	for _, e := range []error{ErrOverCapacity, ErrShed, ErrBudgetExhausted, ErrAttemptsExhausted, ErrDeadlineExceeded, ErrNotRetryable} {
 		if errors.Is(err, e) {
 			return e.Error()
 		}

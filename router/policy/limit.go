@@ -3,6 +3,7 @@ package policy
 import (
 	"math"
 	"sync/atomic"
+	"time"
 )
 
 // AIMD constants for a region's in-flight limit.
@@ -19,6 +20,9 @@ const (
 // successes), but only while at least half the limit is in use, so an idle
 // region's limit does not drift up; each 429 or timeout multiplies it by 0.9.
 // It stays within [1, max]. The value is a float64 kept in one atomic word.
+//
+// A region that answers is never held to this limit alone: see
+// slot.littleLimit.
 type aimd struct {
 	bits atomic.Uint64
 }
@@ -73,4 +77,50 @@ func (l *aimd) clamp(hi float64) {
 			return
 		}
 	}
+}
+
+// Slow is not overloaded. By Little's law, the calls a region holds in flight
+// are the rate at which it is sent calls times how long each one takes:
+// L = λ × W. A call takes no longer than its deadline (the caller gives up
+// then, and the attempt ends), and the rate a region is sent is bounded by
+// its capacity, which the meters enforce over every sliding second. So a
+// region that answers within its callers' deadlines can never hold more than
+//
+//	λ × (deadline + rateWindow)
+//
+// calls (the extra second is the burst a sliding window admits at once). That
+// many calls in flight is the region being slow, not the region being
+// overloaded: an AIMD limit that grows by one per limit's worth of successes
+// would shed them for tens of seconds after the region's latency rises, while
+// the region answers every one of them in time. The bound needs no latency
+// measurement and so no time to learn: it holds from the first call after
+// the latency changes.
+//
+// littleLimit is that bound for a call whose deadline is deadline, capped by
+// the table's regionMaxLimit. λ is the region's capacity in calls a second:
+// its RequestsPerSecond, else its TokensPerSecond over its average tokens per
+// call. A region whose capacity is not known (no hint, or no call's tokens
+// reported yet) is sent calls at no bounded rate, and a call without a
+// deadline may take any time: the bound is then regionMaxLimit.
+//
+// The bound applies only while the region is answering (slot.answering): not
+// failing, not demoted, and not throttled for 429s or errors. A region whose
+// latency rises together with failures or 429s is held to its AIMD limit,
+// which those outcomes shrink.
+func (s *slot) littleLimit(now, deadline int64) int64 {
+	hi := int64(s.st.maxLimit)
+	if deadline == 0 {
+		return hi
+	}
+	var rate float64
+	switch est := s.r.tokEst.Load(); {
+	case s.rps > 0:
+		rate = s.rps
+	case s.tokCost > 0 && est > 0:
+		rate = float64(rateCapacity) / (float64(est) * s.tokCost)
+	default:
+		return hi
+	}
+	span := float64(deadline-now+rateWindow) / float64(time.Second)
+	return min(int64(math.Ceil(rate*span)), hi)
 }

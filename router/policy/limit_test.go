@@ -83,14 +83,22 @@ func TestProvisionedLimitSurvivesTimeouts(t *testing.T) {
 	}
 }
 
-// TestShedding fills a region's in-flight limit and checks that sheddable
-// calls are refused first, then default ones, and critical ones last, with
-// ErrShed while a higher priority still fits and ErrOverCapacity at the limit.
+// TestShedding fills the in-flight limit of a region that is not answering
+// (failing: half its calls fail, which neither ejects it, as the table says,
+// nor throttles it) and checks that sheddable calls are refused first, then
+// default ones, and critical ones last, with ErrShed while a higher priority
+// still fits and ErrOverCapacity at the limit.
 func TestShedding(t *testing.T) {
 	clk := newClock()
 	tp := pool(shared("europe-west1", 0))
-	tp.Policy.Concurrency = table.Concurrency{MaxInFlight: 1000, RegionInitialLimit: 20, RegionMaxLimit: 20}
+	tp.Regions[0].Ejectable = false
+	tp.Policy.Concurrency = table.Concurrency{MaxInFlight: 1000, RegionInitialLimit: 20, RegionMaxLimit: 50}
 	p := mustNew(t, tp, clk)
+	report(p, 0, Success, 10)
+	report(p, 0, Failure, 10)
+	if rs := p.Snapshot().Regions[0]; !rs.Failing || rs.ThrottleProbability != 0 {
+		t.Fatalf("region %+v, want failing and not throttled", rs)
+	}
 	var held []*Attempt
 	admitted := map[Priority]int{}
 	var firstErr = map[Priority]error{}
@@ -143,5 +151,63 @@ func TestGlobalCap(t *testing.T) {
 	}
 	if n != 10 || !errors.Is(err, ErrOverCapacity) {
 		t.Errorf("admitted %d critical calls then %v; want 10 then ErrOverCapacity", n, err)
+	}
+}
+
+// TestSlowIsNotOverloaded holds every call to a region that answers slowly:
+// at 40 calls a second, each held 4 s, 160 calls are in flight, far over the
+// AIMD limit of 64 it starts with; none is shed, since the region answers
+// and 40/s × (10 s deadline + 1 s) bounds them. Once the same region fails
+// as well, it is held to its AIMD limit again.
+func TestSlowIsNotOverloaded(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		region table.Region
+	}{
+		{"shared, 40 requests/s", shared("europe-west1", 40)},
+		{"provisioned, 20,000 tokens/s", provisioned("europe-west4", table.Capacity{TokensPerSecond: 20_000})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			tp := pool(tc.region)
+			tp.Regions[0].Ejectable = false
+			p := mustNew(t, tp, clk)
+			var held []Attempt
+			once := func() Attempt {
+				c := p.Start(Request{Deadline: clk.Now().Add(10 * time.Second)})
+				a, err := c.Pick()
+				if err != nil {
+					t.Fatalf("with %d in flight: %v", len(held), err)
+				}
+				return a
+			}
+			// The provisioned region learns its calls' size: 500 tokens.
+			a := once()
+			a.DoneTokens(Success, 500)
+			clk.Advance(time.Second)
+			for range 160 {
+				held = append(held, once())
+				clk.Advance(25 * time.Millisecond)
+			}
+			if n := p.Snapshot().Regions[0].InFlight; n != 160 {
+				t.Fatalf("%d in flight, want 160", n)
+			}
+			// It fails now, half its calls: no longer answering.
+			for i := range 40 {
+				o := Failure
+				if i%2 == 0 && i < 38 {
+					o = Success
+				}
+				held[i].DoneTokens(o, 500)
+			}
+			c := p.Start(Request{Deadline: clk.Now().Add(10 * time.Second)})
+			if _, err := c.Pick(); !errors.Is(err, ErrOverCapacity) {
+				t.Errorf("failing region with %d in flight over its limit %d: Pick = %v, want ErrOverCapacity",
+					p.Snapshot().Regions[0].InFlight, p.Snapshot().Regions[0].Limit, err)
+			}
+			for _, a := range held[40:] {
+				a.Done(Cancelled)
+			}
+		})
 	}
 }

@@ -1,17 +1,25 @@
 package policy
 
-// Outcome is how one attempt against one region went. It is what the router
-// learns from; each kind feeds exactly one mechanism.
+// Outcome is how one attempt against one region went: what the router learns
+// from. Each kind says what it feeds; only a failure ejects or demotes, and
+// only a success restores.
 type Outcome uint8
 
 const (
-	// Success: the region answered.
+	// Success: the region answered. An answer of the failure-rate window
+	// (counted as not failed), an accept of the throttle, a step of the
+	// AIMD limit's additive increase, and for a demoted region one more
+	// success in the run that restores it.
 	Success Outcome = iota
-	// Capacity: the region answered 429 RESOURCE_EXHAUSTED. It has no capacity
-	// now; it is not broken. Feeds the region's adaptive throttle, never ejection.
+	// Capacity: the region answered 429 RESOURCE_EXHAUSTED. It has no
+	// capacity now; it is not broken. A rejection of the throttle and a
+	// multiplicative decrease of the AIMD limit; never counted toward
+	// ejection or demotion.
 	Capacity
 	// Failure: 5xx, UNAVAILABLE, DEADLINE_EXCEEDED from the region, or a
-	// connection error. Feeds the failure-rate window that drives ejection.
+	// connection error. A failure of the failure-rate window, which ejects a
+	// shared region and demotes a provisioned one, and a rejection of the
+	// throttle; a timeout (Report.Timeout) also decreases the AIMD limit.
 	Failure
 	// CallerFault: the request was bad (other 4xx). Counts for nothing and is
 	// never retried.

@@ -192,3 +192,15 @@ func TestOverCapacityRetryAfter(t *testing.T) {
 		t.Errorf("second call at 0.25/s: %v (Retry-After %v), want over capacity, Retry-After 4s", err, d)
 	}
 }
+
+// TestTokenEstimate checks the average of tokens per call: seeded by the
+// first call, then moved an eighth of the way toward each call.
+func TestTokenEstimate(t *testing.T) {
+	var r region
+	for _, tc := range []struct{ tokens, want int64 }{{800, 800}, {0, 700}, {1500, 800}, {800, 800}} {
+		r.learnTokens(tc.tokens)
+		if got := r.tokEst.Load(); got != tc.want {
+			t.Errorf("after a call of %d tokens: average %d, want %d", tc.tokens, got, tc.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -156,10 +157,10 @@ func hasHeadroom(p *Pool, pr Priority) bool {
 		switch {
 		case r.ejectedUntil.Load() > now && !panicking:
 		case r.inFlight.Load()+1 > ceiling(int64(r.limit.get()), pr):
-		case r.throttleP(now) > 0:
+		case r.throttleP(now, st) > 0:
 		case s.tokCost > 0 && !fits(r.toks.sum(now), int64(float64(r.tokEst.Load())*s.tokCost)):
-		case s.reqCost > 0 && s.reqCost <= rateWindow && !fits(r.reqs.sum(now), s.reqCost):
-		case s.reqCost > rateWindow && r.slow.next.Load() > now:
+		case s.reqCost > 0 && s.reqCost <= rateCapacity && !fits(r.reqs.sum(now), s.reqCost):
+		case s.reqCost > rateCapacity && r.slow.next.Load() > now:
 		default:
 			return true
 		}
@@ -191,7 +192,7 @@ func TestPropertyInvariants(t *testing.T) {
 	var panics int
 	for run := range runs {
 		tp := randomPool(rnd)
-		p, err := New(tp, Options{Now: clk.Now, Seed: uint64(run)})
+		p, err := New(tp, Options{Now: clk.Now, Seed: uint64(run), Logger: quiet})
 		if err != nil {
 			t.Fatalf("run %d: %v", run, err)
 		}
@@ -283,4 +284,155 @@ func TestPropertyInvariants(t *testing.T) {
 	if ejections == 0 || panics == 0 {
 		t.Errorf("the runs never ejected a region or never panicked: the invariants were not exercised")
 	}
+}
+
+// demotedDue returns the indexes of the demoted provisioned regions whose
+// probe is due at now, and reports whether each of them surely admits a call
+// (nothing in flight, room under its capacity).
+func demotedDue(p *Pool, now int64) (due []int, sure bool) {
+	sure = true
+	for i, s := range p.st.Load().slots {
+		r := s.r
+		if !s.provisioned || r.demoted.Load() == nil || r.probe.next.Load() > now {
+			continue
+		}
+		due = append(due, i)
+		switch {
+		case r.inFlight.Load() != 0:
+		case s.tokCost > 0 && !fits(r.toks.sum(now), int64(float64(r.tokEst.Load())*s.tokCost)):
+		case s.reqCost > 0 && s.reqCost <= rateCapacity && !fits(r.reqs.sum(now), s.reqCost):
+		case s.reqCost > rateCapacity && r.slow.next.Load() > now:
+		default:
+			continue
+		}
+		sure = false
+	}
+	return due, sure
+}
+
+// TestPropertyDemotion drives random pools holding a provisioned region
+// through random outcome sequences in which that region often fails, then
+// lets it recover, and checks: a demoted provisioned region is never removed
+// (never ejected, and Pick never fails for lack of regions); it gets its
+// probes (a first attempt whose probe is due goes to it whenever it can take
+// the call); and once it answers again it is restored within restoreAfter
+// probes, which is within one ejection interval unless its own capacity is
+// slower than the probes (then it is probed as fast as its capacity allows).
+func TestPropertyDemotion(t *testing.T) {
+	runs := 3_000
+	if testing.Short() {
+		runs = 500
+	}
+	rnd := rand.New(rand.NewPCG(2026, 13))
+	clk := newClock()
+	var demotions, restorations, probes int
+	for run := range runs {
+		tp := randomPool(rnd)
+		if tp.Regions[0].Tier != table.TierProvisioned {
+			r := &tp.Regions[0]
+			r.Tier, r.Ejectable, r.Capacity = table.TierProvisioned, false, table.Capacity{}
+		}
+		pt := tp.Regions[0].Name
+		tp.Policy.Concurrency.MaxInFlight = 1 + rnd.IntN(12) + len(tp.Regions)
+		p, err := New(tp, Options{Now: clk.Now, Seed: uint64(run), Logger: quiet})
+		if err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		st := p.st.Load()
+		ps := st.slots[slotIndex(p, pt)]
+		ptFail := 0.5 + 0.5*rnd.Float64()
+		otherFail := rnd.Float64()
+		// call makes one call; the provisioned region fails with
+		// probability fail, the others as randomOutcome says.
+		call := func(step string, fail float64) {
+			now := p.nanos()
+			due, sure := demotedDue(p, now)
+			c := p.Start(Request{Priority: Priority(rnd.IntN(3))})
+			for first := true; ; first = false {
+				a, err := c.Pick()
+				if err != nil {
+					switch {
+					case errors.Is(err, ErrOverCapacity), errors.Is(err, ErrShed), errors.Is(err, ErrBudgetExhausted), errors.Is(err, ErrAttemptsExhausted):
+					default:
+						t.Fatalf("run %d %s: unexpected error %v", run, step, err)
+					}
+					if first && len(due) > 0 && sure {
+						t.Fatalf("run %d %s: a due probe of %s was refused: %v", run, step, st.slots[due[0]].name, err)
+					}
+					return
+				}
+				if first && len(due) > 0 && sure {
+					if !slices.Contains(due, slotIndex(p, a.Region)) {
+						t.Fatalf("run %d %s: probe of %s due, first attempt went to %s", run, step, st.slots[due[0]].name, a.Region)
+					}
+					probes++
+				}
+				o := randomOutcome(rnd, otherFail)
+				if a.Region == pt {
+					o = Success
+					if rnd.Float64() < fail {
+						o = Failure
+					}
+				}
+				a.Finish(Report{Outcome: o, Tokens: int64(rnd.IntN(200))})
+				if o != Failure && o != Capacity {
+					return
+				}
+			}
+		}
+		wasDemoted := false
+		for step := range 40 + rnd.IntN(200) {
+			call(fmt.Sprintf("step %d", step), ptFail)
+			clk.Advance(time.Duration(rnd.IntN(int(st.interval/time.Millisecond)/5+1)) * time.Millisecond)
+			if s := ps; s.r.ejectedUntil.Load() > p.nanos() {
+				t.Fatalf("run %d step %d: provisioned region %s is ejected", run, step, pt)
+			}
+			wasDemoted = wasDemoted || ps.r.demoted.Load() != nil
+		}
+		if !wasDemoted {
+			continue
+		}
+		demotions++
+		if ps.r.demoted.Load() == nil {
+			continue // restored already, by a run of successes
+		}
+		// It recovers: calls at three times the probe rate of every region
+		// until it is restored, within restoreAfter probes of the probe
+		// pace and its own capacity.
+		gap := st.probeEvery
+		// A capacity admits a call when the sliding second has room for
+		// its cost: one every cost, or every 2 × cost when the bucket
+		// boundaries fall badly; a probe that finds no room is lost, and
+		// the next comes an interval later.
+		if s := ps; s.reqCost > 0 {
+			gap += 2*s.reqCost*costUnit + meterWidth
+		} else if s.tokCost > 0 {
+			gap += 2*int64(200*s.tokCost)*costUnit + meterWidth // calls report up to 200 tokens
+		}
+		bound := (st.restoreAfter + 2) * gap
+		begin := p.nanos()
+		for p.nanos()-begin <= bound && ps.r.demoted.Load() != nil {
+			call("recovery", 0)
+			clk.Advance(time.Duration(gap / int64(3*len(st.slots))))
+		}
+		if d := ps.r.demoted.Load(); d != nil {
+			t.Fatalf("run %d: %s answers every call, still demoted %s after it recovered (restore after %d, probes every %s)\npool: %+v",
+				run, pt, time.Duration(p.nanos()-begin), st.restoreAfter, time.Duration(gap), tp)
+		}
+		restorations++
+	}
+	t.Logf("%d runs: %d with a demotion, %d restorations watched, %d due probes taken", runs, demotions, restorations, probes)
+	if demotions < runs/10 || restorations == 0 || probes == 0 {
+		t.Errorf("too few demotions (%d), restorations (%d) or probes (%d): the properties were not exercised", demotions, restorations, probes)
+	}
+}
+
+// slotIndex is the index of the region named name in p's slots.
+func slotIndex(p *Pool, name string) int {
+	for i, s := range p.st.Load().slots {
+		if s.name == name {
+			return i
+		}
+	}
+	return -1
 }

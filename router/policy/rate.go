@@ -5,93 +5,61 @@ import (
 	"time"
 )
 
-// rateWindow is the span over which a region's capacity is counted: a
-// capacity of N a second admits at most N in any rateWindow, bursts included.
-const rateWindow = int64(time.Second)
-
-// Bucket layout of a meter word: the top meterTagBits hold the bucket's index
-// in time (modulo 2^meterTagBits), the rest its count.
+// Capacity is counted in microseconds of a region's capacity: a call at a
+// rate of N a second costs 1s/N, so whatever the rate, a window of one second
+// holds one second of capacity (rateCapacity). Microseconds keep a second of
+// capacity within a window's 20-bit count; a rate above a million calls or
+// tokens a second counts as a million.
 const (
-	meterTagBits   = 24
-	meterCountBits = 64 - meterTagBits
-	meterCountMax  = 1<<meterCountBits - 1
-	meterWidth     = rateWindow / windowBuckets
+	// rateWindow is the span over which a region's capacity is counted: a
+	// capacity of N a second admits at most N in any rateWindow, bursts
+	// included. In nanoseconds.
+	rateWindow = int64(time.Second)
+	// costUnit is the unit of a cost.
+	costUnit = int64(time.Microsecond)
+	// rateCapacity is one rateWindow of capacity, in costUnits.
+	rateCapacity = rateWindow / costUnit
+	// meterWidth is the width of a meter's buckets, in nanoseconds.
+	meterWidth = rateWindow / windowBuckets
 )
 
 // meter is a lock-free rate limit over a sliding window: it sums the cost of
 // what it admitted in the last rateWindow and admits a call when that sum plus
-// the call's cost stays within the limit. Costs are in nanoseconds of capacity
-// (a call at a rate of N a second costs 1s/N), so the limit of a window of one
-// second is one second of capacity whatever the rate.
+// the call's cost stays within rateCapacity.
 //
 // Unlike a token bucket with a burst of one second (which admits up to twice
 // the rate within one second: the burst, then the rate), a sliding window
 // never admits more than the capacity in any window, which is how regions
 // count their quota. A window admits the rate in a burst when it is empty.
 //
-// The window is windowBuckets buckets of meterWidth, each one atomic word:
-// its tag (its index in time modulo 2^24: tags repeat every 19 days) and a
-// count that saturates at 2^40-1 nanoseconds of capacity. Concurrent takes
-// can each see room for one more call and overshoot the limit by the calls
-// that raced; a call costlier than the whole window is admitted into an
-// empty one. Times are nanoseconds since the Unix epoch and are not negative.
+// Concurrent takes can each see room for one more call and overshoot the
+// limit by the calls that raced; a call costlier than the whole window is
+// admitted into an empty one. The zero value is an empty meter.
 type meter struct {
-	b [windowBuckets]atomic.Uint64
+	w window // a: cost admitted, in costUnits; b: unused
 }
 
 // sum is the cost admitted in the window that ends at now.
 func (m *meter) sum(now int64) int64 {
-	idx := uint64(now) / uint64(meterWidth)
-	var s int64
-	for k := uint64(0); k < windowBuckets && k <= idx; k++ {
-		i := idx - k
-		if v := m.b[i%windowBuckets].Load(); v>>meterCountBits == i&tagMask {
-			s += int64(v & meterCountMax)
-		}
-	}
-	return s
+	a, _ := m.w.sum(bucketOf(now, meterWidth))
+	return a
 }
 
 // add adds cost d >= 0 at now.
-func (m *meter) add(now, d int64) {
-	m.update(uint64(now)/uint64(meterWidth), d, true)
-}
+func (m *meter) add(now, d int64) { m.w.add(bucketOf(now, meterWidth), d, 0) }
 
 // refund takes back cost d >= 0 that was added at time at, if the window that
 // ends at now still holds it: the call consumed less than it was charged.
 func (m *meter) refund(at, now, d int64) {
-	idx, cur := uint64(at)/uint64(meterWidth), uint64(now)/uint64(meterWidth)
-	if at < 0 || idx > cur || cur-idx >= windowBuckets {
+	if at < 0 {
 		return
 	}
-	m.update(idx, -d, false)
-}
-
-// update adds d to the count of bucket idx. A stale bucket is started afresh
-// when fresh is set and left alone otherwise. Counts saturate at 0 and at
-// meterCountMax.
-func (m *meter) update(idx uint64, d int64, fresh bool) {
-	tag := idx & tagMask
-	slot := &m.b[idx%windowBuckets]
-	for {
-		old := slot.Load()
-		var c int64
-		if old>>meterCountBits == tag {
-			c = int64(old & meterCountMax)
-		} else if !fresh {
-			return
-		}
-		c = min(max(c+d, 0), meterCountMax)
-		v := tag<<meterCountBits | uint64(c)
-		if v == old || slot.CompareAndSwap(old, v) {
-			return
-		}
-	}
+	m.w.addPast(bucketOf(at, meterWidth), bucketOf(now, meterWidth), -d, 0)
 }
 
 // take admits a call of cost at now if the window has room for it, and adds
 // its cost. When it has not, wait is how long until enough of the window's
-// cost expires.
+// cost expires, in nanoseconds.
 func (m *meter) take(now, cost int64) (ok bool, wait int64) {
 	s := m.sum(now)
 	if !fits(s, cost) {
@@ -104,21 +72,19 @@ func (m *meter) take(now, cost int64) (ok bool, wait int64) {
 // fits reports whether a window holding s admits a call of cost: it does when
 // the sum stays within one window of capacity, and an empty window admits
 // any one call.
-func fits(s, cost int64) bool { return s == 0 || s+cost <= rateWindow }
+func fits(s, cost int64) bool { return s == 0 || s+cost <= rateCapacity }
 
 // wait is how long from now until the oldest buckets of a window holding s
 // have expired enough to admit cost.
 func (m *meter) wait(now, s, cost int64) int64 {
-	idx := uint64(now) / uint64(meterWidth)
+	idx := bucketOf(now, meterWidth)
 	for k := uint64(windowBuckets - 1); k > 0; k-- {
 		if k > idx {
 			continue
 		}
 		i := idx - k
-		if v := m.b[i%windowBuckets].Load(); v>>meterCountBits == i&tagMask {
-			s -= int64(v & meterCountMax)
-		}
-		if fits(s, cost) {
+		a, _ := m.w.at(i)
+		if s -= a; fits(s, cost) {
 			// Bucket i leaves the window when bucket i+windowBuckets begins.
 			return int64(i+windowBuckets)*meterWidth - now
 		}
@@ -127,23 +93,45 @@ func (m *meter) wait(now, s, cost int64) int64 {
 }
 
 // pacer spaces calls of a capacity under one call per rateWindow, which a
-// window of rateWindow cannot express: one call every cost nanoseconds, no
-// burst. It is the generic cell rate algorithm with no tolerance, kept as one
-// number: the earliest time of the next call.
+// window of rateWindow cannot express: one call every interval, no burst. It
+// is the generic cell rate algorithm with no tolerance, kept as one number:
+// the earliest time of the next call. The zero value admits a call at once.
 type pacer struct {
 	next atomic.Int64 // nanoseconds since the Unix epoch
 }
 
-// take admits a call at now if the previous one was at least cost before.
-// When it does not, wait is how long until it would.
-func (g *pacer) take(now, cost int64) (ok bool, wait int64) {
+// take admits a call at now if the previous one was at least interval
+// nanoseconds before. When it does not, wait is how long until it would.
+func (g *pacer) take(now, interval int64) (ok bool, wait int64) {
 	for {
 		old := g.next.Load()
 		if old > now {
 			return false, old - now
 		}
-		if g.next.CompareAndSwap(old, now+cost) {
+		if g.next.CompareAndSwap(old, now+interval) {
 			return true, 0
+		}
+	}
+}
+
+// tick admits a call at now when the next one is due, once per interval:
+// unlike take, a call that comes late by less than an interval does not push
+// the schedule back (the next is due interval after this one was due), so
+// calls a little sparser than the interval still reach its rate. A call later
+// than that starts the schedule afresh. Either way no two calls are admitted
+// less than an interval apart on schedule: there is no burst to catch up.
+func (g *pacer) tick(now, interval int64) bool {
+	for {
+		old := g.next.Load()
+		if old > now {
+			return false
+		}
+		next := old + interval
+		if next <= now {
+			next = now + interval
+		}
+		if g.next.CompareAndSwap(old, next) {
+			return true
 		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 // than 10, while the meter admitted at least 9 in every second it was offered
 // more than 10 (a window spans 0.9 to 1 s, so it can lose one to rounding).
 func TestMeterNeverOverWindow(t *testing.T) {
-	const cost = int64(time.Second) / 10
+	const cost = rateCapacity / 10
 	var m meter
 	rnd := rand.New(rand.NewPCG(1, 2))
 	start := int64(1_700_000_000) * int64(time.Second)
@@ -52,7 +52,7 @@ func TestMeterNeverOverWindow(t *testing.T) {
 // TestMeterRefundAndWait checks the wait of a refusal and that a refund gives
 // room back only while the window still holds what it refunds.
 func TestMeterRefundAndWait(t *testing.T) {
-	const cost = int64(time.Second) / 4
+	const cost = rateCapacity / 4
 	var m meter
 	t0 := int64(1_700_000_000)*int64(time.Second) + 30*int64(time.Millisecond)
 	for i := range 4 {
@@ -88,7 +88,7 @@ func TestMeterRefundAndWait(t *testing.T) {
 func TestMeterCostlyCall(t *testing.T) {
 	var m meter
 	now := int64(1_700_000_000) * int64(time.Second)
-	if ok, _ := m.take(now, 3*rateWindow); !ok {
+	if ok, _ := m.take(now, 3*rateCapacity); !ok {
 		t.Fatal("a call of 3 s of capacity into an empty window: refused")
 	}
 	if ok, _ := m.take(now+int64(900*time.Millisecond), 1); ok {

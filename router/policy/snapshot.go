@@ -9,7 +9,7 @@ import (
 // Snapshot is the live state of a router's pool, for operators. The server
 // serves it as JSON.
 type Snapshot struct {
-	// Policy names the policy: "adaptive", "blocklist" or "allowlist".
+	// Policy names the policy: "adaptive".
 	Policy    string `json:"policy"`
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name,omitempty"`
@@ -40,8 +40,7 @@ type RegionSnapshot struct {
 	EjectedUntil time.Time `json:"ejectedUntil,omitzero"`
 	// TimesEjected counts ejections since the router started.
 	TimesEjected int64 `json:"timesEjected"`
-	// Answered and Failed are counted over the ejection interval (for the
-	// baselines: failures and 429s over the blocklist window);
+	// Answered and Failed are counted over the ejection interval;
 	// FailureRate is Failed/Answered, 0 when nothing was answered.
 	Answered    int64   `json:"answered"`
 	Failed      int64   `json:"failed"`
@@ -49,11 +48,32 @@ type RegionSnapshot struct {
 	// Failing is true when the failure rate reaches the ejection threshold
 	// with enough answered calls, ejectable or not.
 	Failing bool `json:"failing"`
+	// Demotion is set while a provisioned region is demoted: first attempts
+	// go to answering regions with headroom, and it takes the rest and
+	// probes. TimesDemoted counts demotions since the router started.
+	Demotion     *Demotion `json:"demotion,omitempty"`
+	TimesDemoted int64     `json:"timesDemoted"`
 	// ThrottleProbability is the share of calls the 429 throttle turns away.
 	ThrottleProbability float64 `json:"throttleProbability"`
 	// InFlight is the region's calls in flight; Limit is its adaptive limit.
 	InFlight int64 `json:"inFlight"`
 	Limit    int64 `json:"limit,omitempty"`
+}
+
+// Demotion says since when and why a provisioned region is demoted.
+type Demotion struct {
+	// Since is when the region was demoted, by the router's clock.
+	Since time.Time `json:"since"`
+	// FailureRate is Failed/Answered over the ejection interval when the
+	// region was demoted; Threshold the ejection threshold it reached.
+	FailureRate float64 `json:"failureRate"`
+	Answered    int64   `json:"answered"`
+	Failed      int64   `json:"failed"`
+	Threshold   float64 `json:"threshold"`
+	// SuccessesInARow are the region's successes since its last failure;
+	// RestoreAfter of them restore it.
+	SuccessesInARow int64 `json:"successesInARow"`
+	RestoreAfter    int64 `json:"restoreAfter"`
 }
 
 // Snapshot returns the live state of every region.
@@ -77,24 +97,31 @@ func (p *Pool) Snapshot() Snapshot {
 	}
 	for _, s := range st.slots {
 		r := s.r
-		answered, failed := r.fails.Load().sum(now)
+		answered, failed := r.fails.sum(bucketOf(now, st.failWidth))
 		rs := RegionSnapshot{
 			Name:                s.name,
-			Tier:                table.TierShared,
+			Tier:                s.tier,
 			Ejectable:           s.ejectable,
 			TimesEjected:        r.timesEjected.Load(),
-			Answered:            int64(answered),
-			Failed:              int64(failed),
-			Failing:             r.failing(now, st),
-			ThrottleProbability: r.throttleP(now),
+			Answered:            answered,
+			Failed:              failed,
+			FailureRate:         ratio(failed, answered),
+			Failing:             st.isFailing(answered, failed),
+			TimesDemoted:        r.timesDemoted.Load(),
+			ThrottleProbability: r.throttleP(now, st),
 			InFlight:            r.inFlight.Load(),
 			Limit:               int64(r.limit.get()),
 		}
-		if s.provisioned {
-			rs.Tier = table.TierProvisioned
-		}
-		if answered > 0 {
-			rs.FailureRate = float64(failed) / float64(answered)
+		if d := r.demoted.Load(); d != nil {
+			rs.Demotion = &Demotion{
+				Since:           time.Unix(0, d.since).UTC(),
+				FailureRate:     ratio(d.failed, d.answered),
+				Answered:        d.answered,
+				Failed:          d.failed,
+				Threshold:       st.threshold,
+				SuccessesInARow: r.streak.Load(),
+				RestoreAfter:    st.restoreAfter,
+			}
 		}
 		if u := r.ejectedUntil.Load(); u > now {
 			rs.Ejected = true
@@ -103,4 +130,12 @@ func (p *Pool) Snapshot() Snapshot {
 		snap.Regions = append(snap.Regions, rs)
 	}
 	return snap
+}
+
+// ratio is a/b, 0 when b is 0.
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
 }

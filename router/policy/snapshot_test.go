@@ -2,7 +2,6 @@ package policy
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/regionwarden/regionwarden/router/table"
@@ -28,7 +27,7 @@ func TestSnapshotJSON(t *testing.T) {
 	if got.Policy != "adaptive" || len(got.Regions) != 4 || got.RetryBudget == nil {
 		t.Fatalf("snapshot %s", b)
 	}
-	for _, key := range []string{"name", "tier", "ejected", "ejectedUntil", "timesEjected", "failureRate", "throttleProbability", "inFlight", "limit"} {
+	for _, key := range []string{"name", "tier", "ejected", "ejectedUntil", "timesEjected", "failureRate", "timesDemoted", "throttleProbability", "inFlight", "limit"} {
 		if _, ok := got.Regions[0][key]; !ok {
 			t.Errorf("region has no %q: %s", key, b)
 		}
@@ -36,15 +35,26 @@ func TestSnapshotJSON(t *testing.T) {
 	if _, ok := got.Regions[1]["ejectedUntil"]; ok {
 		t.Errorf("a region not ejected shows ejectedUntil: %v", got.Regions[1])
 	}
-	bl, err := NewAllowlist(pool(provisioned("europe-west4", table.Capacity{})), Options{Now: clk.Now})
+	if _, ok := got.Regions[1]["demotion"]; ok {
+		t.Errorf("a region not demoted shows a demotion: %v", got.Regions[1])
+	}
+
+	// A demoted provisioned region says since when and why.
+	p = mustNew(t, pool(provisioned("europe-west4", table.Capacity{}), shared("europe-west1", 0)), clk)
+	report(p, 0, Failure, 20)
+	b, err = json.Marshal(p.Snapshot().Regions[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err = json.Marshal(bl.Snapshot())
-	if err != nil {
+	var rs struct {
+		Demotion map[string]any
+	}
+	if err := json.Unmarshal(b, &rs); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), `"policy":"allowlist"`) {
-		t.Errorf("allowlist snapshot %s", b)
+	for _, key := range []string{"since", "failureRate", "answered", "failed", "threshold", "successesInARow", "restoreAfter"} {
+		if _, ok := rs.Demotion[key]; !ok {
+			t.Errorf("demotion has no %q: %s", key, b)
+		}
 	}
 }

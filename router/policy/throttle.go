@@ -3,13 +3,16 @@ package policy
 import "time"
 
 // Client-side adaptive throttling, from the SRE book (chapter 21, "Handling
-// Overload"): a region that answers 429 is sent only part of the calls that
-// would go to it, the rest going to other regions at no cost to the region.
+// Overload"): a region that rejects calls (429s, failures) is sent only part
+// of the calls that would go to it; the rest go to other regions, or are
+// refused here at no cost to anyone.
 const (
 	// throttleWindow is how far back the throttle looks: a region that
 	// recovers is fully back within about this long once its first calls
 	// succeed again.
 	throttleWindow = 10 * time.Second
+	// throttleWidth is the width of the throttle's buckets, in nanoseconds.
+	throttleWidth = int64(throttleWindow) / windowBuckets
 	// throttleK is the SRE book's K: a region is sent up to K times as many
 	// calls as it accepts before the throttle bites.
 	throttleK = 2
@@ -21,21 +24,48 @@ const (
 //	p = max(0, (requests − K × accepts) / (requests + 1))
 //
 // over the last throttleWindow, where requests are attempts the region
-// answered, accepts those it did not answer with 429, and K is 2. The book
-// counts as requests also the calls the throttle itself turned away; here they
-// went to another region instead, and counting them would keep p near 1 for
-// most of a minute after the region recovers (each rejection raising p). With
-// only answered attempts counted, a dead region still gets a trickle of about
-// sqrt(window × demand) probes per window, and p falls to 0 within seconds of
-// its first successes.
+// answered, accepts those it answered with success, and K is 2. Both a 429
+// and a failure are rejections: the book counts every request the backend
+// did not accept, and a region that fails most of its calls gains nothing
+// from more of them. So p is 0 while a region accepts at least half of what
+// it answers (1/K), which covers intermittent failures such as the bursty
+// 504s of an upstream incident, and it bites only past that: a region that
+// answers only 429s or only errors gets a trickle, and a total outage cannot
+// multiply load, since every region's share falls together.
 //
-// It is 0, without reading the counters, when the region has not answered 429
-// within the window.
-func (r *region) throttleP(now int64) float64 {
-	if now-r.lastCapacity.Load() > int64(throttleWindow) {
+// The book counts as requests also the calls the throttle itself turned
+// away; here they went to another region instead, and counting them would
+// keep p near 1 for most of a minute after the region recovers (each
+// rejection raising p). With only answered attempts counted, a dead region
+// still gets a trickle of about sqrt(window × demand) calls per window, and p
+// falls to 0 within seconds of its first successes.
+//
+// Like ejection, the throttle judges a region only on minRequests answers
+// (in its window): a router that starts in the middle of a burst of failures
+// does not turn a region away on its first few answers.
+//
+// It is 0, without reading the counters, when the region has not rejected a
+// call within the window.
+func (r *region) throttleP(now int64, st *poolState) float64 {
+	if now-r.lastRejected.Load() > int64(throttleWindow) {
 		return 0
 	}
-	req, acc := r.thr.sum(now)
+	req, acc := r.thr.sum(bucketOf(now, throttleWidth))
+	if req < st.minRequests {
+		return 0
+	}
 	p := (float64(req) - throttleK*float64(acc)) / (float64(req) + 1)
 	return max(p, 0)
+}
+
+// throttled records an answer at now in the throttle's window: accepted or
+// rejected.
+func (r *region) throttled(now int64, accepted bool) {
+	var acc int64
+	if accepted {
+		acc = 1
+	} else {
+		r.lastRejected.Store(now)
+	}
+	r.thr.add(bucketOf(now, throttleWidth), 1, acc)
 }

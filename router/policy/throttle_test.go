@@ -31,11 +31,11 @@ func TestThrottleProbability(t *testing.T) {
 				p.inFlight.Add(1)
 				r.done(Report{Outcome: o})
 			}
-			if got := r.throttleP(p.nanos()); math.Abs(got-tc.want) > 1e-9 {
+			if got := r.throttleP(p.nanos(), p.st.Load()); math.Abs(got-tc.want) > 1e-9 {
 				t.Errorf("p = %v, want %v", got, tc.want)
 			}
 			clk.Advance(throttleWindow + time.Second)
-			if got := r.throttleP(p.nanos()); got != 0 {
+			if got := r.throttleP(p.nanos(), p.st.Load()); got != 0 {
 				t.Errorf("p a window later = %v, want 0", got)
 			}
 		})

@@ -1,9 +1,6 @@
 package policy
 
-import (
-	"sync/atomic"
-	"time"
-)
+import "sync/atomic"
 
 // Bucket layout of a window word: the top tagBits hold the bucket's index in
 // time (modulo 2^tagBits), then two counts of countBits each.
@@ -16,68 +13,81 @@ const (
 )
 
 // window counts two numbers, a and b, over a sliding span of time, without a
-// lock. The span is split into windowBuckets buckets that rotate as time
-// moves; a sum covers the current bucket and the windowBuckets-1 before it, so
-// it spans between 9/10 of the span and the whole span.
+// lock. It is the one rotating-bucket counter of the package: the failure
+// rate, the throttle, the retry budget and the capacity meters all count
+// with it.
 //
-// Each bucket is one atomic word holding its tag (its index in time, modulo
-// 2^24) and two counts that saturate at 2^20-1 per bucket. A bucket whose tag
-// is not the one being read is stale and counts as zero; writing to it starts
-// it afresh. Tags repeat every 2^24 bucket widths (19 days at the finest width
-// the package uses, 100 ms): a bucket written exactly that long ago and never
-// since could be read once as current. Times are nanoseconds since the Unix
-// epoch and are not negative.
+// Time is cut into buckets of a width that the caller owns (a constant, or
+// the table's ejection interval); callers pass a bucket's index in time,
+// now / width (see bucketOf), so a window needs no setup and its zero value
+// is ready. A sum covers the bucket of now and the windowBuckets-1 before it,
+// so it spans between 9/10 of windowBuckets widths and all of them.
+//
+// Each bucket is one atomic word holding its tag (its index, modulo 2^24)
+// and two counts that stay within [0, 2^20-1] (they saturate rather than
+// wrap into each other or into the tag). A bucket whose tag is not the one
+// being read is stale and counts as zero; adding to it starts it afresh.
+// Tags repeat every 2^24 buckets (19 days at the finest width the package
+// uses, 100 ms): a bucket written exactly that long ago and never since could
+// be read once as current. Times are nanoseconds since the Unix epoch and
+// are not negative.
 type window struct {
-	width int64 // nanoseconds per bucket, at least 1
-	b     [windowBuckets]atomic.Uint64
+	b [windowBuckets]atomic.Uint64
 }
 
-// newWindow returns an empty window over span.
-func newWindow(span time.Duration) *window {
-	w := &window{}
-	w.init(span)
-	return w
+// bucketOf is the index in time of the bucket of width nanoseconds that holds
+// now.
+func bucketOf(now, width int64) uint64 { return uint64(now) / uint64(width) }
+
+// add adds da and db to bucket idx.
+func (w *window) add(idx uint64, da, db int64) { w.update(idx, da, db, true) }
+
+// addPast adds da and db to bucket idx if the window that ends at bucket cur
+// still holds it and it has not been reused since: a correction of what was
+// counted then. A correction of a bucket that has left the window is dropped.
+func (w *window) addPast(idx, cur uint64, da, db int64) {
+	if idx > cur || cur-idx >= windowBuckets {
+		return
+	}
+	w.update(idx, da, db, false)
 }
 
-// init sets the window's span; it must be called before the window is shared.
-func (w *window) init(span time.Duration) {
-	w.width = bucketWidth(span)
-}
-
-// bucketWidth is the width of one bucket of a window over span, in nanoseconds.
-func bucketWidth(span time.Duration) int64 {
-	return max(int64(span)/windowBuckets, 1)
-}
-
-// add adds da and db to the bucket that holds now.
-func (w *window) add(now int64, da, db uint64) {
-	idx := uint64(now) / uint64(w.width)
+// update adds da and db to the counts of bucket idx, within [0, countMax]. A
+// stale bucket is started afresh when fresh is set and left alone otherwise.
+func (w *window) update(idx uint64, da, db int64, fresh bool) {
 	tag := idx & tagMask
 	slot := &w.b[idx%windowBuckets]
 	for {
 		old := slot.Load()
-		var a, b uint64
+		var a, b int64
 		if old>>(2*countBits) == tag {
-			a, b = (old>>countBits)&countMax, old&countMax
+			a, b = int64(old>>countBits&countMax), int64(old&countMax)
+		} else if !fresh {
+			return
 		}
-		a, b = min(a+da, countMax), min(b+db, countMax)
-		v := tag<<(2*countBits) | a<<countBits | b
+		a, b = min(max(a+da, 0), countMax), min(max(b+db, 0), countMax)
+		v := tag<<(2*countBits) | uint64(a)<<countBits | uint64(b)
 		if v == old || slot.CompareAndSwap(old, v) {
 			return
 		}
 	}
 }
 
-// sum returns the totals of a and b over the window that ends at now.
-func (w *window) sum(now int64) (a, b uint64) {
-	idx := uint64(now) / uint64(w.width)
+// at returns the counts of bucket idx, zero when its slot holds another
+// bucket.
+func (w *window) at(idx uint64) (a, b int64) {
+	v := w.b[idx%windowBuckets].Load()
+	if v>>(2*countBits) != idx&tagMask {
+		return 0, 0
+	}
+	return int64(v >> countBits & countMax), int64(v & countMax)
+}
+
+// sum returns the totals of a and b over the window that ends at bucket idx.
+func (w *window) sum(idx uint64) (a, b int64) {
 	for k := uint64(0); k < windowBuckets && k <= idx; k++ {
-		i := idx - k
-		v := w.b[i%windowBuckets].Load()
-		if v>>(2*countBits) == i&tagMask {
-			a += (v >> countBits) & countMax
-			b += v & countMax
-		}
+		da, db := w.at(idx - k)
+		a, b = a+da, b+db
 	}
 	return a, b
 }

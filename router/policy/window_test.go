@@ -10,14 +10,15 @@ import (
 func TestWindowSlides(t *testing.T) {
 	const sec = int64(time.Second)
 	t0 := int64(1_700_000_000) * sec
-	w := newWindow(10 * time.Second)
+	var w window
+	at := func(t int64) uint64 { return bucketOf(t, sec) }
 	for i := range int64(10) {
-		w.add(t0+i*sec, 1, uint64(i))
+		w.add(at(t0+i*sec), 1, i)
 	}
 	for _, tc := range []struct {
 		at    int64
-		wantA uint64
-		wantB uint64
+		wantA int64
+		wantB int64
 	}{
 		{t0 + 9*sec, 10, 45},
 		{t0 + 10*sec, 9, 45}, // bucket 0 (b=0) left
@@ -25,30 +26,53 @@ func TestWindowSlides(t *testing.T) {
 		{t0 + 19*sec, 0, 0},
 		{t0 + 2_000*sec, 0, 0},
 	} {
-		a, b := w.sum(tc.at)
+		a, b := w.sum(at(tc.at))
 		if a != tc.wantA || b != tc.wantB {
 			t.Errorf("sum at +%ds = (%d, %d), want (%d, %d)", (tc.at-t0)/sec, a, b, tc.wantA, tc.wantB)
 		}
 	}
-	w.add(t0+20*sec, 2, 3) // lands on bucket 0's slot, stale since t0
-	if a, b := w.sum(t0 + 20*sec); a != 2 || b != 3 {
+	w.add(at(t0+20*sec), 2, 3) // lands on bucket 0's slot, stale since t0
+	if a, b := w.sum(at(t0 + 20*sec)); a != 2 || b != 3 {
 		t.Errorf("after reusing a stale bucket: (%d, %d), want (2, 3)", a, b)
 	}
 	w.reset()
-	if a, b := w.sum(t0 + 20*sec); a != 0 || b != 0 {
+	if a, b := w.sum(at(t0 + 20*sec)); a != 0 || b != 0 {
 		t.Errorf("after reset: (%d, %d), want (0, 0)", a, b)
 	}
 }
 
-// TestWindowSaturates checks that a bucket's counts stop at their maximum
+// TestWindowSaturates checks that a bucket's counts stay within [0, countMax]
 // instead of wrapping into the other count or the tag.
 func TestWindowSaturates(t *testing.T) {
-	w := newWindow(10 * time.Second)
-	now := int64(1_700_000_000) * int64(time.Second)
-	w.add(now, countMax-1, 5)
-	w.add(now, 10, 0)
-	a, b := w.sum(now)
-	if a != countMax || b != 5 {
+	var w window
+	const idx = 1_700_000_000
+	w.add(idx, countMax-1, 5)
+	w.add(idx, 10, 0)
+	if a, b := w.sum(idx); a != countMax || b != 5 {
 		t.Errorf("sum = (%d, %d), want (%d, 5)", a, b, countMax)
+	}
+	w.add(idx, 0, -9)
+	if a, b := w.sum(idx); a != countMax || b != 0 {
+		t.Errorf("after taking 9 from 5: (%d, %d), want (%d, 0)", a, b, countMax)
+	}
+}
+
+// TestWindowAddPast checks that a correction reaches a bucket only while the
+// window still holds it and it has not been reused.
+func TestWindowAddPast(t *testing.T) {
+	var w window
+	const idx = 1_700_000_000
+	w.add(idx, 5, 5)
+	w.addPast(idx, idx+windowBuckets-1, -2, 0)
+	if a, _ := w.sum(idx + windowBuckets - 1); a != 3 {
+		t.Errorf("correction within the window: a = %d, want 3", a)
+	}
+	w.addPast(idx, idx+windowBuckets, -3, 0) // left the window
+	w.addPast(idx+1, idx+2, -1, 0)           // a bucket never written
+	if a, b := w.at(idx); a != 3 || b != 5 {
+		t.Errorf("bucket after corrections outside the window: (%d, %d), want (3, 5)", a, b)
+	}
+	if a, b := w.at(idx + 1); a != 0 || b != 0 {
+		t.Errorf("a correction started a stale bucket: (%d, %d)", a, b)
 	}
 }

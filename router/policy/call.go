@@ -11,39 +11,6 @@ import (
 // retry.maxAttempts.
 const maxAttemptsLimit = 5
 
-// Router is a region-selection policy for one pool. The adaptive Pool and the
-// baselines (Blocklist, Allowlist) all implement it, so a replay harness drives
-// any of them the same way:
-//
-//	call := r.Start(policy.Request{Priority: pr, Deadline: d})
-//	for {
-//		a, err := call.Pick()
-//		if err != nil {
-//			return err // over capacity, shed, budget, attempts, deadline
-//		}
-//		o := send(a.Region, a.RequestType)
-//		a.Done(o)
-//		if o != policy.Capacity && o != policy.Failure {
-//			return nil
-//		}
-//	}
-//
-// A Router is safe for concurrent use; a Call is not: it belongs to one request.
-// The interface is sealed: only this package implements it.
-type Router interface {
-	// Start begins one request. It does not pick a region yet.
-	Start(Request) Call
-	// Update applies a new pool config, keeping the live state of regions that
-	// are still present. A pool that does not validate changes nothing.
-	Update(table.Pool) error
-	// Snapshot returns the live state of every region.
-	Snapshot() Snapshot
-
-	// pick chooses the region for the next attempt of the call whose state is
-	// cs, and returns the state updated.
-	pick(cs callState) (callState, Attempt, error)
-}
-
 // Request is what the router knows of a call before it picks a region.
 type Request struct {
 	// Priority orders calls for shedding. Zero is PriorityDefault.
@@ -61,22 +28,36 @@ func NewRequest(ctx context.Context, pr Priority) Request {
 
 // Call is one request's bookkeeping across its attempts: how many it made,
 // which regions it tried, how the last one went and the overall deadline. It is
-// a value: starting a call allocates nothing.
+// a value: starting a call allocates nothing. A Call belongs to one request
+// and is not safe for concurrent use; the Pool that started it is.
+//
+//	call := pool.Start(policy.Request{Priority: pr, Deadline: d})
+//	for {
+//		a, err := call.Pick()
+//		if err != nil {
+//			return err // over capacity, shed, budget, attempts, deadline
+//		}
+//		o := send(a.Region, a.Tier)
+//		a.Done(o)
+//		if o != policy.Capacity && o != policy.Failure {
+//			return nil
+//		}
+//	}
 type Call struct {
-	r  Router
+	p  *Pool
 	st callState
 }
 
-// callState is the part of a Call that policies read and update.
+// callState is the part of a Call that the pool reads and updates.
 type callState struct {
 	deadline int64 // nanoseconds since the Unix epoch; 0: none
 	prio     Priority
 	n        uint8 // attempts picked so far
 	done     uint8 // bit i: attempt i has been reported
 	last     Outcome
-	targets  [maxAttemptsLimit]target // the regions tried, in order
-	charged  [maxAttemptsLimit]int64  // token cost charged in advance, per attempt
-	at       [maxAttemptsLimit]int64  // when each attempt was picked
+	targets  [maxAttemptsLimit]*region // the regions tried, in order
+	charged  [maxAttemptsLimit]int64   // token cost charged in advance, per attempt
+	at       [maxAttemptsLimit]int64   // when each attempt was picked
 }
 
 // start returns the state of a new call.
@@ -94,10 +75,10 @@ func start(req Request) callState {
 // pool's maxAttempts, the deadline and the retry budget. A retry prefers a
 // region the call has not tried.
 func (c *Call) Pick() (Attempt, error) {
-	if c.r == nil {
+	if c.p == nil {
 		return Attempt{}, errNotStarted
 	}
-	st, a, err := c.r.pick(c.st)
+	st, a, err := c.p.pick(c.st)
 	c.st = st
 	if err == nil {
 		a.call = c
@@ -127,7 +108,7 @@ func (cs *callState) check(now int64, maxAttempts int) error {
 }
 
 // hasTried reports whether the call already tried region t.
-func (cs *callState) hasTried(t target) bool {
+func (cs *callState) hasTried(t *region) bool {
 	for i := range int(cs.n) {
 		if cs.targets[i] == t {
 			return true
@@ -138,17 +119,12 @@ func (cs *callState) hasTried(t target) bool {
 
 // record counts an attempt on region t, picked at now, that charged the
 // region cost in advance.
-func (cs *callState) record(t target, charged, now int64) uint8 {
+func (cs *callState) record(t *region, charged, now int64) uint8 {
 	n := cs.n
 	cs.targets[n] = t
 	cs.charged[n], cs.at[n] = charged, now
 	cs.n++
 	return n
-}
-
-// target is the region an attempt went to; it learns the attempt's outcome.
-type target interface {
-	done(Report)
 }
 
 // Report is how an attempt went, with what the caller measured.

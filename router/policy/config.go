@@ -1,0 +1,205 @@
+package policy
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// Options are the parts of a router that callers inject.
+type Options struct {
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Seed seeds every random choice: weighted picks, throttle draws and
+	// ejection jitter. Two routers with the same seed, table, clock and
+	// sequence of calls make the same choices.
+	Seed uint64
+	// Budget is the retry budget. Routers given the same Budget share it, as
+	// a process should. Nil: the router has a budget of its own.
+	Budget *Budget
+	// Logger hears the changes an operator must know of: a provisioned
+	// region demoted, and restored. Nil logs to slog.Default().
+	Logger *slog.Logger
+}
+
+// New returns the adaptive policy for pool tp. The pool is defaulted and
+// validated; an invalid pool is an error.
+func New(tp table.Pool, o Options) (*Pool, error) {
+	p := &Pool{now: o.Now, budget: o.Budget, log: o.Logger}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if p.budget == nil {
+		p.budget = NewBudget()
+	}
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	p.rnd.seed = o.Seed
+	if err := p.Update(tp); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// nanos is the clock's reading in nanoseconds since the Unix epoch.
+func (p *Pool) nanos() int64 { return p.now().UnixNano() }
+
+// prepare copies, defaults and validates a pool from a table.
+func prepare(tp table.Pool) (table.Pool, error) {
+	tp.Regions = append([]table.Region(nil), tp.Regions...)
+	tp.Default()
+	if err := tp.Validate(); err != nil {
+		return table.Pool{}, fmt.Errorf("pool %s/%s/%s: %w", tp.Project, tp.Publisher, tp.Model, err)
+	}
+	return tp, nil
+}
+
+// newState converts a prepared pool's policy into hot-path units.
+func newState(tp table.Pool) *poolState {
+	pol := tp.Policy
+	e := pol.Ejection
+	return &poolState{
+		pool:          tp,
+		threshold:     e.FailureRateThreshold,
+		minRequests:   int64(e.MinRequests),
+		interval:      e.Interval.Duration,
+		failWidth:     max(int64(e.Interval.Duration)/windowBuckets, 1),
+		baseEjection:  int64(e.BaseEjectionTime.Duration),
+		maxEjection:   int64(e.MaxEjectionTime.Duration),
+		maxEjectedPct: *e.MaxEjectedPercent,
+		restoreAfter:  restoreAfter(e.FailureRateThreshold, e.MinRequests),
+		probeEvery:    max(int64(e.Interval.Duration)/int64(max(e.MinRequests, 1)), 1),
+		maxAttempts:   pol.Retry.MaxAttempts,
+		budgetPct:     int64(*pol.Retry.BudgetPercent),
+		minRetries:    int64(*pol.Retry.MinRetriesPerSecond),
+		maxInFlight:   int64(pol.Concurrency.MaxInFlight),
+		initialLimit:  float64(pol.Concurrency.RegionInitialLimit),
+		maxLimit:      float64(pol.Concurrency.RegionMaxLimit),
+	}
+}
+
+// restoreMiss is the chance that a region still failing at the threshold
+// answers restoreAfter successes in a row, and so is restored too early.
+const restoreMiss = 0.01
+
+// restoreAfter is how many successes in a row restore a demoted region: the
+// fewest that a region failing at the threshold θ produces with a chance
+// under restoreMiss, (1−θ)^k < restoreMiss, so k = ⌈ln(restoreMiss)/ln(1−θ)⌉
+// (7 at the default θ = 0.5). Never more than minRequests, the evidence the
+// failure rate itself is judged on, and at least one.
+func restoreAfter(threshold float64, minRequests int) int64 {
+	if threshold >= 1 {
+		return 1
+	}
+	k := math.Ceil(math.Log(restoreMiss) / math.Log(1-threshold))
+	return int64(min(max(k, 1), float64(max(minRequests, 1))))
+}
+
+// buildSlots builds the slots of state st from its pool, reusing live regions
+// by name through find.
+func (st *poolState) buildSlots(find func(name string) *region) {
+	tp := st.pool
+	var hinted, hintSum float64
+	for _, r := range tp.Regions {
+		if r.Tier != table.TierProvisioned && r.Capacity.RequestsPerSecond > 0 {
+			hinted++
+			hintSum += r.Capacity.RequestsPerSecond
+		}
+	}
+	unhinted := 1.0
+	if hinted > 0 {
+		unhinted = hintSum / hinted
+	}
+	st.slots = make([]*slot, 0, len(tp.Regions))
+	for _, r := range tp.Regions {
+		s := &slot{
+			r:           find(r.Name),
+			st:          st,
+			name:        r.Name,
+			endpoint:    r.Endpoint,
+			tier:        r.Tier,
+			header:      tp.Policy.Provisioned.Header(r.Tier),
+			provisioned: r.Tier == table.TierProvisioned,
+			ejectable:   r.Ejectable && r.Tier != table.TierProvisioned,
+		}
+		c := r.Capacity
+		switch {
+		case c.RequestsPerSecond > 0:
+			s.rps = c.RequestsPerSecond
+			s.reqCost = max(int64(float64(rateCapacity)/c.RequestsPerSecond), 1)
+		case s.provisioned && c.TokensPerSecond > 0:
+			s.tokCost = float64(rateCapacity) / c.TokensPerSecond
+		}
+		switch {
+		case c.RequestsPerSecond > 0:
+			s.weight = c.RequestsPerSecond
+		case !s.provisioned:
+			s.weight = unhinted
+		case c.TokensPerSecond > 0:
+			s.weight = c.TokensPerSecond
+		case c.GSUs > 0:
+			s.weight = float64(c.GSUs)
+		default:
+			s.weight = 1
+		}
+		st.slots = append(st.slots, s)
+	}
+}
+
+// Update applies a new config for the pool. Regions still present keep their
+// live state: failure counts, ejection, demotion, throttle, in-flight limit
+// and rate. A region that is no longer ejectable (it became provisioned, or
+// the table says so) is un-ejected at once, and one no longer provisioned is
+// no longer demoted; if the new pool has fewer regions, ejections are lifted,
+// soonest-ending first, until at most maxEjectedPercent remain. A region
+// whose ejection interval changed starts its failure count afresh. An invalid
+// pool is an error and changes nothing.
+func (p *Pool) Update(tp table.Pool) error {
+	tp, err := prepare(tp)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.nanos()
+	old := p.st.Load()
+	st := newState(tp)
+	st.buildSlots(func(name string) *region {
+		if old != nil {
+			for _, s := range old.slots {
+				if s.name == name {
+					return s.r
+				}
+			}
+		}
+		return p.newRegion(st)
+	})
+	for _, s := range st.slots {
+		r := s.r
+		if prev := r.cfg.Load(); prev != nil && prev.st.failWidth != st.failWidth {
+			r.fails.reset()
+		}
+		r.limit.clamp(st.maxLimit)
+		if !s.ejectable && r.ejectedUntil.Load() > now {
+			r.ejectedUntil.Store(now)
+		}
+		if !s.provisioned {
+			r.restore(s, now, "the region is no longer provisioned")
+		}
+		r.cfg.Store(s)
+	}
+	st.capEjections(now)
+	p.st.Store(st)
+	return nil
+}
+
+// newRegion returns the live state of a region new to the pool.
+func (p *Pool) newRegion(st *poolState) *region {
+	r := &region{p: p}
+	r.limit.set(st.initialLimit)
+	return r
+}

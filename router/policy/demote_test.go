@@ -1,0 +1,46 @@
+package policy
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// TestDemotionLogged checks that a demotion and a restoration are logged once
+// each, with why, however many failures and probes there are.
+func TestDemotionLogged(t *testing.T) {
+	clk := newClock()
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	p, err := New(pool(provisioned("europe-west4", table.Capacity{}), shared("europe-west1", 0)), Options{Now: clk.Now, Seed: 1, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	report(p, 0, Failure, 100)
+	for range 30 {
+		c := p.Start(Request{})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Done(Success)
+		clk.Advance(500 * time.Millisecond)
+	}
+	out := buf.String()
+	t.Log(out)
+	if n := strings.Count(out, `msg="provisioned region demoted`); n != 1 {
+		t.Errorf("%d demotion lines, want 1", n)
+	}
+	if n := strings.Count(out, `msg="provisioned region restored`); n != 1 {
+		t.Errorf("%d restoration lines, want 1", n)
+	}
+	for _, want := range []string{"level=WARN", "region=europe-west4", "failureRate=1", "answered=20", "threshold=0.5", "level=INFO", "demotedFor=3.5s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log has no %q", want)
+		}
+	}
+}

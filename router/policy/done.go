@@ -1,0 +1,92 @@
+package policy
+
+// done learns from an attempt's outcome (see Outcome for what feeds what) and
+// frees the attempt's place in flight.
+//
+// A provisioned region's limit never shrinks below the initial limit: its
+// capacity is paid for, and intermittent 504s during an upstream incident
+// must not starve it down to one call at a time while most calls succeed.
+func (r *region) done(rep Report) {
+	p := r.p
+	now := p.nanos()
+	n := r.inFlight.Add(-1) + 1
+	p.inFlight.Add(-1)
+	s := r.cfg.Load()
+	st := s.st
+	switch rep.Outcome {
+	case Success:
+		r.fails.add(bucketOf(now, st.failWidth), 1, 0)
+		r.throttled(now, true)
+		r.limit.grow(n, st.maxLimit)
+		if r.demoted.Load() != nil {
+			r.succeeded(s, now)
+		}
+	case Capacity:
+		r.throttled(now, false)
+		r.limit.shrink(s.limitFloor())
+	case Failure:
+		r.fails.add(bucketOf(now, st.failWidth), 1, 1)
+		r.throttled(now, false)
+		if rep.Timeout {
+			r.limit.shrink(s.limitFloor())
+		}
+		switch {
+		case s.ejectable:
+			p.maybeEject(r, now)
+		case s.provisioned:
+			r.maybeDemote(s, now)
+		}
+	}
+	if s.tokCost > 0 {
+		r.settleTokens(s, rep, now)
+	}
+}
+
+// tokEstShift sets the weight of a call in the average of tokens per call: 1/8.
+const tokEstShift = 3
+
+// settleTokens corrects the token cost charged in advance for an attempt
+// with what it consumed: the difference when the call reports its tokens, a
+// refund when it failed, was refused or was cancelled (it consumed none that
+// the region counts), and nothing when it succeeded without saying (the
+// estimate stands).
+func (r *region) settleTokens(s *slot, rep Report, now int64) {
+	switch {
+	case rep.Outcome == Success && rep.Tokens > 0:
+		cost := int64(float64(rep.Tokens) * s.tokCost)
+		if d := cost - rep.charged; d >= 0 {
+			r.toks.add(now, d)
+		} else {
+			r.toks.refund(rep.chargedAt, now, -d)
+		}
+		r.learnTokens(rep.Tokens)
+	case rep.Outcome == Success:
+	default:
+		r.toks.refund(rep.chargedAt, now, rep.charged)
+	}
+}
+
+// learnTokens moves the average of tokens per call toward a call that
+// consumed tokens: an exponentially weighted moving average that weighs the
+// call 1/2^tokEstShift, seeded by the first call. Concurrent calls each move
+// it: a compare-and-swap loop, so that no update is lost.
+func (r *region) learnTokens(tokens int64) {
+	for {
+		est := r.tokEst.Load()
+		next := tokens
+		if est != 0 {
+			next = est + (tokens-est)>>tokEstShift
+		}
+		if next == est || r.tokEst.CompareAndSwap(est, next) {
+			return
+		}
+	}
+}
+
+// limitFloor is the lowest the region's adaptive in-flight limit may go.
+func (s *slot) limitFloor() float64 {
+	if s.provisioned {
+		return s.st.initialLimit
+	}
+	return limitMin
+}

@@ -1,0 +1,116 @@
+package policy
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// Pool is the adaptive policy for one pool of regions: provisioned regions
+// first up to their capacity, spill to shared regions by their capacity hints,
+// a throttle per region fed by 429s and failures, failure-rate ejection of
+// shared regions and demotion of provisioned ones, budgeted retries and
+// in-flight limits. It is safe for concurrent use; Pick and Done take no lock.
+//
+// The zero value is not usable: make one with New.
+type Pool struct {
+	now    func() time.Time
+	rnd    rng
+	budget *Budget
+	log    *slog.Logger
+
+	_        [64]byte
+	inFlight atomic.Int64 // calls in flight in the whole pool
+	_        [56]byte
+	st       atomic.Pointer[poolState]
+
+	mu sync.Mutex // serializes Update and ejections
+}
+
+// poolState is one version of a pool's config, in the units the hot path
+// uses. It never changes once published; Update publishes a new one.
+type poolState struct {
+	pool  table.Pool
+	slots []*slot
+
+	threshold     float64 // failure rate that ejects or demotes, in (0, 1]
+	minRequests   int64
+	interval      time.Duration
+	failWidth     int64 // width of a failure window's buckets: interval/windowBuckets
+	baseEjection  int64
+	maxEjection   int64
+	maxEjectedPct int
+	restoreAfter  int64 // successes in a row that restore a demoted region
+	probeEvery    int64 // nanoseconds between a demoted region's probes
+	maxAttempts   int
+	budgetPct     int64
+	minRetries    int64
+	maxInFlight   int64
+	initialLimit  float64
+	maxLimit      float64
+}
+
+// slot is a region as one config version sees it: its live state and its
+// config. A slot never changes once published.
+type slot struct {
+	r  *region
+	st *poolState
+
+	name        string
+	endpoint    string
+	tier        table.Tier
+	header      string
+	provisioned bool
+	ejectable   bool
+	weight      float64 // share of traffic within the region's tier
+	rps         float64 // the RequestsPerSecond hint; 0: none
+	reqCost     int64   // costUnits per request at the RPS hint; 0: no hint
+	tokCost     float64 // costUnits per token at TokensPerSecond; 0: none
+}
+
+// region is the live state of one region, kept across table updates.
+type region struct {
+	p   *Pool
+	cfg atomic.Pointer[slot] // the slot of the latest config that holds the region
+
+	inFlight     atomic.Int64
+	limit        aimd
+	reqs         meter        // requests admitted, in costUnits of the region's RPS
+	slow         pacer        // requests, for an RPS under one call per rateWindow
+	toks         meter        // tokens admitted or consumed, in costUnits of its TokensPerSecond
+	tokEst       atomic.Int64 // tokens a successful call consumes, on average (EWMA)
+	fails        window       // a: answered, b: failed; buckets of the state's failWidth
+	thr          window       // a: answered, b: accepted (success); over throttleWindow
+	lastRejected atomic.Int64 // when the region last answered 429 or failed
+	ejectedUntil atomic.Int64 // 0 or a time; ejected while in the future
+	timesEjected atomic.Int64
+	multiplier   int64 // ejection multiplier (gRFC A50). Guarded by p.mu.
+
+	demoted      atomic.Pointer[demotion] // nil unless demoted
+	streak       atomic.Int64             // successes in a row while demoted
+	probe        pacer                    // spaces a demoted region's probes
+	timesDemoted atomic.Int64
+}
+
+// rng draws random numbers without a lock: SplitMix64 over an atomic counter,
+// so a seed fixes the whole sequence.
+type rng struct {
+	seed uint64
+	_    [56]byte
+	n    atomic.Uint64
+	_    [56]byte
+}
+
+// next returns the next 64 random bits.
+func (g *rng) next() uint64 {
+	z := g.seed + g.n.Add(1)*0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// float returns a random number in [0, 1).
+func (g *rng) float() float64 { return float64(g.next()>>11) / (1 << 53) }
