@@ -257,7 +257,7 @@ func (s *Server) Apply(t *table.Table) error {
 				continue
 			}
 		} else {
-			p, err := policy.New(tp, policy.Options{Now: s.now, Seed: s.seed ^ keySeed(label), Budget: s.budget})
+			p, err := policy.New(tp, policy.Options{Now: s.now, Seed: s.seed ^ keySeed(label), Budget: s.budget, Logger: s.log})
 			if err != nil {
 				errs = append(errs, fmt.Errorf("pool %s: %w", label, err))
 				continue
