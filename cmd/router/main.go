@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -53,6 +54,7 @@ func main() {
 type config struct {
 	listen            string
 	opsListen         string
+	grpcListen        string
 	tableFile         string
 	tableConfigMaps   string
 	kubeconfig        string
@@ -82,6 +84,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&c.listen, "listen", ":8080", "address of the Vertex AI REST surface (and of the operations endpoints unless --ops-listen is set)")
+	fs.StringVar(&c.grpcListen, "grpc-listen", "", "address of the Vertex AI gRPC surface (PredictionService, LlmUtilityService) for the aiplatform clients; empty serves none")
 	fs.StringVar(&c.opsListen, "ops-listen", "", "address of /metrics, /debug/pools, /healthz and /readyz; empty serves them on --listen")
 	fs.StringVar(&c.tableFile, "table-file", "", "routing table file, or a mounted ConfigMap folder holding "+table.DataKey+"; followed as the kubelet updates it")
 	fs.StringVar(&c.tableConfigMaps, "table-configmaps", "", "namespace whose ConfigMaps labeled "+source.Selector()+" hold the routing tables (needs get, list, watch on configmaps there)")
@@ -183,9 +186,12 @@ type tableSource interface {
 	Current() *table.Table
 }
 
+// addresses are where the router listens; grpc is "" without --grpc-listen.
+type addresses struct{ api, ops, grpc string }
+
 // listening is told the addresses the router listens on, once it does; tests
 // use it to find a router started on port 0.
-type listening func(api, ops string)
+type listening func(addresses)
 
 // run runs the router until ctx ends, then shuts down gracefully.
 func run(ctx context.Context, args []string, stderr io.Writer, onListen listening) error {
@@ -271,7 +277,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 		servers = append(servers, hs)
 		return hs
 	}
-	serveErr := make(chan error, 2)
+	serveErr := make(chan error, 3)
 	opsAddr := apiLn.Addr().String()
 	if c.opsListen == "" {
 		go func() { serveErr <- newServer(srv.Handler()).Serve(apiLn) }()
@@ -285,11 +291,29 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 		go func() { serveErr <- newServer(srv.APIHandler()).Serve(apiLn) }()
 		go func() { serveErr <- newServer(srv.OpsHandler()).Serve(opsLn) }()
 	}
-	log.Info("router listening", "api", apiLn.Addr().String(), "ops", opsAddr,
+	addrs := addresses{api: apiLn.Addr().String(), ops: opsAddr}
+	var gs *grpc.Server
+	if c.grpcListen != "" {
+		grpcLn, err := net.Listen("tcp", c.grpcListen)
+		if err != nil {
+			shutdown(log, servers, nil, 0)
+			return fmt.Errorf("--grpc-listen: %w", err)
+		}
+		addrs.grpc = grpcLn.Addr().String()
+		gs = grpc.NewServer(
+			// A message is bounded as a REST body is; a connection carries
+			// at most as many calls at once as Google's endpoints allow.
+			grpc.MaxRecvMsgSize(int(c.maxBodyBytes)),
+			grpc.MaxConcurrentStreams(grpcStreamsPerConn),
+		)
+		srv.RegisterGRPC(gs)
+		go func() { serveErr <- gs.Serve(grpcLn) }()
+	}
+	log.Info("router listening", "api", addrs.api, "ops", opsAddr, "grpc", addrs.grpc,
 		"tableFile", c.tableFile, "tableConfigMaps", c.tableConfigMaps, "allowEndpointHosts", c.allowHosts, "clockScale", c.clockScale,
 		"maxBodyBytesInFlight", srv.MaxBodyBytesInFlight())
 	if onListen != nil {
-		onListen(apiLn.Addr().String(), opsAddr)
+		onListen(addrs)
 	}
 
 	var runErr error
@@ -304,17 +328,36 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 		}
 		runErr = fmt.Errorf("routing table source: %w", err)
 	}
-	shutdown(log, servers, c.shutdownGrace)
+	shutdown(log, servers, gs, c.shutdownGrace)
 	stopSource()
 	return runErr
 }
 
+// grpcStreamsPerConn is how many calls one gRPC connection carries at once,
+// as Google's endpoints allow: a client needing more opens more connections.
+const grpcStreamsPerConn = 100
+
 // shutdown stops accepting requests and waits up to grace for those in flight,
 // streams included, to finish; then it closes what is left, which cancels the
 // remaining requests and their upstream calls.
-func shutdown(log *slog.Logger, servers []*http.Server, grace time.Duration) {
+func shutdown(log *slog.Logger, servers []*http.Server, gs *grpc.Server, grace time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
+	if gs != nil {
+		stopped := make(chan struct{})
+		go func() {
+			gs.GracefulStop()
+			close(stopped)
+		}()
+		defer func() {
+			select {
+			case <-stopped:
+			case <-ctx.Done():
+				log.Warn("grace period over, closing the gRPC calls still in flight")
+				gs.Stop()
+			}
+		}()
+	}
 	for _, hs := range servers {
 		if err := hs.Shutdown(ctx); err != nil {
 			log.Warn("grace period over, closing the requests still in flight", "error", err)

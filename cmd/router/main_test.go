@@ -14,8 +14,13 @@ import (
 	"testing"
 	"time"
 
+	aiplatform "cloud.google.com/go/aiplatform/apiv1"
+	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
 	"cloud.google.com/go/auth"
+	"google.golang.org/api/option"
 	"google.golang.org/genai"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
@@ -119,9 +124,9 @@ func (token) Token(context.Context) (*auth.Token, error) {
 
 // started is a router run by run() in the background.
 type started struct {
-	api, ops string
-	done     chan error
-	stop     context.CancelFunc
+	api, ops, grpc string
+	done           chan error
+	stop           context.CancelFunc
 }
 
 // startRun runs a router with args, allowed to call the fake regions on
@@ -136,14 +141,14 @@ func startRouter(t *testing.T, args ...string) *started {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &started{done: make(chan error, 1), stop: cancel}
-	addrs := make(chan [2]string, 1)
+	addrs := make(chan addresses, 1)
 	go func() {
 		s.done <- run(ctx, append([]string{"--listen", "127.0.0.1:0", "--ops-listen", "127.0.0.1:0", "--upstream-insecure", "--log-format", "text"}, args...),
-			io.Discard, func(api, ops string) { addrs <- [2]string{api, ops} })
+			io.Discard, func(a addresses) { addrs <- a })
 	}()
 	select {
 	case a := <-addrs:
-		s.api, s.ops = a[0], a[1]
+		s.api, s.ops, s.grpc = a.api, a.ops, a.grpc
 	case err := <-s.done:
 		t.Fatalf("router exited: %v", err)
 	}
@@ -154,6 +159,19 @@ func startRouter(t *testing.T, args ...string) *started {
 		}
 	})
 	return s
+}
+
+// waitReady waits until the router's /readyz says ready.
+func (s *started) waitReady(t *testing.T) {
+	t.Helper()
+	eventually(t, "ready", func() bool {
+		resp, err := http.Get("http://" + s.ops + "/readyz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }
 
 func (s *started) client(t *testing.T) *genai.Client {
@@ -210,14 +228,7 @@ func TestTableSwappedOnDisk(t *testing.T) {
 	dir := t.TempDir()
 	kubeletWrite(t, dir, 1, renderTable(t, a))
 	s := startRun(t, "--table-file", dir)
-	eventually(t, "ready", func() bool {
-		resp, err := http.Get("http://" + s.ops + "/readyz")
-		if err != nil {
-			return false
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	s.waitReady(t)
 	c := s.client(t)
 	if got, err := answer(c); err != nil || got != "us-central1" {
 		t.Fatalf("answer %q, %v; want from us-central1", got, err)
@@ -258,14 +269,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 	dir := t.TempDir()
 	kubeletWrite(t, dir, 1, renderTable(t, a))
 	s := startRun(t, "--table-file", dir, "--shutdown-grace", "30s")
-	eventually(t, "ready", func() bool {
-		resp, err := http.Get("http://" + s.ops + "/readyz")
-		if err != nil {
-			return false
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	s.waitReady(t)
 	c := s.client(t)
 	got := make(chan string, 1)
 	go func() {
@@ -300,4 +304,36 @@ func grep(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestGRPCSurface: with --grpc-listen the router serves the aiplatform
+// clients on a port of its own, routed by the same table as the REST surface.
+func TestGRPCSurface(t *testing.T) {
+	a := startRegion(t, "us-central1")
+	dir := t.TempDir()
+	kubeletWrite(t, dir, 1, renderTable(t, a))
+	s := startRun(t, "--table-file", dir, "--grpc-listen", "127.0.0.1:0")
+	s.waitReady(t)
+	pc, err := aiplatform.NewPredictionClient(context.Background(), option.WithEndpoint(s.grpc), option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = pc.Close() }()
+	resp, err := pc.GenerateContent(context.Background(), &aiplatformpb.GenerateContentRequest{
+		Model:    "projects/demo-project/locations/europe-west4/publishers/google/models/gemini-2.5-flash-lite",
+		Contents: []*aiplatformpb.Content{{Role: "user", Parts: []*aiplatformpb.Part{{Data: &aiplatformpb.Part_Text{Text: "hi"}}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.GetCandidates()[0].GetContent().GetParts()[0].GetText(); got != "us-central1 answers: hi" {
+		t.Errorf("answer %q", got)
+	}
+	if got := a.Last(); got.Surface != upstreamtest.GRPC || got.Model != a.ModelName("demo-project", "google", "gemini-2.5-flash-lite") {
+		t.Errorf("the region saw %s %s", got.Surface, got.Model)
+	}
+	if got, err := answer(s.client(t)); err != nil || got != "us-central1" {
+		t.Errorf("REST beside gRPC: %q, %v", got, err)
+	}
 }

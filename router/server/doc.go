@@ -28,6 +28,12 @@
 // itself are Google's error JSON ({"error":{"code","message","status"}}),
 // which the client libraries parse.
 //
+// The gRPC surface (RegisterGRPC) serves PredictionService's GenerateContent
+// and StreamGenerateContent and LlmUtilityService's CountTokens, routed by
+// the same pools and policy and forwarded with the aiplatform clients; a
+// field this build's protos do not know travels as the protobuf runtime's
+// unknown fields, both ways.
+//
 // # One request
 //
 // Each request starts a policy.Call. Its first attempt is picked before the
@@ -43,8 +49,8 @@
 // caller: once bytes are sent the answer is committed, and each write must
 // complete within the write timeout, or the caller is cut off and the call
 // ends. Over-capacity and shed refusals answer 429 with Retry-After. The call
-// (serveREST) and each attempt are the places where
-// tracing spans begin.
+// (serveREST, the gRPC methods, and call) and each attempt (call.attempts)
+// are the places where tracing spans begin.
 //
 // # Tables
 //

@@ -131,7 +131,7 @@ func (x *exchange) count() {
 	if traffic == "" {
 		traffic = "TRAFFIC_TYPE_UNSPECIFIED"
 	}
-	x.s.metrics.TrafficType(x.pool.label, x.region, traffic)
+	x.s.metrics.TrafficType(x.pool.label, x.target.Region.Name, traffic)
 }
 
 // read reads the next piece of an answer: for a stream whatever has arrived,

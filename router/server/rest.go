@@ -56,28 +56,17 @@ func parseRoute(path string) (route, bool) {
 
 // exchange is one REST request on its way through the server.
 type exchange struct {
-	s      *Server
+	call
 	w      http.ResponseWriter
 	r      *http.Request
 	rc     http.ResponseController
 	start  time.Time
 	method string // the metric label: the method, or "unknown"
-	prio   policy.Priority
-	pool   *poolEntry // nil until found
-	region string     // the region of the last attempt, "" before one
-	status int        // the HTTP status written, 0 before
-	held   int64      // body bytes held in the budget
-	abort  bool       // the answer broke off: cut the connection
+	status int    // the HTTP status written, 0 before
+	held   int64  // body bytes held in the budget
+	abort  bool   // the answer broke off: cut the connection
 	req    upstream.Request
 	scan   upstream.AnswerScanner
-
-	// The call, and its attempt under way: where it goes, when it began,
-	// and whether it has been reported.
-	call    policy.Call
-	att     policy.Attempt
-	target  upstream.Target
-	began   time.Time
-	settled bool
 }
 
 // exchanges reuses exchanges across requests: one holds a few hundred bytes
@@ -103,6 +92,7 @@ func (x *exchange) reset() {
 func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 	x := exchanges.Get().(*exchange)
 	x.s, x.w, x.r, x.rc, x.start, x.method = s, w, r, *http.NewResponseController(w), time.Now(), "unknown"
+	x.ctx = r.Context()
 	defer func() {
 		abort := x.abort
 		x.reset()
@@ -172,36 +162,18 @@ func parsePriority(v string) (policy.Priority, error) {
 // one is committed, one fails in a way no retry mends, or the policy refuses
 // another; then it writes the error if no answer was written.
 func (x *exchange) run(ctx context.Context) {
-	s, p := x.s, x.pool
-	x.call = p.router.Start(s.request(ctx, x.prio))
-	a, err := x.call.Pick()
-	if err != nil {
-		x.refused(err, nil)
+	x.caller = x.r.Header.Get("Authorization")
+	if err := x.admit(ctx); err != nil {
+		code, msg, retryAfter := x.refusal(err)
+		x.fail(upstream.HTTPStatus(code), code, msg, retryAfter)
 		return
 	}
 	if !x.readBody() {
-		a.Finish(policy.Report{Outcome: gaveUp})
+		x.settle(policy.Report{Outcome: gaveUp})
 		return
 	}
-	var last error
-	for {
-		x.att, x.began, x.settled = a, time.Now(), false
-		x.target = upstream.Target{Pool: &p.table, Region: regionOf(a), CallerAuthorization: x.r.Header.Get("Authorization")}
-		x.region = x.target.Region.Name
-		rep, committed, err := x.attempt(ctx)
-		x.settle(rep)
-		if err == nil || committed {
-			return
-		}
-		last = err
-		if rep.Outcome != policy.Capacity && rep.Outcome != policy.Failure {
-			x.failUpstream(err, 0)
-			return
-		}
-		if a, err = x.call.Pick(); err != nil {
-			x.refused(err, last)
-			return
-		}
+	if retryAfter, err := x.attempts(ctx, x.attempt); err != nil {
+		x.failUpstream(err, retryAfter)
 	}
 }
 
@@ -216,72 +188,6 @@ func (x *exchange) attempt(ctx context.Context) (policy.Report, bool, error) {
 	}
 	return x.relay(resp)
 }
-
-// settle reports the attempt to the policy and counts it, once. A unary
-// answer settles before its last bytes go out, so that a caller that has its
-// answer finds it counted.
-func (x *exchange) settle(rep policy.Report) {
-	if x.settled {
-		return
-	}
-	x.settled = true
-	x.att.Finish(rep)
-	r := &x.target.Region
-	x.s.metrics.Attempt(x.pool.label, r.Name, string(r.Tier), rep.Outcome, time.Since(x.began))
-}
-
-// regionOf is the table region an attempt names: what upstream needs of it
-// (name, endpoint and tier) as the policy picked it, even when a newer table
-// has updated the policy since the request began.
-func regionOf(a policy.Attempt) table.Region {
-	return table.Region{Name: a.Region, Endpoint: a.Endpoint, Tier: a.Tier}
-}
-
-// refused answers a call the policy refused to attempt (again). Before any
-// attempt, over-capacity and shed refusals answer 429 with Retry-After. After
-// an attempt, the caller gets that attempt's error.
-func (x *exchange) refused(err, last error) {
-	s, p := x.s, x.pool
-	retryAfter, capacity := policy.RetryAfter(err)
-	if last == nil {
-		switch {
-		case capacity:
-			reason := "over_capacity"
-			if errors.Is(err, policy.ErrShed) {
-				reason = "shed"
-			}
-			s.metrics.Shed(p.label, x.prio, reason)
-			x.fail(http.StatusTooManyRequests, codes.ResourceExhausted, err.Error(), retryAfter)
-		case errors.Is(err, policy.ErrDeadlineExceeded):
-			x.fail(http.StatusGatewayTimeout, codes.DeadlineExceeded, "request deadline exceeded before any region was tried", 0)
-		default:
-			x.fail(http.StatusServiceUnavailable, codes.Unavailable, err.Error(), 0)
-		}
-		return
-	}
-	s.metrics.RetryRefused(p.label, retryRefusal(err, capacity))
-	x.failUpstream(last, retryAfter)
-}
-
-// retryRefusal is the reason label of a retry the policy refused with err.
-func retryRefusal(err error, capacity bool) string {
-	switch {
-	case errors.Is(err, policy.ErrBudgetExhausted):
-		return "budget"
-	case errors.Is(err, policy.ErrAttemptsExhausted):
-		return "attempts"
-	case errors.Is(err, policy.ErrDeadlineExceeded):
-		return "deadline"
-	case capacity:
-		return "capacity"
-	}
-	return "other"
-}
-
-// report is what the policy learns from an attempt that ended with err.
-// Whether the caller gave up is read on the request's own context: the
-// router's request timeout running out is the region being slow.
-func (x *exchange) report(err error) policy.Report { return upstream.Report(x.r.Context(), err) }
 
 // failUpstream answers with an attempt's error: the region's own answer
 // byte for byte when it gave one, else Google's error JSON for the error. A
@@ -348,7 +254,7 @@ func (x *exchange) finish() {
 	if x.s.log.Enabled(x.r.Context(), level) {
 		x.s.log.LogAttrs(x.r.Context(), level, "request",
 			slog.String("method", x.r.Method), slog.String("path", x.r.URL.Path),
-			slog.String("pool", pool), slog.String("region", x.region),
+			slog.String("pool", pool), slog.String("region", x.target.Region.Name),
 			slog.Int("status", x.status), slog.Duration("latency", d))
 	}
 }

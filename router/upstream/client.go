@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -200,6 +201,8 @@ func (c *Clients) dial(hostport string) (*endpoint, error) {
 	conn, err := grpc.NewClient(hostport,
 		grpc.WithTransportCredentials(transport),
 		grpc.WithPerRPCCredentials(callCredentials{secure: !c.opts.Insecure}),
+		// As the aiplatform clients dial by default: an answer may be large.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)),
 		grpc.WithUserAgent(userAgent))
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", hostport, err)

@@ -1,0 +1,136 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream"
+)
+
+// call is one call on its way through the server, whichever surface it came
+// in on: its pool, its policy call, and the attempt under way (where it goes,
+// when it began, whether it has been reported). The call is where a trace's
+// span begins, and each attempt (attempts) where a child span does.
+type call struct {
+	s      *Server
+	ctx    context.Context // the caller's: whether the caller gave up is read on it
+	pool   *poolEntry      // nil until found
+	prio   policy.Priority
+	caller string // the caller's Authorization, for the Authorizer
+
+	pc      policy.Call
+	att     policy.Attempt
+	target  upstream.Target
+	began   time.Time
+	settled bool
+}
+
+// admit starts the policy call under ctx and picks its first attempt: the
+// call's admission, which takes its places in the pool's and the region's
+// in-flight counts. An error is the policy's refusal.
+func (c *call) admit(ctx context.Context) error {
+	c.pc = c.pool.router.Start(c.s.request(ctx, c.prio))
+	return c.next()
+}
+
+// next picks the call's next attempt.
+func (c *call) next() error {
+	a, err := c.pc.Pick()
+	if err != nil {
+		return err
+	}
+	c.att, c.began, c.settled = a, time.Now(), false
+	c.target = upstream.Target{Pool: &c.pool.table, Region: regionOf(a), CallerAuthorization: c.caller}
+	return nil
+}
+
+// regionOf is the table region an attempt names: what upstream needs of it
+// (name, endpoint and tier) as the policy picked it, even when a newer table
+// has updated the policy since the request began.
+func regionOf(a policy.Attempt) table.Region {
+	return table.Region{Name: a.Region, Endpoint: a.Endpoint, Tier: a.Tier}
+}
+
+// attemptFunc makes the attempt under way. It returns what the policy should
+// learn, whether the answer reached the caller (after which it is committed
+// and nothing can be retried), and the attempt's error.
+type attemptFunc func(ctx context.Context) (rep policy.Report, committed bool, err error)
+
+// attempts makes attempts, the first already admitted, until one answers or
+// is committed, one fails in a way no retry mends, or the policy refuses
+// another. It returns nil, or the last attempt's error to answer with and,
+// when the policy refused a retry, the Retry-After it gave.
+func (c *call) attempts(ctx context.Context, try attemptFunc) (time.Duration, error) {
+	for {
+		rep, committed, err := try(ctx)
+		c.settle(rep)
+		if err == nil || committed {
+			return 0, nil
+		}
+		if rep.Outcome != policy.Capacity && rep.Outcome != policy.Failure {
+			return 0, err
+		}
+		if perr := c.next(); perr != nil {
+			retryAfter, capacity := policy.RetryAfter(perr)
+			c.s.metrics.RetryRefused(c.pool.label, retryRefusal(perr, capacity))
+			return retryAfter, err
+		}
+	}
+}
+
+// settle reports the attempt under way to the policy and counts it, once. A
+// unary answer settles before its last bytes go out, so that a caller that
+// has its answer finds it counted.
+func (c *call) settle(rep policy.Report) {
+	if c.settled {
+		return
+	}
+	c.settled = true
+	c.att.Finish(rep)
+	r := &c.target.Region
+	c.s.metrics.Attempt(c.pool.label, r.Name, string(r.Tier), rep.Outcome, time.Since(c.began))
+}
+
+// report is what the policy learns from an attempt that ended with err.
+// Whether the caller gave up is read on the caller's own context: the
+// router's request timeout running out is the region being slow.
+func (c *call) report(err error) policy.Report { return upstream.Report(c.ctx, err) }
+
+// refusal is the answer to a call the policy refused before any attempt:
+// over capacity and shed are RESOURCE_EXHAUSTED with a Retry-After; the
+// deadline gone is DEADLINE_EXCEEDED; anything else UNAVAILABLE.
+func (c *call) refusal(err error) (codes.Code, string, time.Duration) {
+	retryAfter, capacity := policy.RetryAfter(err)
+	switch {
+	case capacity:
+		reason := "over_capacity"
+		if errors.Is(err, policy.ErrShed) {
+			reason = "shed"
+		}
+		c.s.metrics.Shed(c.pool.label, c.prio, reason)
+		return codes.ResourceExhausted, err.Error(), max(retryAfter, time.Second)
+	case errors.Is(err, policy.ErrDeadlineExceeded):
+		return codes.DeadlineExceeded, "request deadline exceeded before any region was tried", 0
+	}
+	return codes.Unavailable, err.Error(), 0
+}
+
+// retryRefusal is the reason label of a retry the policy refused with err.
+func retryRefusal(err error, capacity bool) string {
+	switch {
+	case errors.Is(err, policy.ErrBudgetExhausted):
+		return "budget"
+	case errors.Is(err, policy.ErrAttemptsExhausted):
+		return "attempts"
+	case errors.Is(err, policy.ErrDeadlineExceeded):
+		return "deadline"
+	case capacity:
+		return "capacity"
+	}
+	return "other"
+}

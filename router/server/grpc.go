@@ -1,0 +1,307 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream"
+)
+
+// metadataPriority is HeaderPriority as gRPC metadata.
+var metadataPriority = strings.ToLower(HeaderPriority)
+
+// RegisterGRPC serves Vertex AI's gRPC surface for publisher models on g:
+// PredictionService's GenerateContent and StreamGenerateContent and
+// LlmUtilityService's CountTokens, so that applications using the aiplatform
+// clients point their endpoint at the router. Calls are routed by the same
+// pools and policy as the REST surface, found by the project, publisher and
+// model of the request's model (CountTokens: endpoint) resource name, and
+// forwarded with the aiplatform clients. A request's fields this build's
+// protos do not know travel as the protobuf runtime's unknown fields, both
+// ways; the caller's metadata goes on but for what stays with the router.
+// The priority is the metadata key x-regionwarden-priority.
+func (s *Server) RegisterGRPC(g *grpc.Server) {
+	aiplatformpb.RegisterPredictionServiceServer(g, &predictionService{s: s})
+	aiplatformpb.RegisterLlmUtilityServiceServer(g, &llmUtilityService{s: s})
+}
+
+type predictionService struct {
+	aiplatformpb.UnimplementedPredictionServiceServer
+	s *Server
+}
+
+type llmUtilityService struct {
+	aiplatformpb.UnimplementedLlmUtilityServiceServer
+	s *Server
+}
+
+// grpcCall is one gRPC call on its way through the server.
+type grpcCall struct {
+	call
+	method string // the metric label
+	start  time.Time
+	code   codes.Code
+}
+
+// startGRPC finds the pool of resource, reads the call's priority and
+// caller, and admits the call. It returns the call and the context its
+// attempts run under (the request timeout, and the caller's metadata to go
+// on), with the function that ends both; or the error to answer with.
+func (s *Server) startGRPC(ctx context.Context, method, resource string) (*grpcCall, context.Context, func(), error) {
+	g := &grpcCall{call: call{s: s, ctx: ctx}, method: method, start: time.Now()}
+	md, _ := metadata.FromIncomingContext(ctx)
+	key, err := poolKey(resource)
+	if err == nil {
+		g.prio, err = parsePriority(first(md, metadataPriority))
+	}
+	if err != nil {
+		return nil, nil, nil, g.end(status.Error(codes.InvalidArgument, err.Error()))
+	}
+	if g.pool = s.lookup(key); g.pool == nil {
+		return nil, nil, nil, g.end(status.Errorf(codes.NotFound,
+			"no routing pool for project %q, publisher %q, model %q (the location is not used to find a pool)", key.Project, key.Publisher, key.Model))
+	}
+	g.caller = first(md, "authorization")
+	actx, cancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, forwarded(md)), s.timeout)
+	g.pool.inFlight.Inc()
+	done := func() {
+		cancel()
+		g.pool.inFlight.Dec()
+	}
+	if err := g.admit(actx); err != nil {
+		done()
+		code, msg, retryAfter := g.refusal(err)
+		return nil, nil, nil, g.end(withRetryInfo(status.New(code, msg), retryAfter).Err())
+	}
+	return g, actx, done, nil
+}
+
+// end counts and logs the call, gives back its pool and returns err, the
+// call's answer.
+func (g *grpcCall) end(err error) error {
+	g.code = status.Code(err)
+	pool := ""
+	if g.pool != nil {
+		pool = g.pool.label
+		g.pool.release()
+	}
+	g.s.metrics.Request(pool, g.method, upstream.HTTPStatus(g.code), time.Since(g.start))
+	return err
+}
+
+// fail is the answer to a call whose attempts ended with err: the region's
+// status as it gave it, with the Retry-After of a 429 as RetryInfo when it
+// carries none.
+func (g *grpcCall) fail(err error, retryAfter time.Duration) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		st = status.New(upstream.Code(err), err.Error())
+	}
+	if st.Code() == codes.ResourceExhausted {
+		st = withRetryInfo(st, max(retryAfter, time.Second))
+	}
+	return g.end(st.Err())
+}
+
+// withRetryInfo adds google.rpc.RetryInfo to st when retryAfter is positive
+// and st carries none, as Google's APIs say when to retry over gRPC.
+func withRetryInfo(st *status.Status, retryAfter time.Duration) *status.Status {
+	if retryAfter <= 0 {
+		return st
+	}
+	for _, d := range st.Details() {
+		if _, ok := d.(*errdetails.RetryInfo); ok {
+			return st
+		}
+	}
+	if withInfo, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retryAfter)}); err == nil {
+		return withInfo
+	}
+	return st
+}
+
+// poolKey is the pool of a publisher model resource name:
+// projects/{p}/locations/{l}/publishers/{pub}/models/{m}.
+func poolKey(resource string) (table.Key, error) {
+	parts := strings.Split(resource, "/")
+	if len(parts) != 8 || parts[0] != "projects" || parts[2] != "locations" || parts[4] != "publishers" || parts[6] != "models" ||
+		parts[1] == "" || parts[5] == "" || parts[7] == "" {
+		return table.Key{}, fmt.Errorf("%q is not a publisher model: projects/{project}/locations/{location}/publishers/{publisher}/models/{model}", resource)
+	}
+	return table.Key{Project: parts[1], Publisher: parts[5], Model: parts[7]}, nil
+}
+
+func first(md metadata.MD, key string) string {
+	if v := md.Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// forwarded is the caller's metadata that goes on to the region: all of it
+// but the transport's own keys (":authority", "content-type", "user-agent",
+// "te", "grpc-*"), the credentials (the Authorizer's), the request type (the
+// region's tier decides it), the router's priority, and what the aiplatform
+// client sets itself (x-goog-api-client, and x-goog-request-params, which
+// names the caller's location).
+func forwarded(in metadata.MD) metadata.MD {
+	out := metadata.MD{}
+	for k, v := range in {
+		switch {
+		case strings.HasPrefix(k, ":"), strings.HasPrefix(k, "grpc-"):
+			continue
+		}
+		switch k {
+		case "content-type", "user-agent", "te", "authorization", upstream.RequestTypeHeader, metadataPriority,
+			"x-goog-api-client", "x-goog-request-params":
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// tokens is the total an answer's usage reports.
+func tokens(u *aiplatformpb.GenerateContentResponse_UsageMetadata) int64 {
+	return int64(u.GetTotalTokenCount())
+}
+
+// countTraffic counts the answer by the traffic type that served it.
+func (g *grpcCall) countTraffic(t aiplatformpb.GenerateContentResponse_UsageMetadata_TrafficType) {
+	g.s.metrics.TrafficType(g.pool.label, g.target.Region.Name, t.String())
+}
+
+// GenerateContent routes a unary call.
+func (p *predictionService) GenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest) (*aiplatformpb.GenerateContentResponse, error) {
+	g, actx, done, err := p.s.startGRPC(ctx, methodGenerate, req.GetModel())
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var resp *aiplatformpb.GenerateContentResponse
+	retryAfter, err := g.attempts(actx, func(ctx context.Context) (policy.Report, bool, error) {
+		r, err := p.s.up.GenerateContent(ctx, req, g.target)
+		if err != nil {
+			return g.report(err), false, err
+		}
+		resp = r
+		g.countTraffic(r.GetUsageMetadata().GetTrafficType())
+		return policy.Report{Outcome: policy.Success, Tokens: tokens(r.GetUsageMetadata())}, false, nil
+	})
+	if err != nil {
+		return nil, g.fail(err, retryAfter)
+	}
+	return resp, g.end(nil)
+}
+
+// StreamGenerateContent routes a streamed call. Until the region's first
+// message the attempt can fail and be retried elsewhere; from then on the
+// stream is committed, relayed message by message, each of which the caller
+// must take within the write timeout.
+func (p *predictionService) StreamGenerateContent(req *aiplatformpb.GenerateContentRequest, out aiplatformpb.PredictionService_StreamGenerateContentServer) error {
+	g, actx, done, err := p.s.startGRPC(out.Context(), methodStream, req.GetModel())
+	if err != nil {
+		return err
+	}
+	defer done()
+	retryAfter, err := g.attempts(actx, func(ctx context.Context) (policy.Report, bool, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		in, err := p.s.up.StreamGenerateContent(ctx, req, g.target)
+		if err != nil {
+			return g.report(err), false, err
+		}
+		m, err := in.Recv()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return g.report(err), false, err
+		}
+		var (
+			used    int64
+			traffic aiplatformpb.GenerateContentResponse_UsageMetadata_TrafficType
+		)
+		for m != nil {
+			if u := m.GetUsageMetadata(); u != nil {
+				used = max(used, tokens(u))
+				if u.GetTrafficType() != 0 {
+					traffic = u.GetTrafficType()
+				}
+			}
+			if werr := p.s.sendWithin(out, m); werr != nil {
+				return policy.Report{Outcome: gaveUp, Tokens: used}, true, werr
+			}
+			if m, err = in.Recv(); err != nil {
+				break
+			}
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			rep := g.report(err)
+			rep.Tokens = used
+			return rep, true, err
+		}
+		g.countTraffic(traffic)
+		return policy.Report{Outcome: policy.Success, Tokens: used}, true, nil
+	})
+	if err != nil {
+		return g.fail(err, retryAfter)
+	}
+	return g.end(nil)
+}
+
+// sendWithin sends m on out, or gives up when the caller has not taken it
+// within the write timeout: gRPC's Send waits for the caller's flow-control
+// window without end, and a caller that stopped reading would hold its place
+// for as long. On giving up the handler returns, which ends the stream and
+// the Send with it.
+func (s *Server) sendWithin(out grpc.ServerStream, m *aiplatformpb.GenerateContentResponse) error {
+	sent := make(chan error, 1)
+	go func() { sent <- out.SendMsg(m) }()
+	t := time.NewTimer(s.writeTimeout)
+	defer t.Stop()
+	select {
+	case err := <-sent:
+		return err
+	case <-t.C:
+		return status.Errorf(codes.DeadlineExceeded, "the caller did not take the stream's next message within %s", s.writeTimeout)
+	}
+}
+
+// CountTokens routes a CountTokens call, found by its endpoint (the model
+// resource name), or its model when it names no endpoint.
+func (u *llmUtilityService) CountTokens(ctx context.Context, req *aiplatformpb.CountTokensRequest) (*aiplatformpb.CountTokensResponse, error) {
+	resource := req.GetEndpoint()
+	if resource == "" {
+		resource = req.GetModel()
+	}
+	g, actx, done, err := u.s.startGRPC(ctx, methodCount, resource)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var resp *aiplatformpb.CountTokensResponse
+	retryAfter, err := g.attempts(actx, func(ctx context.Context) (policy.Report, bool, error) {
+		r, err := u.s.up.CountTokens(ctx, req, g.target)
+		if err != nil {
+			return g.report(err), false, err
+		}
+		resp = r
+		return policy.Report{Outcome: policy.Success}, false, nil
+	})
+	if err != nil {
+		return nil, g.fail(err, retryAfter)
+	}
+	return resp, g.end(nil)
+}
