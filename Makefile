@@ -70,7 +70,7 @@ envtest: ## Build (once) the test control plane: kube-apiserver and etcd from Go
 	@hack/setup-envtest.sh >/dev/null
 
 .PHONY: test
-test: vet prometheus ## Run the tests against a real kube-apiserver and etcd (built on first use), and the alert rules with promtool.
+test: vet prometheus redis ## Run the tests against a real kube-apiserver and etcd (built on first use), the alert rules with promtool, and the share exchange with a real Redis server.
 	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go test $(GO_BUILD_FLAGS) $(TEST_FLAGS) $(TEST_PKGS)
 
 .PHONY: bench
@@ -104,6 +104,10 @@ run: manifests generate ## Run the manager against the cluster in the current ku
 .PHONY: prometheus
 prometheus: ## Install Prometheus and promtool (Debian's prometheus package) when they are missing.
 	@hack/install-prometheus.sh
+
+.PHONY: redis
+redis: ## Install redis-server (Debian's redis-server package) when it is missing.
+	@hack/install-redis.sh
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)

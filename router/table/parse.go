@@ -34,6 +34,7 @@ const (
 	DefaultMaxInFlight          = 1024
 	DefaultRegionInitialLimit   = 64
 	DefaultRegionMaxLimit       = 512
+	DefaultCapacityShare        = 100
 	// MaxRegions is the most regions one pool may hold.
 	MaxRegions = 32
 )
@@ -234,6 +235,9 @@ func (p *Policy) Default() {
 	if c.RegionMaxLimit == 0 {
 		c.RegionMaxLimit = DefaultRegionMaxLimit
 	}
+	if p.CapacityShare == 0 {
+		p.CapacityShare = DefaultCapacityShare
+	}
 }
 
 // defaultPtr points *f at a new v when *f is nil. It never writes through
@@ -398,6 +402,9 @@ func (p *Policy) Validate() error {
 		return fieldError("concurrency.regionMaxLimit", "%d is out of range [1, 1000000]", c.RegionMaxLimit)
 	case c.RegionInitialLimit < 1 || c.RegionInitialLimit > c.RegionMaxLimit:
 		return fieldError("concurrency.regionInitialLimit", "%d is out of range [1, regionMaxLimit]", c.RegionInitialLimit)
+	}
+	if p.CapacityShare < 1 || p.CapacityShare > 100 {
+		return fieldError("capacityShare", "%d is out of range [1, 100] (percent)", p.CapacityShare)
 	}
 	return nil
 }

@@ -63,6 +63,8 @@ func TestParseErrorsNameTheirPath(t *testing.T) {
 		{"threshold negative", doc(pool(`{"name": "us-east5"}`, `"policy": {"ejection": {"failureRateThreshold": -0.1}}`)), "pools[0].policy.ejection.failureRateThreshold", "out of range"},
 		{"min requests negative", doc(pool(`{"name": "us-east5"}`, `"policy": {"ejection": {"minRequests": -1}}`)), "pools[0].policy.ejection.minRequests", "out of range"},
 		{"interval too short", doc(pool(`{"name": "us-east5"}`, `"policy": {"ejection": {"interval": "500ms"}}`)), "pools[0].policy.ejection.interval", "out of range"},
+		{"capacity share negative", doc(pool(`{"name": "us-east5"}`, `"policy": {"capacityShare": -10}`)), "pools[0].policy.capacityShare", "out of range"},
+		{"capacity share over 100", doc(pool(`{"name": "us-east5"}`, `"policy": {"capacityShare": 150}`)), "pools[0].policy.capacityShare", "out of range"},
 		{"interval not a duration", doc(pool(`{"name": "us-east5"}`, `"policy": {"ejection": {"interval": "ten"}}`)), "routing table", "invalid duration"},
 		{"interval a number", doc(pool(`{"name": "us-east5"}`, `"policy": {"ejection": {"interval": 10}}`)), "routing table", "duration must be a string"},
 		{"base ejection too long", doc(pool(`{"name": "us-east5"}`, `"policy": {"ejection": {"baseEjectionTime": "2h", "maxEjectionTime": "3h"}}`)), "pools[0].policy.ejection.baseEjectionTime", "out of range"},
@@ -173,6 +175,7 @@ func TestDefaultPolicy(t *testing.T) {
 		{"concurrency.maxInFlight", c.MaxInFlight, DefaultMaxInFlight},
 		{"concurrency.regionInitialLimit", c.RegionInitialLimit, DefaultRegionInitialLimit},
 		{"concurrency.regionMaxLimit", c.RegionMaxLimit, DefaultRegionMaxLimit},
+		{"capacityShare", p.CapacityShare, DefaultCapacityShare},
 	} {
 		if f.got != f.want {
 			t.Errorf("%s = %v, want %v", f.field, f.got, f.want)

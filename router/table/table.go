@@ -151,6 +151,11 @@ type Policy struct {
 	Retry       Retry       `json:"retry"`
 	Provisioned Provisioned `json:"provisioned"`
 	Concurrency Concurrency `json:"concurrency"`
+	// CapacityShare is the percentage, 1 to 100, of every region's capacity
+	// (and quota) that this cluster's routers may use together, when several
+	// clusters route to the same orders. Each router takes its own part of it
+	// (router/share). Default 100.
+	CapacityShare int `json:"capacityShare"`
 }
 
 // Equal reports whether p and q hold the same settings; pointer fields are

@@ -1,0 +1,186 @@
+package share
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults of ExchangeOptions.
+const (
+	// DefaultEpoch is how long one epoch of published demand lasts on the
+	// store's clock. Shares follow demand one to two epochs late.
+	DefaultEpoch = 500 * time.Millisecond
+	// DefaultStoreTimeout bounds one exchange, connecting included.
+	DefaultStoreTimeout = 100 * time.Millisecond
+	// DefaultKeyPrefix starts every key the exchange writes.
+	DefaultKeyPrefix = "regionwarden:share:"
+)
+
+// ExchangeOptions configure an Exchange. Every zero field takes its default.
+type ExchangeOptions struct {
+	// URL is the store, redis://[user:password@]host:port/db (rediss:// for
+	// TLS). Required.
+	URL string
+	// ID names this router among its peers; unique per pool and store.
+	// Default: the host name (the pod's name in a cluster).
+	ID string
+	// Epoch is the length of an epoch on the store's clock. Default
+	// DefaultEpoch; a replay at a compressed time scale shortens it.
+	Epoch time.Duration
+	// Timeout bounds one exchange. Default DefaultStoreTimeout.
+	Timeout time.Duration
+	// KeyPrefix starts every key. Default DefaultKeyPrefix; routers of
+	// different clusters that share a store but not their capacity need
+	// different prefixes.
+	KeyPrefix string
+}
+
+// Exchange publishes one router's demand per pool to a Redis or Valkey store
+// and reads its peers'. It is a single round trip: one script that the store
+// runs atomically, which stamps the write with the store's own clock into the
+// current epoch and returns the previous epoch, now closed. No router can
+// write into an epoch once the store's clock has left it, so every router
+// that reads a closed epoch reads the same entries: the same snapshot, from
+// which Allocate gives shares that add up to one.
+//
+// Keys expire after four epochs: a router that stops publishing drops out of
+// the next epoch by itself. The keys are not declared to the script, so the
+// store must not be a Redis Cluster (a single server, or a primary with
+// replicas, as LiteLLM and Envoy's rate-limit service use it).
+type Exchange struct {
+	rdb     *redis.Client
+	id      string
+	epoch   time.Duration
+	timeout time.Duration
+	prefix  string
+}
+
+// exchangeScript writes this router's entries into the current epoch and
+// returns the closed epoch before it, per pool.
+//
+// KEYS[1]: the key prefix. ARGV[1]: epoch length in microseconds; ARGV[2]:
+// the router's ID; ARGV[3]: the replicas it counts; then pairs of pool and
+// demand. Returns the epoch number, then per pool a flat HGETALL of the
+// closed epoch (field ID, value "replicas demand"). Microseconds since 1970
+// fit a Lua number (a double) exactly until the year 2255.
+var exchangeScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local len = tonumber(ARGV[1])
+local e = math.floor(now / len)
+local ttl = math.ceil(len * 4 / 1000)
+local out = {tostring(e)}
+for i = 4, #ARGV, 2 do
+  local k = KEYS[1] .. ARGV[i] .. '|'
+  redis.call('HSET', k .. e, ARGV[2], ARGV[3] .. ' ' .. ARGV[i + 1])
+  redis.call('PEXPIRE', k .. e, ttl)
+  out[#out + 1] = redis.call('HGETALL', k .. (e - 1))
+end
+return out
+`)
+
+// NewExchange returns an exchange with the store at o.URL. It does not
+// connect until the first exchange.
+func NewExchange(o ExchangeOptions) (*Exchange, error) {
+	if o.URL == "" {
+		return nil, errors.New("share store: no URL")
+	}
+	ro, err := redis.ParseURL(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("share store %q: %w", o.URL, err)
+	}
+	if o.ID == "" {
+		if o.ID, err = os.Hostname(); err != nil || o.ID == "" {
+			return nil, errors.New("share store: no ID given and no host name")
+		}
+	}
+	if strings.ContainsAny(o.ID, " \n") {
+		return nil, fmt.Errorf("share store: ID %q holds a space", o.ID)
+	}
+	if o.Epoch <= 0 {
+		o.Epoch = DefaultEpoch
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultStoreTimeout
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = DefaultKeyPrefix
+	}
+	// Every wait is bounded by the timeout, and a failed exchange is not
+	// retried: the next one comes a tick later with fresher demand.
+	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = o.Timeout, o.Timeout, o.Timeout
+	ro.PoolTimeout = o.Timeout
+	ro.MaxRetries = -1
+	ro.PoolSize, ro.MinIdleConns = 2, 1
+	ro.ContextTimeoutEnabled = true
+	return &Exchange{rdb: redis.NewClient(ro), id: o.ID, epoch: o.Epoch, timeout: o.Timeout, prefix: o.KeyPrefix}, nil
+}
+
+// ID is this router's name among its peers.
+func (x *Exchange) ID() string { return x.id }
+
+// Close closes the connections to the store.
+func (x *Exchange) Close() error { return x.rdb.Close() }
+
+// Exchange publishes demand (calls per second by pool) and the replicas this
+// router counts into the current epoch, and returns the previous epoch's
+// entries by pool. It takes at most the exchange's timeout.
+func (x *Exchange) Exchange(ctx context.Context, replicas int, demand map[string]float64) (map[string][]Peer, error) {
+	ctx, cancel := context.WithTimeout(ctx, x.timeout)
+	defer cancel()
+	pools := make([]string, 0, len(demand))
+	for p := range demand {
+		pools = append(pools, p)
+	}
+	sort.Strings(pools)
+	args := []any{x.epoch.Microseconds(), x.id, replicas}
+	for _, p := range pools {
+		args = append(args, p, strconv.FormatFloat(demand[p], 'g', 6, 64))
+	}
+	res, err := exchangeScript.Run(ctx, x.rdb, []string{x.prefix}, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("share store: %w", err)
+	}
+	if len(res) != len(pools)+1 {
+		return nil, fmt.Errorf("share store: %d answers for %d pools", len(res)-1, len(pools))
+	}
+	out := make(map[string][]Peer, len(pools))
+	for i, p := range pools {
+		fields, ok := res[i+1].([]any)
+		if !ok {
+			return nil, fmt.Errorf("share store: pool %s: unexpected answer %T", p, res[i+1])
+		}
+		peers, err := parsePeers(fields)
+		if err != nil {
+			return nil, fmt.Errorf("share store: pool %s: %w", p, err)
+		}
+		out[p] = peers
+	}
+	return out, nil
+}
+
+// parsePeers reads a flat HGETALL of ID, "replicas demand" pairs.
+func parsePeers(fields []any) ([]Peer, error) {
+	peers := make([]Peer, 0, len(fields)/2)
+	for i := 0; i+1 < len(fields); i += 2 {
+		id, _ := fields[i].(string)
+		val, _ := fields[i+1].(string)
+		n, d, ok := strings.Cut(val, " ")
+		replicas, err1 := strconv.Atoi(n)
+		demand, err2 := strconv.ParseFloat(d, 64)
+		if !ok || err1 != nil || err2 != nil || replicas < 1 || !(demand >= 0) {
+			return nil, fmt.Errorf("entry %q of %q is not \"replicas demand\"", val, id)
+		}
+		peers = append(peers, Peer{ID: id, Replicas: replicas, Demand: demand})
+	}
+	sort.Slice(peers, func(i, j int) bool { return peers[i].ID < peers[j].ID })
+	return peers, nil
+}

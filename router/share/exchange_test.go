@@ -1,0 +1,180 @@
+package share
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/regionwarden/regionwarden/internal/redisserver"
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// startRedis starts a real redis-server for the test.
+func startRedis(t *testing.T) *redisserver.Server {
+	t.Helper()
+	srv, err := redisserver.Start(context.Background())
+	if errors.Is(err, redisserver.ErrNotInstalled) {
+		t.Fatalf("%v (make test installs it)", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Kill)
+	return srv
+}
+
+// TestExchangeSnapshotIsShared has three routers exchange through a real
+// Redis server: every one of them reads the same closed epoch, and the
+// shares they compute from it add up to one.
+func TestExchangeSnapshotIsShared(t *testing.T) {
+	srv := startRedis(t)
+	ctx := context.Background()
+	var xs []*Exchange
+	for _, id := range []string{"a", "b", "c"} {
+		x, err := NewExchange(ExchangeOptions{URL: srv.URL(), ID: id, Epoch: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = x.Close() })
+		xs = append(xs, x)
+	}
+	demand := []float64{70, 20, 10}
+	// Publish for a few epochs, then compare what each read last.
+	var last [3][]Peer
+	for range 8 {
+		for i, x := range xs {
+			got, err := x.Exchange(ctx, 3, map[string]float64{"p/google/m": demand[i]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			last[i] = got["p/google/m"]
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	sum := 0.0
+	for i, x := range xs {
+		s, ok := Allocate(last[i], x.ID())
+		if !ok {
+			t.Fatalf("router %s is not in the epoch it read: %v", x.ID(), last[i])
+		}
+		if math.Abs(s-demand[i]/100) > 1e-9 {
+			t.Errorf("router %s: share %v, want %v", x.ID(), s, demand[i]/100)
+		}
+		sum += s
+	}
+	if math.Abs(sum-1) > 1e-9 {
+		t.Errorf("shares add up to %v", sum)
+	}
+}
+
+// TestDemandShareAndStoreLoss runs three controllers exchanging through a
+// real Redis server, with calls split 70/20/10: their shares follow the
+// split and never add up to more than one. Then the server is killed: each
+// router is back on its static third within MaxAge and an exchange (a
+// shrinking share), or that plus the grow delay (a growing one).
+func TestDemandShareAndStoreLoss(t *testing.T) {
+	srv := startRedis(t)
+	const (
+		interval = 50 * time.Millisecond
+		maxAge   = 150 * time.Millisecond
+		grow     = 300 * time.Millisecond
+	)
+	pool := testPool()
+	key := pool.Key()
+	split := []float64{0.7, 0.2, 0.1}
+	var cs []*Controller
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for _, id := range []string{"a", "b", "c"} {
+		x, err := NewExchange(ExchangeOptions{URL: srv.URL(), ID: id, Epoch: 2 * interval})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = x.Close() })
+		var a applied
+		c := New(Options{Apply: a.apply, Replicas: Static(3), Store: x, Interval: interval, MaxAge: maxAge, GrowDelay: grow})
+		if err := c.SetTable(&table.Table{Version: table.Version, Pools: []table.Pool{pool}}); err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = c.Run(ctx) }()
+	}
+	// 200 calls a second, split 70/20/10.
+	load, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	for i, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(time.Duration(float64(5*time.Millisecond) / split[i]))
+			defer tick.Stop()
+			for {
+				select {
+				case <-load.Done():
+					return
+				case now := <-tick.C:
+					c.Demand(key).Add(now.UnixNano())
+				}
+			}
+		}()
+	}
+	shares := func() []float64 {
+		var out []float64
+		for _, c := range cs {
+			out = append(out, c.Shares()[0].Share)
+		}
+		return out
+	}
+	worst := 0.0
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s := shares()
+		worst = max(worst, s[0]+s[1]+s[2])
+		if math.Abs(s[0]-0.7) < 0.05 && math.Abs(s[1]-0.2) < 0.05 && math.Abs(s[2]-0.1) < 0.05 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("shares %v after 5s, want about 0.7, 0.2, 0.1 (sources %+v)", s, cs[0].Shares())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for range 50 {
+		s := shares()
+		worst = max(worst, s[0]+s[1]+s[2])
+		time.Sleep(10 * time.Millisecond)
+	}
+	if worst > 1+1e-9 {
+		t.Errorf("the shares added up to %v at worst", worst)
+	}
+	t.Logf("demand shares %v (sum at worst %.4f), source %q", shares(), worst, cs[0].Shares()[0].Source)
+
+	killed := time.Now()
+	srv.Kill()
+	var shrunk, all time.Duration
+	for {
+		s := shares()
+		if shrunk == 0 && math.Abs(s[0]-1.0/3) < 1e-9 {
+			shrunk = time.Since(killed)
+		}
+		if math.Abs(s[0]-1.0/3)+math.Abs(s[1]-1.0/3)+math.Abs(s[2]-1.0/3) < 1e-9 {
+			all = time.Since(killed)
+			break
+		}
+		if time.Since(killed) > 5*time.Second {
+			t.Fatalf("shares %v 5s after the store was killed, want a third each", s)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("store killed: the busiest router on its static share after %v, every router after %v", shrunk, all)
+	if shrunk > maxAge+3*interval {
+		t.Errorf("the busiest router shrank to its static share %v after the store died, want within %v", shrunk, maxAge+3*interval)
+	}
+	if src := cs[0].Shares()[0]; src.StoreError == "" {
+		t.Errorf("no store error shown after the store died: %+v", src)
+	}
+}

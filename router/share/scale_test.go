@@ -1,0 +1,71 @@
+package share
+
+import (
+	"testing"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+func testPool() table.Pool {
+	p := table.Pool{Project: "p", Model: "m", Regions: []table.Region{
+		{Name: "europe-west1", Tier: table.TierProvisioned, Capacity: table.Capacity{GSUs: 6, TokensPerSecond: 15000}},
+		{Name: "europe-west4", Capacity: table.Capacity{RequestsPerSecond: 6}},
+		{Name: "europe-north1"},
+	}, Policy: table.DefaultPolicy()}
+	p.Default()
+	return p
+}
+
+func TestScale(t *testing.T) {
+	p := testPool()
+	got := Scale(p, 1.0/3)
+	if err := got.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	pt, w4, n1 := capacityOf(got, "europe-west1"), capacityOf(got, "europe-west4"), capacityOf(got, "europe-north1")
+	if pt.TokensPerSecond != 5000 || pt.GSUs != 6 {
+		t.Errorf("provisioned region scaled to %+v, want 5000 tokens/s and its 6 GSUs kept", pt)
+	}
+	if w4.RequestsPerSecond != 2 {
+		t.Errorf("shared region scaled to %v requests/s, want 2", w4.RequestsPerSecond)
+	}
+	if n1 != (table.Capacity{}) {
+		t.Errorf("a region of unknown capacity got %+v", n1)
+	}
+	c := got.Policy.Concurrency
+	if c.RegionInitialLimit != 22 || c.RegionMaxLimit != 171 || c.MaxInFlight != table.DefaultMaxInFlight {
+		t.Errorf("concurrency scaled to %+v, want region limits 22 and 171 and the pool cap kept", c)
+	}
+	if capacityOf(p, "europe-west4").RequestsPerSecond != 6 {
+		t.Error("Scale modified its argument")
+	}
+	if one := Scale(p, 1); capacityOf(one, "europe-west4").RequestsPerSecond != 6 {
+		t.Error("a share of one changed the pool")
+	}
+	tiny := Scale(p, 0)
+	if tiny.Policy.Concurrency.RegionInitialLimit != 1 || capacityOf(tiny, "europe-west4").RequestsPerSecond <= 0 {
+		t.Errorf("a share of zero gave %+v: a router keeps some capacity and one call per region", tiny)
+	}
+}
+
+func TestOf(t *testing.T) {
+	p := testPool()
+	p.Policy.CapacityShare = 60
+	if got := Of(&p, 0.5); got != 0.3 {
+		t.Errorf("60%% of a half = %v, want 0.3", got)
+	}
+	p.Policy.CapacityShare = 0
+	if got := Of(&p, 0.25); got != 0.25 {
+		t.Errorf("default cluster share of a quarter = %v, want 0.25", got)
+	}
+}
+
+// capacityOf is the capacity of the named region of p.
+func capacityOf(p table.Pool, name string) table.Capacity {
+	for _, r := range p.Regions {
+		if r.Name == name {
+			return r.Capacity
+		}
+	}
+	return table.Capacity{}
+}
