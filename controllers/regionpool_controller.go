@@ -122,6 +122,12 @@ func (r *RegionPoolReconciler) reconcile(ctx context.Context, pool *capacityv1al
 		markStalled(pool, capacityv1alpha1.ReasonRenderFailed, msg)
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
+	if older, err := r.olderPool(ctx, pool); err != nil {
+		markReconciling(pool, capacityv1alpha1.ReasonProgressing, "listing the pools of the same model: "+err.Error())
+		return ctrl.Result{}, err
+	} else if older != nil {
+		return r.standDown(ctx, pool, older)
+	}
 	sel, err := poolSelector(pool)
 	if err != nil {
 		return stall(err)
@@ -345,17 +351,22 @@ func (r *RegionPoolReconciler) deleteRenamedConfigMap(ctx context.Context, pool 
 	if old == "" || old == name {
 		return nil
 	}
+	if err := r.deleteOwnConfigMap(ctx, pool, old); err != nil {
+		return fmt.Errorf("deleting the previous ConfigMap %s: %w", old, err)
+	}
+	return nil
+}
+
+// deleteOwnConfigMap deletes ConfigMap name if this pool controls it.
+func (r *RegionPoolReconciler) deleteOwnConfigMap(ctx context.Context, pool *capacityv1alpha1.RegionPool, name string) error {
 	cm := configMapMeta()
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: old}, cm); err != nil {
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: name}, cm); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if !controlledBy(cm, pool) {
 		return nil
 	}
-	if err := r.Client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID}); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting the previous ConfigMap %s: %w", old, err)
-	}
-	return nil
+	return client.IgnoreNotFound(r.Client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID}))
 }
 
 // patchStatus writes the status computed from before: the one place the pool

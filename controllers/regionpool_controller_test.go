@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
@@ -294,12 +295,13 @@ func TestRegionPoolsSeeOnlyTheirModel(t *testing.T) {
 }
 
 // TestRegionPoolSelectorNarrows: a pool's selector picks among the PTs of
-// its model by label, and a relabelled PT moves in and out of the pool.
+// its model by label, a relabelled PT moves in and out of the pool, and
+// without a selector the pool takes every PT of its model. (One pool: two
+// pools of one model are duplicates.)
 func TestRegionPoolSelectorNarrows(t *testing.T) {
 	e := newPoolEnv(t, true)
 	regions := []string{"europe-west1", "europe-west4"}
 	e.createPool("team-a", regions, poolWithSelector(map[string]string{"team": "a"}))
-	e.createPool("all", regions)
 	e.createPT(ptSpec{name: "a-ew1", location: "europe-west1", labels: map[string]string{"team": "a"}})
 	e.createPT(ptSpec{name: "b-ew4", location: "europe-west4", labels: map[string]string{"team": "b"}})
 	// A PT of another model with the right label still does not protect the pool.
@@ -312,31 +314,36 @@ func TestRegionPoolSelectorNarrows(t *testing.T) {
 	if got, want := tiers(a), []string{"europe-west1=provisioned", "europe-west4=shared"}; !slices.Equal(got, want) {
 		t.Errorf("team-a regions = %v, want %v", got, want)
 	}
-	all := e.waitTable("all-routing", "protects both", func(rt routingTable) bool {
+
+	relabel := func(name, team string) {
+		t.Helper()
+		pt := &capacityv1alpha1.ProvisionedThroughput{}
+		if err := e.cl.Get(context.Background(), types.NamespacedName{Namespace: e.ns, Name: name}, pt); err != nil {
+			t.Fatal(err)
+		}
+		pt.Labels["team"] = team
+		if err := e.cl.Update(context.Background(), pt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relabel("b-ew4", "a")
+	e.waitTable("team-a-routing", "protects europe-west4 once relabelled", protects("europe-west4"))
+	relabel("a-ew1", "c")
+	e.waitTable("team-a-routing", "drops europe-west1 once relabelled", sharedOrAbsent("europe-west1"))
+
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := e.pool("team-a")
+		p.Spec.ProvisionedThroughputSelector = nil
+		return e.cl.Update(context.Background(), p)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	all := e.waitTable("team-a-routing", "protects both without a selector", func(rt routingTable) bool {
 		return protects("europe-west1")(rt) && protects("europe-west4")(rt)
 	})
 	if all.region("us-east5") != nil {
 		t.Error("a PT of another model reached the pool")
 	}
-
-	pt := &capacityv1alpha1.ProvisionedThroughput{}
-	if err := e.cl.Get(context.Background(), types.NamespacedName{Namespace: e.ns, Name: "b-ew4"}, pt); err != nil {
-		t.Fatal(err)
-	}
-	pt.Labels["team"] = "a"
-	if err := e.cl.Update(context.Background(), pt); err != nil {
-		t.Fatal(err)
-	}
-	e.waitTable("team-a-routing", "protects europe-west4 once relabelled", protects("europe-west4"))
-
-	if err := e.cl.Get(context.Background(), types.NamespacedName{Namespace: e.ns, Name: "a-ew1"}, pt); err != nil {
-		t.Fatal(err)
-	}
-	pt.Labels["team"] = "c"
-	if err := e.cl.Update(context.Background(), pt); err != nil {
-		t.Fatal(err)
-	}
-	e.waitTable("team-a-routing", "drops europe-west1 once relabelled", sharedOrAbsent("europe-west1"))
 }
 
 // TestRegionPoolPolicy: the pool's policy reaches the table, and what it
@@ -437,7 +444,8 @@ func TestRegionPoolRenamedOutput(t *testing.T) {
 // table.MaxRegions, stall the pool with RenderFailed instead of retrying.
 func TestRegionPoolStallsOnWhatOnlyAPersonFixes(t *testing.T) {
 	e := newPoolEnv(t, true)
-	e.createPool("bad-selector", []string{"europe-west1"}, func(p *capacityv1alpha1.RegionPool) {
+	// Another model than "full"'s: two pools of one model are duplicates.
+	e.createPool("bad-selector", []string{"europe-west1"}, poolWithModel("gemini-2.5-pro"), func(p *capacityv1alpha1.RegionPool) {
 		p.Spec.ProvisionedThroughputSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 			{Key: "team", Operator: "Near", Values: []string{"a"}},
 		}}

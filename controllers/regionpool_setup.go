@@ -44,10 +44,11 @@ func modelKey(project, publisher, model string) string {
 //
 // A pool reconciles when its spec changes (its own status writes do not
 // count), when a PT of its model that it selects changes in a way the table
-// shows (readiness, GSUs, observed tokens, labels, creation or deletion), and
-// when a ConfigMap with its output name changes: its own, so a hand edit is
-// reverted, or a foreign one, so a Stalled conflict clears when that
-// ConfigMap goes. ConfigMaps are cached as metadata only. Discovery needs no
+// shows (readiness, GSUs, observed tokens, labels, creation or deletion),
+// when another pool of its model is created, deleted or changes model (one
+// of them may become, or stop being, a duplicate), and when a ConfigMap with
+// its output name changes: its own, so a hand edit is reverted, or a foreign
+// one, so a Stalled conflict clears when that ConfigMap goes. ConfigMaps are cached as metadata only. Discovery needs no
 // watch: each reconcile asks GCP (through the shared cache) and requeues at
 // the discovery interval.
 func (r *RegionPoolReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
@@ -64,6 +65,8 @@ func (r *RegionPoolReconciler) SetupWithManager(mgr ctrl.Manager, opts controlle
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.poolsForConfigMap), builder.OnlyMetadata).
 		Watches(&capacityv1alpha1.ProvisionedThroughput{}, handler.EnqueueRequestsFromMapFunc(r.poolsForPT),
 			builder.WithPredicates(ptRoutingChanged{})).
+		Watches(&capacityv1alpha1.RegionPool{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfSameModel),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(opts).
 		Complete(traced("RegionPool", r))
 }

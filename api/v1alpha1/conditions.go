@@ -30,6 +30,9 @@ const (
 	ReasonProgressing       = "Progressing"
 	ReasonRendered          = "Rendered"
 	ReasonConfigMapConflict = "ConfigMapConflict"
+	// ReasonDuplicatePool: an older RegionPool of the namespace routes the
+	// same project, publisher and model; this one renders nothing.
+	ReasonDuplicatePool     = "DuplicatePool"
 	ReasonRenderFailed      = "RenderFailed"
 	ReasonWriteFailed       = "WriteFailed"
 	ReasonUndeclaredRegions = "UndeclaredRegionsAdded"
