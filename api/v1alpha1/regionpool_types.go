@@ -134,10 +134,17 @@ type PoolRegion struct {
 	// +optional
 	RequestsPerSecond *int32 `json:"requestsPerSecond,omitempty"`
 
-	// Endpoint overrides the aiplatform host:port for this region, for private
-	// endpoints and emulators. Default: Google's endpoint for the location.
+	// Endpoint overrides the aiplatform host:port for this region: a Google
+	// API host (a name under googleapis.com, such as a Private Service
+	// Connect endpoint, aiplatform-NAME.p.googleapis.com or
+	// aiplatform.REGION.p.rep.googleapis.com), or a loopback address for an
+	// emulator beside the router. Credentials go with every call, so no other
+	// host is accepted; a router calls a loopback address only when its
+	// --allow-endpoint-host names it. Default: Google's endpoint for the
+	// location.
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?:[0-9]{1,5}$`
 	// +kubebuilder:validation:MaxLength=261
+	// +kubebuilder:validation:XValidation:rule="self.matches('(?i)^([a-z0-9]([a-z0-9-]*[a-z0-9])?[.])+googleapis[.]com:[0-9]+$') || self.matches('^(localhost|127([.][0-9]{1,3}){3}):[0-9]+$')",message="endpoint must be a Google API host (*.googleapis.com, Private Service Connect names included) or a loopback address: the router sends credentials nowhere else"
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
 }

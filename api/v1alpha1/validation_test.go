@@ -142,6 +142,15 @@ func TestBadObjectsAreRefused(t *testing.T) {
 		{"endpoint without port", goodPool, func(o map[string]any) {
 			set(o, "spec.regions", []any{map[string]any{"name": "europe-west4", "endpoint": "localhost"}})
 		}, "spec.regions[0].endpoint"},
+		{"endpoint off Google", goodPool, func(o map[string]any) {
+			set(o, "spec.regions", []any{map[string]any{"name": "europe-west4", "endpoint": "attacker.example.com:443"}})
+		}, "spec.regions[0].endpoint: Invalid value: \"attacker.example.com:443\": endpoint must be a Google API host"},
+		{"endpoint under a Google-looking prefix", goodPool, func(o map[string]any) {
+			set(o, "spec.regions", []any{map[string]any{"name": "europe-west4", "endpoint": "aiplatform.googleapis.com.attacker.example:443"}})
+		}, "spec.regions[0].endpoint"},
+		{"endpoint on a private address", goodPool, func(o map[string]any) {
+			set(o, "spec.regions", []any{map[string]any{"name": "europe-west4", "endpoint": "10.0.0.7:443"}})
+		}, "spec.regions[0].endpoint"},
 		{"failure rate threshold zero", goodPool, func(o map[string]any) {
 			set(o, "spec.policy.ejection.failureRateThreshold", 0.0)
 		}, "spec.policy.ejection.failureRateThreshold"},
@@ -186,6 +195,27 @@ func TestBadObjectsAreRefused(t *testing.T) {
 				t.Fatalf("refusal does not name %s: %v", tc.field, err)
 			}
 		})
+	}
+}
+
+// TestEndpointsAccepted checks that the endpoints a pool may name are
+// accepted: Google's hosts, Private Service Connect names under
+// googleapis.com, and loopback addresses for emulators beside the router.
+func TestEndpointsAccepted(t *testing.T) {
+	ns := newNamespace(t)
+	for _, ep := range []string{
+		"europe-west4-aiplatform.googleapis.com:443",
+		"aiplatform-vialink1.p.googleapis.com:443",
+		"aiplatform.europe-west4.p.rep.googleapis.com:443",
+		"AIPlatform.GoogleAPIs.com:443",
+		"127.0.0.1:9000",
+		"localhost:9000",
+	} {
+		obj := goodPool(ns)
+		set(obj, "spec.regions", []any{map[string]any{"name": "europe-west4", "endpoint": ep}})
+		if err := k8s.Create(context.Background(), &unstructured.Unstructured{Object: obj}); err != nil {
+			t.Errorf("endpoint %s refused: %v", ep, err)
+		}
 	}
 }
 
