@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/regionwarden/regionwarden/internal/tracing"
 	"github.com/regionwarden/regionwarden/router/metrics"
 	"github.com/regionwarden/regionwarden/router/server"
 	"github.com/regionwarden/regionwarden/router/source"
@@ -172,9 +173,9 @@ func newLogger(c config, w io.Writer) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level}
 	switch strings.ToLower(c.logFormat) {
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, opts))), nil
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(tracing.LogHandler(slog.NewTextHandler(w, opts))), nil
 	}
 	return nil, fmt.Errorf("--log-format: %q is neither json nor text", c.logFormat)
 }
@@ -203,6 +204,19 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 	if err != nil {
 		return err
 	}
+	// Traces, configured by the OTEL_* environment variables alone: a
+	// server span per call and a client span per attempt; off when no OTLP
+	// endpoint is set. Log lines of a traced call carry its trace_id.
+	tracingOn, shutdownTracing, err := tracing.Setup(ctx, "regionwarden-router")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = shutdownTracing(flush)
+	}()
+	log.Info("tracing", "on", tracingOn)
 
 	m := metrics.New()
 	opts := upstream.Options{Insecure: c.upstreamInsecure}

@@ -15,6 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/regionwarden/regionwarden/internal/tracing/tracingtest"
 	"github.com/regionwarden/regionwarden/router/server"
 	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream"
@@ -24,18 +30,45 @@ import (
 // Vertex REST, and one HTTP client for both paths.
 type rig struct {
 	direct, routed string
-	client         *http.Client
-	body           []byte
+	// traced is a second router in front of the same region, tracing every
+	// call (sampler always on) to an OTLP/HTTP collector in the process.
+	traced string
+	client *http.Client
+	body   []byte
 }
 
 func newRig(b *testing.B) *rig {
 	b.Helper()
 	pt := startRegion(b, "europe-west1", table.TierProvisioned)
 	path := "/v1/projects/" + project + "/locations/europe-west1/publishers/google/models/" + model + ":generateContent"
+	_, collector := tracingtest.StartHTTP(b)
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(collector+"/v1/traces"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return &rig{
+		direct: "http://" + pt.Addr + path,
+		routed: serveRouter(b, pt, nil) + path,
+		traced: serveRouter(b, pt, tp) + path,
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}},
+		body:   []byte(`{"contents":[{"role":"user","parts":[{"text":"Which regions hold provisioned capacity for this model?"}]}],"generationConfig":{"temperature":0.2,"maxOutputTokens":256}}`),
+	}
+}
 
-	clients := upstream.New(upstream.Options{Insecure: true})
+// serveRouter serves a router in front of pt and returns its base URL; tp,
+// when not nil, traces its calls, with the W3C propagator.
+func serveRouter(b *testing.B, pt *fakeRegion, tp trace.TracerProvider) string {
+	b.Helper()
+	uo, so := upstream.Options{Insecure: true}, server.Options{Logger: quietLogger(), Seed: 1}
+	if tp != nil {
+		uo.Propagator, so.Propagator, so.TracerProvider = propagation.TraceContext{}, propagation.TraceContext{}, tp
+	}
+	clients := upstream.New(uo)
 	b.Cleanup(func() { _ = clients.Close() })
-	srv, err := server.New(server.Options{Upstream: clients, Logger: quietLogger(), Seed: 1})
+	so.Upstream = clients
+	srv, err := server.New(so)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -57,12 +90,7 @@ func newRig(b *testing.B) *rig {
 	// share from the client's and the region's: -tagfocus side=router.
 	go pprof.Do(context.Background(), pprof.Labels("side", "router"), func(context.Context) { _ = hs.Serve(lis) })
 	b.Cleanup(func() { _ = hs.Close() })
-	return &rig{
-		direct: "http://" + pt.Addr + path,
-		routed: "http://" + lis.Addr().String() + path,
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}},
-		body:   []byte(`{"contents":[{"role":"user","parts":[{"text":"Which regions hold provisioned capacity for this model?"}]}],"generationConfig":{"temperature":0.2,"maxOutputTokens":256}}`),
-	}
+	return "http://" + lis.Addr().String()
 }
 
 // call sends one generateContent and reads the whole answer.
@@ -201,4 +229,38 @@ func BenchmarkAddedLatency(b *testing.B) {
 				cpuDirect, cpuRouted, cpuRouted-cpuDirect)
 		})
 	}
+	// Tracing on (sampler always on, the collector reachable) against off:
+	// the same calls straight, through a router without tracing and through
+	// one that traces each call (a server span and an attempt span, exported
+	// in batches over OTLP/HTTP), interleaved at 500 calls/s per path.
+	b.Run("rate=500/tracing", func(b *testing.B) {
+		rg := newRig(b)
+		urls := []string{rg.direct, rg.routed, rg.traced}
+		if _, failed := rg.openLoop(urls, 500, min(b.N, 2000)); failed > 0 {
+			b.Fatalf("%d warm-up calls failed", failed)
+		}
+		loadBefore := loadAverage()
+		b.ResetTimer()
+		lat, failed := rg.openLoop(urls, 500, b.N)
+		cpuRouted, f1 := rg.cpuPerCall(rg.routed, 500, b.N)
+		cpuTraced, f2 := rg.cpuPerCall(rg.traced, 500, b.N)
+		b.StopTimer()
+		if b.N < 100 {
+			return
+		}
+		d50, r50, t50 := quantile(lat[0], 0.50), quantile(lat[1], 0.50), quantile(lat[2], 0.50)
+		d99, r99, t99 := quantile(lat[0], 0.99), quantile(lat[1], 0.99), quantile(lat[2], 0.99)
+		b.ReportMetric(r50-d50, "added-p50-µs")
+		b.ReportMetric(t50-d50, "added-traced-p50-µs")
+		b.ReportMetric(t50-r50, "tracing-p50-µs")
+		b.ReportMetric(t99-r99, "tracing-p99-µs")
+		b.ReportMetric(cpuTraced-cpuRouted, "tracing-cpu-µs/call")
+		b.ReportMetric(float64(failed+f1+f2), "failed")
+		b.ReportMetric(0, "ns/op")
+		b.Logf("%d calls per path at 500/s per path, open loop, interleaved; load average %s before, %s after", b.N, loadBefore, loadAverage())
+		b.Logf("  straight             p50 %.0f µs  p99 %.0f µs", d50, d99)
+		b.Logf("  router, tracing off  p50 %.0f µs  p99 %.0f µs", r50, r99)
+		b.Logf("  router, tracing on   p50 %.0f µs  p99 %.0f µs", t50, t99)
+		b.Logf("  tracing adds         p50 %.0f µs  p99 %.0f µs;  CPU %.1f µs per call;  %d failed", t50-r50, t99-r99, cpuTraced-cpuRouted, failed+f1+f2)
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 
 	"github.com/regionwarden/regionwarden/router/policy"
@@ -28,6 +29,17 @@ type call struct {
 	target  upstream.Target
 	began   time.Time
 	settled bool
+
+	// Tracing: the call's span and its attempt's (nil before they start,
+	// no-ops with tracing off), the attempts made, what the call is, and the
+	// usage of the last answer.
+	span, aspan   trace.Span
+	traced        context.Context // ctx with the call's span, for logs
+	n             int
+	vertexMethod  string // generateContent, streamGenerateContent or countTokens
+	model         string
+	input, output int64
+	traffic       string
 }
 
 // admit starts the policy call under ctx and picks its first attempt: the
@@ -67,19 +79,25 @@ type attemptFunc func(ctx context.Context) (rep policy.Report, committed bool, e
 // when the policy refused a retry, the Retry-After it gave.
 func (c *call) attempts(ctx context.Context, try attemptFunc) (time.Duration, error) {
 	for {
-		rep, committed, err := try(ctx)
+		rep, committed, err := try(c.startAttempt(ctx))
 		c.settle(rep)
 		if err == nil || committed {
+			c.endAttempt(err, "")
 			return 0, nil
 		}
 		if rep.Outcome != policy.Capacity && rep.Outcome != policy.Failure {
+			c.endAttempt(err, "")
 			return 0, err
 		}
 		if perr := c.next(); perr != nil {
+			c.endAttempt(err, "")
 			retryAfter, capacity := policy.RetryAfter(perr)
-			c.s.metrics.RetryRefused(c.pool.label, retryRefusal(perr, capacity))
+			reason := retryRefusal(perr, capacity)
+			c.s.metrics.RetryRefused(c.pool.label, reason)
+			c.traceRefused("", reason)
 			return retryAfter, err
 		}
+		c.endAttempt(err, rep.Outcome.String())
 	}
 }
 
@@ -92,6 +110,7 @@ func (c *call) settle(rep policy.Report) {
 	}
 	c.settled = true
 	c.att.Finish(rep)
+	c.traceSettled(rep)
 	r := &c.target.Region
 	c.s.metrics.Attempt(c.pool.label, r.Name, string(r.Tier), rep.Outcome, time.Since(c.began))
 }
@@ -113,6 +132,7 @@ func (c *call) refusal(err error) (codes.Code, string, time.Duration) {
 			reason = "shed"
 		}
 		c.s.metrics.Shed(c.pool.label, c.prio, reason)
+		c.traceRefused(reason, "")
 		return codes.ResourceExhausted, err.Error(), max(retryAfter, time.Second)
 	case errors.Is(err, policy.ErrDeadlineExceeded):
 		return codes.DeadlineExceeded, "request deadline exceeded before any region was tried", 0

@@ -67,6 +67,7 @@ func (s *Server) startGRPC(ctx context.Context, method, resource string) (*grpcC
 	key, err := poolKey(resource)
 	if err == nil {
 		g.prio, err = parsePriority(first(md, metadataPriority))
+		ctx = g.startSpan(ctx, upstream.MetadataCarrier(md), method, key.Model)
 	}
 	if err != nil {
 		return nil, nil, nil, g.end(status.Error(codes.InvalidArgument, err.Error()))
@@ -100,6 +101,7 @@ func (g *grpcCall) end(err error) error {
 		g.pool.release()
 	}
 	g.s.metrics.Request(pool, g.method, upstream.HTTPStatus(g.code), time.Since(g.start))
+	g.endSpan(0, g.code)
 	return err
 }
 
@@ -180,9 +182,15 @@ func tokens(u *aiplatformpb.GenerateContentResponse_UsageMetadata) int64 {
 	return int64(u.GetTotalTokenCount())
 }
 
-// countTraffic counts the answer by the traffic type that served it.
-func (g *grpcCall) countTraffic(t aiplatformpb.GenerateContentResponse_UsageMetadata_TrafficType) {
+// countTraffic counts the answer by the traffic type that served it, and
+// records its usage for the trace.
+func (g *grpcCall) countTraffic(u *aiplatformpb.GenerateContentResponse_UsageMetadata, t aiplatformpb.GenerateContentResponse_UsageMetadata_TrafficType) {
 	g.s.metrics.TrafficType(g.pool.label, g.target.Region.Name, t.String())
+	traffic := ""
+	if t != aiplatformpb.GenerateContentResponse_UsageMetadata_TRAFFIC_TYPE_UNSPECIFIED {
+		traffic = t.String()
+	}
+	g.answered(int64(u.GetPromptTokenCount()), int64(u.GetCandidatesTokenCount())+int64(u.GetThoughtsTokenCount()), traffic)
 }
 
 // GenerateContent routes a unary call.
@@ -199,7 +207,7 @@ func (p *predictionService) GenerateContent(ctx context.Context, req *aiplatform
 			return g.report(err), false, err
 		}
 		resp = r
-		g.countTraffic(r.GetUsageMetadata().GetTrafficType())
+		g.countTraffic(r.GetUsageMetadata(), r.GetUsageMetadata().GetTrafficType())
 		return policy.Report{Outcome: policy.Success, Tokens: tokens(r.GetUsageMetadata())}, false, nil
 	})
 	if err != nil {
@@ -231,11 +239,12 @@ func (p *predictionService) StreamGenerateContent(req *aiplatformpb.GenerateCont
 		}
 		var (
 			used    int64
+			usage   *aiplatformpb.GenerateContentResponse_UsageMetadata // the last: a running total
 			traffic aiplatformpb.GenerateContentResponse_UsageMetadata_TrafficType
 		)
 		for m != nil {
 			if u := m.GetUsageMetadata(); u != nil {
-				used = max(used, tokens(u))
+				used, usage = max(used, tokens(u)), u
 				if u.GetTrafficType() != 0 {
 					traffic = u.GetTrafficType()
 				}
@@ -252,7 +261,7 @@ func (p *predictionService) StreamGenerateContent(req *aiplatformpb.GenerateCont
 			rep.Tokens = used
 			return rep, true, err
 		}
-		g.countTraffic(traffic)
+		g.countTraffic(usage, traffic)
 		return policy.Report{Outcome: policy.Success, Tokens: used}, true, nil
 	})
 	if err != nil {

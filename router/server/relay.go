@@ -132,6 +132,7 @@ func (x *exchange) count() {
 		traffic = "TRAFFIC_TYPE_UNSPECIFIED"
 	}
 	x.s.metrics.TrafficType(x.pool.label, x.target.Region.Name, traffic)
+	x.answered(x.scan.InputTokens, x.scan.OutputTokens, x.scan.TrafficType)
 }
 
 // read reads the next piece of an answer: for a stream whatever has arrived,

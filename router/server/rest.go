@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -121,7 +122,9 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var err error
-	if x.prio, err = parsePriority(r.Header.Get(HeaderPriority)); err != nil {
+	x.prio, err = parsePriority(r.Header.Get(HeaderPriority))
+	traced := x.startSpan(r.Context(), propagation.HeaderCarrier(r.Header), rt.method, rt.model)
+	if err != nil {
 		x.fail(http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0)
 		return
 	}
@@ -138,7 +141,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+	ctx, cancel := context.WithTimeout(traced, s.timeout)
 	defer cancel()
 	x.pool.inFlight.Inc()
 	defer x.pool.inFlight.Dec()
@@ -247,12 +250,17 @@ func (x *exchange) finish() {
 		x.status = http.StatusOK
 	}
 	x.s.metrics.Request(pool, x.method, x.status, d)
+	x.endSpan(x.status, 0)
 	level := slog.LevelDebug
 	if x.status >= 500 {
 		level = slog.LevelWarn
 	}
-	if x.s.log.Enabled(x.r.Context(), level) {
-		x.s.log.LogAttrs(x.r.Context(), level, "request",
+	ctx := x.r.Context()
+	if x.traced != nil {
+		ctx = x.traced // its log line carries the call's trace_id
+	}
+	if x.s.log.Enabled(ctx, level) {
+		x.s.log.LogAttrs(ctx, level, "request",
 			slog.String("method", x.r.Method), slog.String("path", x.r.URL.Path),
 			slog.String("pool", pool), slog.String("region", x.target.Region.Name),
 			slog.Int("status", x.status), slog.Duration("latency", d))

@@ -15,6 +15,9 @@ import (
 
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 
 	"github.com/regionwarden/regionwarden/router/metrics"
@@ -102,6 +105,14 @@ type Options struct {
 	// a caller that does not take it in time is cut off, and its call ends
 	// and frees its place. Default DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// TracerProvider makes the spans of calls (a server span per call, a
+	// client span per attempt). Default the global one
+	// (otel.GetTracerProvider), which records nothing until
+	// internal/tracing.Setup installs one.
+	TracerProvider trace.TracerProvider
+	// Propagator reads the caller's trace context (W3C traceparent) from its
+	// headers. Default the global one (otel.GetTextMapPropagator).
+	Propagator propagation.TextMapPropagator
 }
 
 // Server routes Vertex AI calls to the regions of their pool. Make one with
@@ -120,6 +131,8 @@ type Server struct {
 	bodyTimeout  time.Duration
 	writeTimeout time.Duration
 	budget       *policy.Budget
+	tracer       trace.Tracer
+	propagator   propagation.TextMapPropagator
 
 	state atomic.Pointer[routing] // nil until the first Apply
 	mu    sync.Mutex              // serializes Apply
@@ -204,6 +217,12 @@ func New(opts Options) (*Server, error) {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
+	if opts.TracerProvider == nil {
+		opts.TracerProvider = otel.GetTracerProvider()
+	}
+	if opts.Propagator == nil {
+		opts.Propagator = otel.GetTextMapPropagator()
+	}
 	s := &Server{
 		up:           opts.Upstream,
 		metrics:      opts.Metrics,
@@ -217,6 +236,8 @@ func New(opts Options) (*Server, error) {
 		bodyTimeout:  opts.BodyReadTimeout,
 		writeTimeout: opts.WriteTimeout,
 		budget:       policy.NewBudget(),
+		tracer:       opts.TracerProvider.Tracer(tracerName),
+		propagator:   opts.Propagator,
 	}
 	s.metrics.WatchPools(s.Snapshots)
 	return s, nil

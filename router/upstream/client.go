@@ -14,6 +14,8 @@ import (
 	"time"
 
 	aiplatform "cloud.google.com/go/aiplatform/apiv1"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -50,6 +52,14 @@ type Options struct {
 	Insecure bool
 	// Authorizer chooses each call's credentials. Nil sends none.
 	Authorizer Authorizer
+	// Propagator writes the trace context of the call's context into each
+	// call's headers (W3C traceparent), so the region's spans continue the
+	// trace; it replaces the caller's own trace headers when the call's
+	// context carries a span. Nil uses the global propagator
+	// (otel.GetTextMapPropagator), which internal/tracing.Setup sets to W3C
+	// trace context and baggage, and which writes nothing until it is set:
+	// the caller's headers then pass unchanged.
+	Propagator propagation.TextMapPropagator
 }
 
 // Target is where one attempt goes and on whose behalf.
@@ -111,6 +121,9 @@ type Clients struct {
 
 // New returns clients with no connection yet.
 func New(opts Options) *Clients {
+	if opts.Propagator == nil {
+		opts.Propagator = otel.GetTextMapPropagator()
+	}
 	c := &Clients{opts: opts}
 	c.endpoints.Store(&map[string]*endpoint{})
 	return c

@@ -23,9 +23,6 @@ func (c *Clients) outgoing(ctx context.Context, t *Target) (context.Context, err
 	}
 	requestType := RequestType(t.Pool, t.Region)
 	md, ok := metadata.FromOutgoingContext(ctx)
-	if !ok && requestType == "" {
-		return ctx, nil
-	}
 	if ok {
 		md = md.Copy()
 		delete(md, RequestTypeHeader)
@@ -35,7 +32,37 @@ func (c *Clients) outgoing(ctx context.Context, t *Target) (context.Context, err
 	if requestType != "" {
 		md.Set(RequestTypeHeader, requestType)
 	}
+	// The attempt's trace context replaces the caller's traceparent, when
+	// ctx carries a span.
+	c.opts.Propagator.Inject(ctx, MetadataCarrier(md))
+	if !ok && len(md) == 0 {
+		return ctx, nil
+	}
 	return metadata.NewOutgoingContext(ctx, md), nil
+}
+
+// MetadataCarrier carries a trace context in gRPC metadata, for an
+// OpenTelemetry propagator.
+type MetadataCarrier metadata.MD
+
+// Get returns the first value of key.
+func (m MetadataCarrier) Get(key string) string {
+	if v := metadata.MD(m).Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// Set replaces the values of key.
+func (m MetadataCarrier) Set(key, value string) { metadata.MD(m).Set(key, value) }
+
+// Keys lists the keys.
+func (m MetadataCarrier) Keys() []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // start counts a call on the endpoint of t and readies its context; the

@@ -8,6 +8,8 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
+
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // Request is one Vertex REST call as the router's caller made it, to be sent
@@ -161,6 +163,7 @@ func (c *Clients) Send(ctx context.Context, t Target, r *Request) (*http.Respons
 	if len(r.Body) == 0 {
 		req.Body, req.GetBody = http.NoBody, nil
 	}
+	c.opts.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := e.rest.RoundTrip(req)
 	if err != nil {
 		e.release()

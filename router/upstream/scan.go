@@ -39,6 +39,10 @@ type AnswerScanner struct {
 	// Tokens is the largest usageMetadata.totalTokenCount seen: a stream
 	// reports its running total, the last chunk the whole.
 	Tokens int64
+	// InputTokens and OutputTokens are the largest promptTokenCount, and
+	// candidatesTokenCount plus thoughtsTokenCount, seen: what the GenAI
+	// semantic conventions call input and output tokens, for traces.
+	InputTokens, OutputTokens int64
 	// TrafficType is the last usageMetadata.trafficType seen, e.g.
 	// PROVISIONED_THROUGHPUT; "" when none was.
 	TrafficType string
@@ -76,7 +80,7 @@ func (s *AnswerScanner) Reset(framing int) {
 	if buf == nil {
 		buf = s.small[:0]
 	}
-	s.Tokens, s.TrafficType, s.Err, s.Objects = 0, "", codes.OK, 0
+	s.Tokens, s.InputTokens, s.OutputTokens, s.TrafficType, s.Err, s.Objects = 0, 0, 0, "", codes.OK, 0
 	s.base, s.depth, s.inString, s.escaped, s.expectKey, s.keyString, s.keyLong = framing, 0, false, false, false, false, false
 	s.keyN, s.keyField, s.want, s.capture, s.buf = 0, fieldNone, fieldNone, fieldNone, buf
 }
@@ -212,11 +216,20 @@ func (s *AnswerScanner) field() int {
 func (s *AnswerScanner) finish() {
 	switch s.capture {
 	case fieldUsage:
+		var output int64
 		members(s.buf, func(k, v []byte) {
 			switch string(k) {
 			case "totalTokenCount":
 				if n, ok := parseInt(v); ok && n > s.Tokens {
 					s.Tokens = n
+				}
+			case "promptTokenCount":
+				if n, ok := parseInt(v); ok && n > s.InputTokens {
+					s.InputTokens = n
+				}
+			case "candidatesTokenCount", "thoughtsTokenCount":
+				if n, ok := parseInt(v); ok {
+					output += n
 				}
 			case "trafficType":
 				if t := trafficType(v); t != "" {
@@ -224,6 +237,7 @@ func (s *AnswerScanner) finish() {
 				}
 			}
 		})
+		s.OutputTokens = max(s.OutputTokens, output)
 	case fieldError:
 		code, httpStatus := codes.Unknown, 0
 		members(s.buf, func(k, v []byte) {

@@ -88,3 +88,31 @@ func FuzzAnswerScanner(f *testing.F) {
 		}
 	})
 }
+
+// TestAnswerScannerTokenSplit checks the input and output tokens a trace
+// reports: promptTokenCount in, candidates and thoughts out, a stream's
+// running totals read to their last.
+func TestAnswerScannerTokenSplit(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		framing    int
+		answer     string
+		input, out int64
+	}{
+		{"unary", FrameObject, `{"usageMetadata":{"promptTokenCount":400,"candidatesTokenCount":90,"thoughtsTokenCount":10,"totalTokenCount":500}}`, 400, 100},
+		{"no thoughts", FrameObject, `{"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":3}}`, 12, 3},
+		{"stream totals", FrameObject,
+			"data: {\"usageMetadata\":{\"promptTokenCount\":40,\"candidatesTokenCount\":5}}\r\n\r\n" +
+				"data: {\"usageMetadata\":{\"promptTokenCount\":40,\"candidatesTokenCount\":25}}\r\n\r\n", 40, 25},
+		{"prompt text is not usage", FrameObject, `{"candidates":[{"content":{"parts":[{"text":"promptTokenCount: 9"}]}}]}`, 0, 0},
+	} {
+		for cut := 0; cut <= len(tc.answer); cut++ {
+			s := NewAnswerScanner(tc.framing)
+			_, _ = s.Write([]byte(tc.answer[:cut]))
+			_, _ = s.Write([]byte(tc.answer[cut:]))
+			if s.InputTokens != tc.input || s.OutputTokens != tc.out {
+				t.Fatalf("%s, cut at %d: input %d output %d, want %d %d", tc.name, cut, s.InputTokens, s.OutputTokens, tc.input, tc.out)
+			}
+		}
+	}
+}
