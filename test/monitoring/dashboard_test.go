@@ -121,6 +121,7 @@ func TestDashboardShowsWhatIssuesAsk(t *testing.T) {
 		"regionwarden_provisionedthroughput_spillover_ratio",  // spillover
 		"regionwarden_router_attempt_duration_seconds_bucket", // per-region latency
 		"regionwarden_router_region_ejected",                  // ejections
+		"regionwarden_router_region_demoted",                  // demotions
 		"regionwarden_router_shed_total",                      // shed
 		"regionwarden_router_retries_refused_total",           // retries
 		"regionwarden_router_table_loads_total",               // table loads

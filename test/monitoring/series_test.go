@@ -53,7 +53,7 @@ func routerSeries(t *testing.T) exported {
 	m.Rejected("", "invalid", nil)
 	m.WatchPools(func() []policy.Snapshot {
 		return []policy.Snapshot{{Project: "acme", Publisher: "google", Model: "gemini",
-			Regions: []policy.RegionSnapshot{{Name: "europe-west1", Tier: "provisioned"}}}}
+			Regions: []policy.RegionSnapshot{{Name: "europe-west1", Tier: "provisioned", Demotion: &policy.Demotion{Since: time.Now()}}}}}
 	})
 	families, err := m.Registry().Gather()
 	if err != nil {
