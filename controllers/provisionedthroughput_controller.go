@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,7 +91,8 @@ func (r *ProvisionedThroughputReconciler) Reconcile(ctx context.Context, req ctr
 
 // verification is the outcome of asking GCP about one object.
 type verification struct {
-	// skipped is true when the policy is Skip and GCP was not asked.
+	// skipped is true when GCP was not to be asked: the policy is Skip, or
+	// the manager runs without GCP.
 	skipped bool
 	// err is why GCP could not be asked; nil when it answered or was skipped.
 	err error
@@ -120,15 +120,17 @@ func (r *ProvisionedThroughputReconciler) verify(ctx context.Context, pt *capaci
 	spec := &pt.Spec
 	labels := []string{pt.Namespace, pt.Name, spec.Location, spec.Model}
 
-	if pt.GetVerificationPolicy() == capacityv1alpha1.VerificationSkip {
-		setCondition(pt, verified, metav1.ConditionUnknown, capacityv1alpha1.ReasonSkipped,
-			"the verification policy is Skip: GCP is not asked")
-		pt.Status.NotFoundSince = nil
-		forgetPTObserved(pt.Namespace, pt.Name)
-		return verification{skipped: true}
+	switch {
+	case pt.GetVerificationPolicy() == capacityv1alpha1.VerificationSkip:
+		return skipVerification(pt, "the verification policy is Skip: GCP is not asked")
+	case r.Facts == nil:
+		// Running without GCP is the operator's choice, not a failure: the
+		// object is fully reconciled (Flux's wait succeeds), nothing is
+		// counted as a verification error, and readiness follows the term.
+		return skipVerification(pt, "the manager runs without GCP verification (--gcp-verify=false): GCP is not asked")
 	}
 
-	facts, err := r.ask(ctx, spec.Project, pt.GetVerificationInterval())
+	facts, err := r.Facts.ProjectFacts(ctx, spec.Project, pt.GetVerificationInterval())
 	if err != nil {
 		code := gcp.Code(err)
 		ptVerificationErrors.WithLabelValues(append(labels, code.String())...).Inc()
@@ -200,6 +202,16 @@ func unansweredSince(pt *capacityv1alpha1.ProvisionedThroughput, answeredAt time
 		return 0
 	}
 	return max(answeredAt.Truncate(time.Second).Sub(last.Time), 0)
+}
+
+// skipVerification sets Verified Unknown/Skipped with msg: GCP is not asked,
+// what it last said no longer counts toward the grace period, and the
+// object's observed gauges go.
+func skipVerification(pt *capacityv1alpha1.ProvisionedThroughput, msg string) verification {
+	setCondition(pt, capacityv1alpha1.ConditionVerified, metav1.ConditionUnknown, capacityv1alpha1.ReasonSkipped, msg)
+	pt.Status.NotFoundSince = nil
+	forgetPTObserved(pt.Namespace, pt.Name)
+	return verification{skipped: true}
 }
 
 // setReady decides whether the location is routed as provisioned. Only the
@@ -304,18 +316,6 @@ func (r *ProvisionedThroughputReconciler) patchStatus(ctx context.Context, befor
 	}
 	return nil
 }
-
-// ask returns the project's facts, shared with every object of the project
-// with the same interval.
-func (r *ProvisionedThroughputReconciler) ask(ctx context.Context, project string, interval time.Duration) (*gcp.ProjectFacts, error) {
-	if r.Facts == nil {
-		return nil, errNoSource
-	}
-	return r.Facts.ProjectFacts(ctx, project, interval)
-}
-
-// errNoSource is the answer when the manager runs without GCP.
-var errNoSource = status.Error(codes.Unimplemented, "the manager runs without GCP verification (--gcp-verify=false)")
 
 func (r *ProvisionedThroughputReconciler) now() time.Time {
 	if r.Now != nil {

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
@@ -116,13 +117,33 @@ func TestPTNeverVerified(t *testing.T) {
 		}
 	})
 	t.Run("no GCP", func(t *testing.T) {
+		// --gcp-verify=false is a choice, not a failure: Verified says
+		// Skipped, the object is fully reconciled (so a Flux wait succeeds),
+		// and no verification error is counted, however often it requeues.
 		e := newPTEnv(t, ptEnvOptions{noSource: true})
 		e.create("pt", 4)
-		pt := e.waitReconciled("pt")
-		v := expectCond(t, pt, capacityv1alpha1.ConditionVerified, metav1.ConditionUnknown, capacityv1alpha1.ReasonSourceUnavailable)
+		e.waitReconciled("pt")
+		for range 3 {
+			e.clk.Add(time.Hour)
+			e.reconcile("pt")
+		}
+		pt := e.get("pt")
+		v := expectCond(t, pt, capacityv1alpha1.ConditionVerified, metav1.ConditionUnknown, capacityv1alpha1.ReasonSkipped)
 		if !strings.Contains(v.Message, "--gcp-verify") {
-			t.Errorf("Verified message %q does not say how to turn verification on", v.Message)
+			t.Errorf("Verified message %q does not say why GCP is not asked", v.Message)
 		}
 		expectCond(t, pt, capacityv1alpha1.ConditionReady, metav1.ConditionTrue, capacityv1alpha1.ReasonActive)
+		for _, c := range []string{capacityv1alpha1.ConditionStalled, capacityv1alpha1.ConditionReconciling} {
+			if got := meta.FindStatusCondition(pt.Status.Conditions, c); got != nil && got.Status == metav1.ConditionTrue {
+				t.Errorf("%s=True (%s: %s) without GCP, want the object fully reconciled", c, got.Reason, got.Message)
+			}
+		}
+		if pt.Status.ObservedGeneration != pt.Generation {
+			t.Errorf("observedGeneration = %d, want %d", pt.Status.ObservedGeneration, pt.Generation)
+		}
+		if n, found := metricValue(t, "regionwarden_provisionedthroughput_verification_errors_total",
+			map[string]string{"namespace": e.ns, "name": "pt"}); found {
+			t.Errorf("verification_errors_total = %v without GCP, want no series", n)
+		}
 	})
 }

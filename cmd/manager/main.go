@@ -60,7 +60,7 @@ func run() error {
 		gcpInsecure bool
 		gcpTimeout  time.Duration
 	)
-	flag.BoolVar(&gcpVerify, "gcp-verify", true, "Verify ProvisionedThroughput objects against Cloud Monitoring, and discover undeclared Provisioned Throughput for RegionPools. False makes no GCP calls and needs no credentials; objects then stay Verified Unknown and Ready by their term, and discovery is off.")
+	flag.BoolVar(&gcpVerify, "gcp-verify", true, "Verify ProvisionedThroughput objects against Cloud Monitoring, and discover undeclared Provisioned Throughput for RegionPools. False makes no GCP calls and needs no credentials; objects then show Verified Unknown (Skipped) and are Ready by their term, and discovery is off.")
 	flag.StringVar(&gcpEndpoint, "gcp-monitoring-endpoint", gcp.DefaultEndpoint, "Cloud Monitoring API host:port.")
 	flag.BoolVar(&gcpInsecure, "gcp-insecure", false, "Dial --gcp-monitoring-endpoint in plaintext without credentials: for emulators and tests only.")
 	flag.DurationVar(&gcpTimeout, "gcp-timeout", gcp.DefaultTimeout, "Bound on one project's Cloud Monitoring fetch, all pages included.")
