@@ -68,7 +68,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.routerBin, "router-bin", "", "router binary for the end-to-end column; empty builds ./cmd/router if it exists")
 	fs.StringVar(&c.portkey, "portkey-dir", defaultPortkeyDir(), "folder where the Portkey gateway is installed from npm")
 	fs.Float64Var(&c.pkScale, "portkey-scale", 6, "the fastest scale the Portkey gateway keeps up with (Node.js needs milliseconds of CPU per call); it replays in a pass of its own at this scale")
-	fs.StringVar(&c.pkScens, "portkey-scenarios", replay.ScenarioProvisionedIncident, "scenarios to replay the Portkey gateway in, comma-separated; empty means all")
+	fs.StringVar(&c.pkScens, "portkey-scenarios", strings.Join(portkeyScenarios, ","), "scenarios to replay the Portkey gateway in, comma-separated; empty means all")
 	fs.BoolVar(&c.verbose, "v", false, "print the policies' diagnostics")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -276,18 +276,35 @@ func forScenario(policies []replay.Policy, scenario, portkeyScenarios string) []
 	return out
 }
 
-// scenarioRank orders the incident scenarios as the page tells them: the
-// outage first, then its two neighbors, then any other scenario.
+// portkeyScenarios are the scenarios the Portkey gateway replays in by
+// default: the outage, and the failure shapes of the provisioned region that
+// a gateway with no policy handles by retrying every target. Each takes it
+// minutes of real time at its scale.
+var portkeyScenarios = []string{
+	replay.ScenarioProvisionedIncident,
+	replay.ScenarioProvisionedDown,
+	replay.ScenarioProvisionedSlow,
+	replay.ScenarioTotalOutage,
+}
+
+// scenarioOrder is the order in which the page tells the incident
+// scenarios: the outage first, then its neighbors, then the failure shapes of
+// the provisioned region; any other scenario comes after them.
+var scenarioOrder = []string{
+	replay.ScenarioProvisionedIncident,
+	replay.ScenarioCascadingFailover,
+	replay.ScenarioRetrySurge,
+	replay.ScenarioProvisionedDown,
+	replay.ScenarioProvisionedSlow,
+	replay.ScenarioTotalOutage,
+}
+
+// scenarioRank is a scenario file's place in scenarioOrder.
 func scenarioRank(path string) int {
-	switch strings.TrimSuffix(filepath.Base(path), ".yaml") {
-	case replay.ScenarioProvisionedIncident:
-		return 0
-	case replay.ScenarioCascadingFailover:
-		return 1
-	case replay.ScenarioRetrySurge:
-		return 2
+	if i := slices.Index(scenarioOrder, strings.TrimSuffix(filepath.Base(path), ".yaml")); i >= 0 {
+		return i
 	}
-	return 3
+	return len(scenarioOrder)
 }
 
 // retryBudgetNote says how regionwarden keeps retries within headroom and

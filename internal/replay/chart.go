@@ -96,8 +96,8 @@ func (c Chart) Save(path string) error {
 }
 
 // WriteChart draws the success rate of each policy over scenario time, one
-// point per 10 s of call start time, and the load phases as shaded bands,
-// into a PNG file at path.
+// point per 10 s of call start time, and the load phases and the span of the
+// faults as shaded bands, into a PNG file at path.
 func WriteChart(path string, rep *Report) error {
 	c := Chart{
 		Title:    fmt.Sprintf("%s: success rate over time (scenario time, %s buckets)", rep.Scenario, fmtDuration(bucketWidth)),
@@ -108,6 +108,9 @@ func WriteChart(path string, rep *Report) error {
 	for _, ph := range rep.Phases {
 		c.Bands = append(c.Bands, Band{From: ph.From, To: ph.To, Label: fmt.Sprintf("load x%s", trimFloat(ph.Multiplier)),
 			Color: color.NRGBA{R: 255, G: 200, B: 120, A: 90}})
+	}
+	if f := rep.Fault; f.To > 0 {
+		c.Bands = append(c.Bands, Band{From: f.From, To: f.To, Label: "faults", Color: color.NRGBA{R: 230, G: 120, B: 120, A: 50}})
 	}
 	for _, r := range rep.Results {
 		if r.Skipped != "" || len(r.Series) == 0 {

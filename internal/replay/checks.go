@@ -11,13 +11,16 @@ const (
 	ScenarioProvisionedIncident = "provisioned-region-incident"
 	ScenarioCascadingFailover   = "cascading-failover"
 	ScenarioRetrySurge          = "retry-surge"
+	ScenarioProvisionedDown     = "provisioned-region-down"
+	ScenarioProvisionedSlow     = "provisioned-region-slow"
+	ScenarioTotalOutage         = "total-outage"
 )
 
 // Targets of the scenarios.
 const (
 	// MinSuccess is the least share of calls regionwarden must serve in the
 	// provisioned-region incident.
-	MinSuccess = 0.995
+	MinSuccess = 0.999
 	// MaxOutageSuccess is the most the count blocklist may serve there for
 	// the replay to reproduce the outage.
 	MaxOutageSuccess = 0.20
@@ -29,6 +32,19 @@ const (
 	// MaxRecovery is how soon after the surge success must be back to its
 	// baseline.
 	MaxRecovery = 30 * time.Second
+	// MinShareOfCarry is the least share of what the regions without a fault
+	// can carry that regionwarden must serve while the provisioned region is
+	// down.
+	MinShareOfCarry = 0.95
+	// MaxDownAttempts is the most attempts per call while the provisioned
+	// region is down.
+	MaxDownAttempts = 1.1
+	// MaxOutageAttempts is the most attempts per call while every region is
+	// down.
+	MaxOutageAttempts = 1.0
+	// MaxOutageRecovery is how soon after a total outage success must be
+	// back to its baseline.
+	MaxOutageRecovery = 10 * time.Second
 )
 
 // Check is one target of a scenario and what a policy measured against it.
@@ -45,7 +61,7 @@ type Check struct {
 var regionwardenPolicies = []string{NameRegionwarden, NameRouter}
 
 // Checks returns the targets of the report's scenario, if it is one of the
-// three incident scenarios, for the policies the report holds.
+// scenarios named above, for the policies the report holds.
 func Checks(rep *Report) []Check {
 	var cs []Check
 	each := func(names []string, f func(r *Result) Check) {
@@ -115,6 +131,47 @@ func Checks(rep *Report) []Check {
 			c.Measured = strings.Join(parts, "; ")
 			return c
 		})
+	case ScenarioProvisionedDown:
+		each(regionwardenPolicies, func(r *Result) Check {
+			f, want := r.Fault, MinShareOfCarry*rep.FaultCarry
+			return Check{
+				Target: fmt.Sprintf("while the provisioned region is down (%s to %s), %s serves at least %s of what the other regions can carry (%s of calls, so %s) with at most %.1f attempts per call and no \"no regions\"",
+					fmtDuration(rep.Fault.From), fmtDuration(rep.Fault.To), r.Policy, pct(MinShareOfCarry), pct(rep.FaultCarry), pct(want), MaxDownAttempts),
+				Measured: fmt.Sprintf("%s served (%s of what they can carry), %.3f attempts per call, %d \"no regions\"",
+					pct(f.Success), pct(shareOf(f.Success, rep.FaultCarry)), f.AttemptsPerRequest, r.NoRegions),
+				Pass: f.Requests > 0 && f.Success >= want && f.AttemptsPerRequest <= MaxDownAttempts && r.NoRegions == 0,
+			}
+		})
+	case ScenarioProvisionedSlow:
+		each(regionwardenPolicies, func(r *Result) Check {
+			return Check{
+				Target:   fmt.Sprintf("%s serves every call and sheds none while the provisioned region answers 3 s slower (%s to %s)", r.Policy, fmtDuration(rep.Fault.From), fmtDuration(rep.Fault.To)),
+				Measured: fmt.Sprintf("%s of %d calls served (%s while it was slow), %d shed", pct(r.SuccessRate()), r.Requests, pct(r.Fault.Success), r.Shed),
+				Pass:     r.Requests > 0 && r.Succeeded == r.Requests && r.Shed == 0,
+			}
+		})
+	case ScenarioTotalOutage:
+		each(regionwardenPolicies, func(r *Result) Check {
+			f := r.Fault
+			back := "not back within the replay"
+			if f.BackAfter() >= 0 {
+				back = "back " + fmtDuration(f.BackAfter()) + " after it"
+			}
+			return Check{
+				Target: fmt.Sprintf("while every region is down (%s to %s), %s makes at most %.1f attempt per call, and its success is back to its baseline within %s after the outage",
+					fmtDuration(rep.Fault.From), fmtDuration(rep.Fault.To), r.Policy, MaxOutageAttempts, fmtDuration(MaxOutageRecovery)),
+				Measured: fmt.Sprintf("%.3f attempts per call; success %s (baseline %s, the first 10 s window within one point of it)", f.AttemptsPerRequest, back, pct(f.Baseline)),
+				Pass:     f.Requests > 0 && f.AttemptsPerRequest <= MaxOutageAttempts && f.BackAfter() >= 0 && f.BackAfter() <= MaxOutageRecovery,
+			}
+		})
 	}
 	return cs
+}
+
+// shareOf is the share a is of b, 0 when b is 0.
+func shareOf(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }

@@ -92,7 +92,7 @@ func TestPhaseRecovery(t *testing.T) {
 				}
 				r.seconds[s] = secondCount{requests: 10, ok: ok, attempts: 10 * tc.attempts}
 			}
-			got := r.phase(Phase{From: 4 * time.Minute, To: 5 * time.Minute, Multiplier: 3})
+			got := r.span(Span{From: 4 * time.Minute, To: 5 * time.Minute})
 			if got.RecoveredAfter != tc.want {
 				t.Errorf("recovered after %v, want %v", got.RecoveredAfter, tc.want)
 			}
@@ -144,9 +144,9 @@ func TestWriteMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"| " + NameRouter + " | skipped: no router binary was given |",
 		"| " + NameBlocklist + " | 100 | 5.00% |",
-		"serves at least 99.50% of calls with no \"no regions\" error: 100.00%, 0 \"no regions\" (met)",
+		"serves at least 99.90% of calls with no \"no regions\" error: 100.00%, 0 \"no regions\" (met)",
 		"reproduces the outage (under 20.00% success): 5.00%, 90 \"no regions\" (met)",
-		NameRouter + " serves at least 99.50% of calls with no \"no regions\" error: skipped (not measured)",
+		NameRouter + " serves at least 99.90% of calls with no \"no regions\" error: skipped (not measured)",
 		"](replays/" + ScenarioProvisionedIncident + ".png)",
 	} {
 		if !strings.Contains(out, want) {

@@ -28,6 +28,14 @@ type Report struct {
 	Rate float64
 	// Phases are the scenario's load phases within Duration.
 	Phases []Phase
+	// Fault is the span of the scenario's faults within Duration, from the
+	// first one's start to the last one's end; zero when it has none.
+	Fault Span
+	// FaultCarry is the share of the load during Fault that the regions
+	// without a fault can carry (their capacity over the load's rate, at
+	// most 1): what a policy can serve then if the faulty regions serve
+	// nothing.
+	FaultCarry float64
 	// Results are one per policy, in the order given to Run.
 	Results []*Result
 }
@@ -66,6 +74,8 @@ type Result struct {
 	Series []Bucket
 	// Phases measure each load phase of the report.
 	Phases []PhaseResult
+	// Fault measures the report's fault span, if it has one.
+	Fault SpanResult
 }
 
 // SuccessRate is the share of calls that succeeded.
@@ -117,22 +127,47 @@ type Bucket struct {
 	Requests, Succeeded, Attempts int64
 }
 
-// Phase is a window of multiplied load.
+// Span is a stretch of scenario time, From inclusive, To exclusive.
+type Span struct {
+	From, To time.Duration
+}
+
+// Phase is a span of multiplied load.
 type Phase struct {
-	From, To   time.Duration
+	Span
 	Multiplier float64
+}
+
+// SpanResult is how one policy did in and after a span, by the start time of
+// its calls.
+type SpanResult struct {
+	Span
+	// Requests is the calls that started in the span.
+	Requests int64
+	// AttemptsPerRequest and Success are measured over the span: attempts
+	// that reached a region in it, per call that started in it.
+	AttemptsPerRequest, Success float64
+	// Baseline is the success rate of the two minutes before the span.
+	Baseline float64
+	// RecoveredAfter is the time from the span's end to the end of the first
+	// 10 s window whose success is within one point of Baseline; -1 if none.
+	RecoveredAfter time.Duration
+}
+
+// BackAfter is the time from the span's end to the start of the first 10 s
+// window back within one point of Baseline: from then on, success is back.
+// It is negative when success never came back within the replay.
+func (s SpanResult) BackAfter() time.Duration {
+	if s.RecoveredAfter < 0 {
+		return -1
+	}
+	return s.RecoveredAfter - bucketWidth
 }
 
 // PhaseResult is how one policy did in and after a load phase.
 type PhaseResult struct {
-	Phase
-	// AttemptsPerRequest and Success are measured over the phase.
-	AttemptsPerRequest, Success float64
-	// Baseline is the success rate of the two minutes before the phase.
-	Baseline float64
-	// RecoveredAfter is the time from the phase's end to the end of the first
-	// 10 s window whose success is within one point of Baseline; -1 if none.
-	RecoveredAfter time.Duration
+	SpanResult
+	Multiplier float64
 }
 
 // Page is the docs page of a set of replays.

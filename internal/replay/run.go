@@ -92,9 +92,10 @@ func Run(ctx context.Context, sc *emulator.Scenario, policies []Policy, o Option
 	rep := &Report{Scenario: sc.Name, Description: sc.Description, Duration: dur, Scale: o.Scale, Seed: o.Seed, Rate: sc.Load.RequestsPerSecond}
 	for _, ph := range sc.Load.Phases {
 		if ph.From.Duration < dur {
-			rep.Phases = append(rep.Phases, Phase{From: ph.From.Duration, To: min(ph.To.Duration, dur), Multiplier: ph.Multiplier})
+			rep.Phases = append(rep.Phases, Phase{Span: Span{From: ph.From.Duration, To: min(ph.To.Duration, dur)}, Multiplier: ph.Multiplier})
 		}
 	}
+	rep.Fault, rep.FaultCarry = faultSpan(sc, dur)
 	// Policies that cannot keep up with the replay's scale replay in a pass
 	// of their own, after the others, at the scale they can take.
 	rep.Results = make([]*Result, len(policies))
@@ -333,7 +334,10 @@ func (pr *policyRun) result(rep *Report) *Result {
 		res.Regions = append(res.Regions, rl)
 	}
 	for _, ph := range rep.Phases {
-		res.Phases = append(res.Phases, pr.rec.phase(ph))
+		res.Phases = append(res.Phases, PhaseResult{SpanResult: pr.rec.span(ph.Span), Multiplier: ph.Multiplier})
+	}
+	if rep.Fault.To > 0 {
+		res.Fault = pr.rec.span(rep.Fault)
 	}
 	return res
 }
@@ -483,10 +487,10 @@ func (r *recorder) fill(res *Result) {
 	}
 }
 
-// phase measures a load phase: attempts per request and success during it,
-// the success of the two minutes before it, and how long after it ended a
-// 10 s window was back to that baseline.
-func (r *recorder) phase(ph Phase) PhaseResult {
+// span measures a span: attempts per request and success during it, the
+// success of the two minutes before it, and how long after it ended a 10 s
+// window was back to that baseline.
+func (r *recorder) span(ph Span) SpanResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := len(r.seconds) - 1
@@ -499,8 +503,9 @@ func (r *recorder) phase(ph Phase) PhaseResult {
 		}
 		return c
 	}
-	pr := PhaseResult{Phase: ph, RecoveredAfter: -1}
+	pr := SpanResult{Span: ph, RecoveredAfter: -1}
 	during := sum(ph.From, ph.To)
+	pr.Requests = during.requests
 	pr.AttemptsPerRequest = ratio(during.attempts, during.requests)
 	pr.Success = ratio(during.ok, during.requests)
 	before := sum(ph.From-2*time.Minute, ph.From)
@@ -530,4 +535,47 @@ func ratio(a, b int64) float64 {
 		return 0
 	}
 	return float64(a) / float64(b)
+}
+
+// faultSpan is the span of sc's faults within dur, from the first one's start
+// to the last one's end (zero when it has none), and the share of the load
+// there that the regions without a fault in it can carry: their capacity in
+// calls per second over the load's rate at the span's start, at most 1 (a
+// region without a capacity carries anything).
+func faultSpan(sc *emulator.Scenario, dur time.Duration) (Span, float64) {
+	var sp Span
+	for _, r := range sc.Regions {
+		for _, f := range r.Faults {
+			if f.From.Duration >= dur {
+				continue
+			}
+			if sp.To == 0 || f.From.Duration < sp.From {
+				sp.From = f.From.Duration
+			}
+			sp.To = max(sp.To, min(f.To.Duration, dur))
+		}
+	}
+	if sp.To == 0 {
+		return Span{}, 0
+	}
+	var carry float64
+	for i, r := range sc.Regions {
+		faulty := false
+		for _, f := range r.Faults {
+			faulty = faulty || (f.From.Duration < sp.To && f.To.Duration > sp.From)
+		}
+		if faulty {
+			continue
+		}
+		c := sc.RequestsPerSecond(&sc.Regions[i])
+		if c == 0 {
+			return sp, 1
+		}
+		carry += c
+	}
+	rate := sc.Load.RateAt(sp.From)
+	if rate <= 0 {
+		return sp, 1
+	}
+	return sp, min(carry/rate, 1)
 }
