@@ -14,6 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/regionwarden/regionwarden/internal/tracing/tracingtest"
@@ -37,6 +38,13 @@ const (
 // context to the regions.
 func tracedRouter(t *testing.T, pools ...table.Pool) (*httptest.Server, *tracingtest.Receiver, *sdktrace.TracerProvider) {
 	t.Helper()
+	hs, _, rcv, tp := tracedServer(t, pools...)
+	return hs, rcv, tp
+}
+
+// tracedServer is tracedRouter with its server, for its gRPC surface.
+func tracedServer(t *testing.T, pools ...table.Pool) (*httptest.Server, *server.Server, *tracingtest.Receiver, *sdktrace.TracerProvider) {
+	t.Helper()
 	rcv, url := tracingtest.StartHTTP(t)
 	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(url+"/v1/traces"))
 	if err != nil {
@@ -56,7 +64,7 @@ func tracedRouter(t *testing.T, pools ...table.Pool) (*httptest.Server, *tracing
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return hs, rcv, tp
+	return hs, srv, rcv, tp
 }
 
 // TestRetriedCallTrace sends one call whose first attempt fails in the
@@ -196,6 +204,61 @@ func expectAttrs(t *testing.T, what string, s tracingtest.Span, want map[string]
 	for k, v := range want {
 		if got, ok := s.Attr(k); !ok || got != v {
 			t.Errorf("%s: %s = %q (present %v), want %q", what, k, got, ok, v)
+		}
+	}
+}
+
+// TestRetriedGRPCCallTrace is TestRetriedCallTrace on the gRPC surface: the
+// caller's traceparent comes in the call's metadata, and each region gets
+// its attempt's in the metadata of its call.
+func TestRetriedGRPCCallTrace(t *testing.T) {
+	pt := startRegion(t, "europe-west1", table.TierProvisioned)
+	shared := startRegion(t, "europe-west4", table.TierShared)
+	pt.set(func(b *upstreamtest.Behavior) {
+		b.Fault = func(int64) error { return status.Error(codes.Unavailable, "the region is down") }
+	})
+	_, srv, rcv, tp := tracedServer(t, poolOf(generous(), region(pt, 0), region(shared, 0)))
+	c := (&router{t: t, srv: srv}).serveGRPC()
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "traceparent", callerParent)
+	if _, err := c.prediction.GenerateContent(ctx, grpcRequest(secretPrompt)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := rcv.WaitFor(t, "three spans", func(s []tracingtest.Span) bool { return len(s) >= 3 })
+	var call tracingtest.Span
+	attempts := map[string]tracingtest.Span{}
+	for _, s := range spans {
+		if s.TraceID() != callerTrace {
+			t.Errorf("span %q is in trace %s, not the caller's", s.GetName(), s.TraceID())
+		}
+		if s.GetKind() == tracepb.Span_SPAN_KIND_SERVER {
+			call = s
+		} else {
+			r, _ := s.Attr("regionwarden.region")
+			attempts[r] = s
+		}
+	}
+	if call.Span == nil || len(attempts) != 2 || call.ParentID() != callerSpan {
+		t.Fatalf("spans %v: want a server span under the caller's and two attempts", spans)
+	}
+	expectAttrs(t, "server span", call, map[string]string{
+		"gen_ai.provider.name": "gcp.vertex_ai", "gen_ai.request.model": model, "rpc.response.status_code": "OK",
+		"regionwarden.attempts": "2", "gen_ai.usage.input_tokens": "7", "gen_ai.usage.output_tokens": "5",
+	})
+	expectAttrs(t, "first attempt", attempts["europe-west1"], map[string]string{
+		"regionwarden.attempt": "1", "regionwarden.outcome": "failure", "error.type": "Unavailable", "regionwarden.retried": "true",
+	})
+	for name, r := range map[string]*fakeRegion{"europe-west1": pt, "europe-west4": shared} {
+		got := r.Last().Metadata.Get("traceparent")
+		if want := "00-" + callerTrace + "-" + attempts[name].SpanID() + "-01"; len(got) != 1 || got[0] != want {
+			t.Errorf("%s got traceparent %v, want %q", name, got, want)
+		}
+	}
+	for _, raw := range rcv.Raw() {
+		if bytes.Contains(raw, []byte(secretPrompt)) {
+			t.Error("the spans sent to the collector contain the prompt")
 		}
 	}
 }
