@@ -152,13 +152,10 @@ type Attempt struct {
 	Region string
 	// Endpoint is the region's host:port from the table.
 	Endpoint string
-	// Tier is the region's tier in the table the policy picked it from.
+	// Tier is the region's tier in the table the policy picked it from. The
+	// X-Vertex-AI-LLM-Request-Type header follows from it where the call is
+	// sent (table.Provisioned.Header).
 	Tier table.Tier
-	// RequestType is the value of the X-Vertex-AI-LLM-Request-Type header to
-	// send; empty means send none (provisioned with spillover). It is
-	// table.Provisioned.Header of Tier, for callers that send the header
-	// themselves.
-	RequestType string
 
 	// The attempt's region is call.st.targets[n]: reached through the Call,
 	// not held here, so that reporting the attempt does not make the Call

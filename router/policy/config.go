@@ -122,7 +122,6 @@ func (st *poolState) buildSlots(find func(name string) *region) {
 			name:        r.Name,
 			endpoint:    r.Endpoint,
 			tier:        r.Tier,
-			header:      tp.Policy.Provisioned.Header(r.Tier),
 			provisioned: r.Tier == table.TierProvisioned,
 			ejectable:   r.Ejectable && r.Tier != table.TierProvisioned,
 		}

@@ -44,7 +44,7 @@ func (p *Pool) pick(cs callState) (callState, Attempt, error) {
 		p.budget.request(now)
 	}
 	n := cs.record(s.r, charged, now)
-	return cs, Attempt{Region: s.name, Endpoint: s.endpoint, Tier: s.tier, RequestType: s.header, n: n}, nil
+	return cs, Attempt{Region: s.name, Endpoint: s.endpoint, Tier: s.tier, n: n}, nil
 }
 
 // fallbackRetry reports whether a retry is the fallback of reserved capacity

@@ -35,14 +35,12 @@ func TestTiers(t *testing.T) {
 	}
 }
 
-// TestRequestType checks the header each kind of region gets.
-func TestRequestType(t *testing.T) {
-	for _, tc := range []struct {
-		rt   table.RequestType
-		want string
-	}{{table.RequestTypeSpillover, ""}, {table.RequestTypeDedicated, "dedicated"}} {
+// TestAttemptTier checks that an attempt names its region's endpoint and
+// tier, from which its caller derives the request-type header.
+func TestAttemptTier(t *testing.T) {
+	for _, rt := range []table.RequestType{table.RequestTypeSpillover, table.RequestTypeDedicated} {
 		tp := pool(provisioned("europe-west4", table.Capacity{}), shared("europe-west1", 0))
-		tp.Policy.Provisioned.RequestType = tc.rt
+		tp.Policy.Provisioned.RequestType = rt
 		tp.Policy.Retry.BudgetPercent = new(100)
 		p := mustNew(t, tp, newClock())
 		c := p.Start(Request{})
@@ -50,16 +48,16 @@ func TestRequestType(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a.Region != "europe-west4" || a.Tier != table.TierProvisioned || a.RequestType != tc.want || a.Endpoint != "europe-west4-aiplatform.googleapis.com:443" {
-			t.Errorf("%s: first attempt %+v, want europe-west4 with header %q", tc.rt, a, tc.want)
+		if a.Region != "europe-west4" || a.Tier != table.TierProvisioned || a.Endpoint != "europe-west4-aiplatform.googleapis.com:443" {
+			t.Errorf("%s: first attempt %+v, want europe-west4, provisioned, at its default endpoint", rt, a)
 		}
 		a.Done(Capacity)
 		b, err := c.Pick()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b.Region != "europe-west1" || b.Tier != table.TierShared || b.RequestType != "shared" || b.Number() != 2 {
-			t.Errorf("%s: retry %+v, want europe-west1 with header \"shared\", attempt 2", tc.rt, b)
+		if b.Region != "europe-west1" || b.Tier != table.TierShared || b.Number() != 2 {
+			t.Errorf("%s: retry %+v, want europe-west1, shared, attempt 2", rt, b)
 		}
 	}
 }

@@ -62,7 +62,6 @@ type slot struct {
 	name        string
 	endpoint    string
 	tier        table.Tier
-	header      string
 	provisioned bool
 	ejectable   bool
 	weight      float64 // share of traffic within the region's tier
