@@ -8,11 +8,13 @@ import (
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 )
 
-// conditionObject is an API object whose status carries metav1.Conditions.
+// conditionObject is an API object whose status carries metav1.Conditions
+// and status.observedGeneration.
 type conditionObject interface {
 	client.Object
 	GetConditions() []metav1.Condition
 	SetConditions([]metav1.Condition)
+	SetObservedGeneration(int64)
 }
 
 // setCondition sets the condition of type t on obj, stamped with the object's
@@ -57,6 +59,12 @@ func conditionReason(obj conditionObject, t string) string {
 // "abnormal-true": present and True only while the object is not yet current
 // (Reconciling) or cannot become current without a person (Stalled), and
 // absent otherwise. At most one of the two is present at a time.
+//
+// status.observedGeneration moves when the controller reaches a conclusion
+// about the generation: reconciled, or stalled on it. kstatus (Flux) reads
+// the generation first and takes an object whose observedGeneration lags
+// for one in progress, whatever its conditions: a stalled object that did
+// not move it would wait out Flux's timeout instead of failing fast.
 
 // markReconciling says the controller is working toward the spec.
 func markReconciling(obj conditionObject, reason, message string) {
@@ -64,17 +72,18 @@ func markReconciling(obj conditionObject, reason, message string) {
 	setCondition(obj, capacityv1alpha1.ConditionReconciling, metav1.ConditionTrue, reason, message)
 }
 
-// markStalled says the controller cannot progress until someone changes
-// something: a bad spec or a resource owned by another.
+// markStalled says the controller cannot progress on this generation until
+// someone changes something: a bad spec or a resource owned by another.
 func markStalled(obj conditionObject, reason, message string) {
 	removeCondition(obj, capacityv1alpha1.ConditionReconciling)
 	setCondition(obj, capacityv1alpha1.ConditionStalled, metav1.ConditionTrue, reason, message)
+	obj.SetObservedGeneration(obj.GetGeneration())
 }
 
-// markReconciled says the object is current: neither Reconciling nor Stalled.
-// The caller also moves status.observedGeneration, which lives in the
-// kind's own status type.
+// markReconciled says the object is current: neither Reconciling nor
+// Stalled, this generation reconciled in full.
 func markReconciled(obj conditionObject) {
 	removeCondition(obj, capacityv1alpha1.ConditionReconciling)
 	removeCondition(obj, capacityv1alpha1.ConditionStalled)
+	obj.SetObservedGeneration(obj.GetGeneration())
 }

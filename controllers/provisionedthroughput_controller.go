@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -224,7 +225,8 @@ func (r *ProvisionedThroughputReconciler) setReady(pt *capacityv1alpha1.Provisio
 	spec, st := &pt.Spec, &pt.Status
 	if end := termEnd(pt); end != nil && !now.Before(end.Time) {
 		setConditionWithEvent(r.Recorder, pt, eventWarning, ActionReconcile, ready, metav1.ConditionFalse, capacityv1alpha1.ReasonExpired,
-			fmt.Sprintf("the term ended at %s: %s is no longer routed as provisioned", end.UTC().Format(time.RFC3339), spec.Location))
+			fmt.Sprintf("the term ended at %s: %s is no longer routed as provisioned; renew the commitment and move spec.term.end, or delete this ProvisionedThroughput",
+				end.UTC().Format(time.RFC3339), spec.Location))
 		return
 	}
 	grace := pt.GetGracePeriod()
@@ -260,16 +262,26 @@ func (r *ProvisionedThroughputReconciler) setExpiring(pt *capacityv1alpha1.Provi
 	}
 }
 
-// finalizeStatus sets the kstatus conditions and moves observedGeneration
-// when the object is fully reconciled: GCP answered, or was not to be asked.
-// A refusal that only a person can fix (permissions, a wrong project) stalls
-// the object; anything else is retried and shows as Reconciling. Neither
-// touches Ready.
+// finalizeStatus sets the kstatus conditions, which move observedGeneration
+// when the object is fully reconciled (GCP answered, or was not to be asked)
+// or stalled.
+//
+// A location that is not routed as provisioned (Ready False: the term ended,
+// or Enforce found no capacity) stalls the object with Ready's reason and
+// message: the declaration no longer does what it was written for, and only
+// a person can change that (renew, fix or delete it), so kstatus (Flux) reads
+// Failed and Argo CD Degraded, rather than waiting for a progress that will
+// not come. A refusal that only a person can fix (permissions, a wrong
+// project) stalls it too; anything else is retried and shows as Reconciling.
+// None of this touches Ready.
 func finalizeStatus(pt *capacityv1alpha1.ProvisionedThroughput, v verification) {
 	pt.Status.ExpiresAt = termEnd(pt)
+	if ready := meta.FindStatusCondition(pt.Status.Conditions, capacityv1alpha1.ConditionReady); ready != nil && ready.Status == metav1.ConditionFalse {
+		markStalled(pt, ready.Reason, ready.Message)
+		return
+	}
 	if v.err == nil {
 		markReconciled(pt)
-		pt.Status.ObservedGeneration = pt.Generation
 		return
 	}
 	code := gcp.Code(v.err)

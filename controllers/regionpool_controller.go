@@ -171,7 +171,6 @@ func (r *RegionPoolReconciler) reconcile(ctx context.Context, pool *capacityv1al
 	reason, msg := readyMessage(pool, name, out)
 	r.setReady(pool, metav1.ConditionTrue, reason, msg)
 	markReconciled(pool)
-	pool.Status.ObservedGeneration = pool.Generation
 	return ctrl.Result{RequeueAfter: disc.requeue}, nil
 }
 

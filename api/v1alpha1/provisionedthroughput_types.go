@@ -140,7 +140,12 @@ type ProvisionedThroughputStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// ObservedGeneration is the generation last fully reconciled.
+	// ObservedGeneration is the generation the status describes: the
+	// operator reconciled it in full, or is stalled on it (Stalled says
+	// why). The schema's default, 0, makes a new object read as not yet
+	// observed, so Flux (kstatus) and Argo CD wait for the operator rather
+	// than take a status nobody wrote for a current one.
+	// +kubebuilder:default=0
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Observed is what GCP reported at the last successful verification.
@@ -181,6 +186,7 @@ type ProvisionedThroughput struct {
 	// Spec is what was bought.
 	Spec ProvisionedThroughputSpec `json:"spec"`
 	// Status is what the operator found.
+	// +kubebuilder:default={}
 	// +optional
 	Status ProvisionedThroughputStatus `json:"status,omitempty"`
 }
@@ -230,3 +236,6 @@ func (pt *ProvisionedThroughput) GetConditions() []metav1.Condition { return pt.
 
 // SetConditions replaces the status conditions.
 func (pt *ProvisionedThroughput) SetConditions(c []metav1.Condition) { pt.Status.Conditions = c }
+
+// SetObservedGeneration records the generation the status describes.
+func (pt *ProvisionedThroughput) SetObservedGeneration(g int64) { pt.Status.ObservedGeneration = g }

@@ -314,7 +314,12 @@ type RegionPoolStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// ObservedGeneration is the generation last fully reconciled.
+	// ObservedGeneration is the generation the status describes: the
+	// operator reconciled it in full, or is stalled on it (Stalled says
+	// why). The schema's default, 0, makes a new object read as not yet
+	// observed, so Flux (kstatus) and Argo CD wait for the operator rather
+	// than take a status nobody wrote for a current one.
+	// +kubebuilder:default=0
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// ProtectedRegions are the regions routed as provisioned, never ejected.
@@ -360,6 +365,7 @@ type RegionPool struct {
 	// Spec is the pool's regions and policy.
 	Spec RegionPoolSpec `json:"spec"`
 	// Status is what the operator rendered.
+	// +kubebuilder:default={}
 	// +optional
 	Status RegionPoolStatus `json:"status,omitempty"`
 }
@@ -433,3 +439,6 @@ func (p *RegionPool) GetConditions() []metav1.Condition { return p.Status.Condit
 
 // SetConditions replaces the status conditions.
 func (p *RegionPool) SetConditions(c []metav1.Condition) { p.Status.Conditions = c }
+
+// SetObservedGeneration records the generation the status describes.
+func (p *RegionPool) SetObservedGeneration(g int64) { p.Status.ObservedGeneration = g }
