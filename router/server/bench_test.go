@@ -232,35 +232,38 @@ func BenchmarkAddedLatency(b *testing.B) {
 	// Tracing on (sampler always on, the collector reachable) against off:
 	// the same calls straight, through a router without tracing and through
 	// one that traces each call (a server span and an attempt span, exported
-	// in batches over OTLP/HTTP), interleaved at 500 calls/s per path.
-	b.Run("rate=500/tracing", func(b *testing.B) {
-		rg := newRig(b)
-		urls := []string{rg.direct, rg.routed, rg.traced}
-		if _, failed := rg.openLoop(urls, 500, min(b.N, 2000)); failed > 0 {
-			b.Fatalf("%d warm-up calls failed", failed)
-		}
-		loadBefore := loadAverage()
-		b.ResetTimer()
-		lat, failed := rg.openLoop(urls, 500, b.N)
-		cpuRouted, f1 := rg.cpuPerCall(rg.routed, 500, b.N)
-		cpuTraced, f2 := rg.cpuPerCall(rg.traced, 500, b.N)
-		b.StopTimer()
-		if b.N < 100 {
-			return
-		}
-		d50, r50, t50 := quantile(lat[0], 0.50), quantile(lat[1], 0.50), quantile(lat[2], 0.50)
-		d99, r99, t99 := quantile(lat[0], 0.99), quantile(lat[1], 0.99), quantile(lat[2], 0.99)
-		b.ReportMetric(r50-d50, "added-p50-µs")
-		b.ReportMetric(t50-d50, "added-traced-p50-µs")
-		b.ReportMetric(t50-r50, "tracing-p50-µs")
-		b.ReportMetric(t99-r99, "tracing-p99-µs")
-		b.ReportMetric(cpuTraced-cpuRouted, "tracing-cpu-µs/call")
-		b.ReportMetric(float64(failed+f1+f2), "failed")
-		b.ReportMetric(0, "ns/op")
-		b.Logf("%d calls per path at 500/s per path, open loop, interleaved; load average %s before, %s after", b.N, loadBefore, loadAverage())
-		b.Logf("  straight             p50 %.0f µs  p99 %.0f µs", d50, d99)
-		b.Logf("  router, tracing off  p50 %.0f µs  p99 %.0f µs", r50, r99)
-		b.Logf("  router, tracing on   p50 %.0f µs  p99 %.0f µs", t50, t99)
-		b.Logf("  tracing adds         p50 %.0f µs  p99 %.0f µs;  CPU %.1f µs per call;  %d failed", t50-r50, t99-r99, cpuTraced-cpuRouted, failed+f1+f2)
-	})
+	// in batches over OTLP/HTTP), interleaved, at 100 and 500 calls/s per
+	// path.
+	for _, rate := range []int{100, 500} {
+		b.Run(fmt.Sprintf("rate=%d/tracing", rate), func(b *testing.B) {
+			rg := newRig(b)
+			urls := []string{rg.direct, rg.routed, rg.traced}
+			if _, failed := rg.openLoop(urls, rate, min(b.N, 2000)); failed > 0 {
+				b.Fatalf("%d warm-up calls failed", failed)
+			}
+			loadBefore := loadAverage()
+			b.ResetTimer()
+			lat, failed := rg.openLoop(urls, rate, b.N)
+			cpuRouted, f1 := rg.cpuPerCall(rg.routed, rate, b.N)
+			cpuTraced, f2 := rg.cpuPerCall(rg.traced, rate, b.N)
+			b.StopTimer()
+			if b.N < 100 {
+				return
+			}
+			d50, r50, t50 := quantile(lat[0], 0.50), quantile(lat[1], 0.50), quantile(lat[2], 0.50)
+			d99, r99, t99 := quantile(lat[0], 0.99), quantile(lat[1], 0.99), quantile(lat[2], 0.99)
+			b.ReportMetric(r50-d50, "added-p50-µs")
+			b.ReportMetric(t50-d50, "added-traced-p50-µs")
+			b.ReportMetric(t50-r50, "tracing-p50-µs")
+			b.ReportMetric(t99-r99, "tracing-p99-µs")
+			b.ReportMetric(cpuTraced-cpuRouted, "tracing-cpu-µs/call")
+			b.ReportMetric(float64(failed+f1+f2), "failed")
+			b.ReportMetric(0, "ns/op")
+			b.Logf("%d calls per path at %d/s per path, open loop, interleaved; load average %s before, %s after", b.N, rate, loadBefore, loadAverage())
+			b.Logf("  straight             p50 %.0f µs  p99 %.0f µs", d50, d99)
+			b.Logf("  router, tracing off  p50 %.0f µs  p99 %.0f µs", r50, r99)
+			b.Logf("  router, tracing on   p50 %.0f µs  p99 %.0f µs", t50, t99)
+			b.Logf("  tracing adds         p50 %.0f µs  p99 %.0f µs;  CPU %.1f µs per call;  %d failed", t50-r50, t99-r99, cpuTraced-cpuRouted, failed+f1+f2)
+		})
+	}
 }
