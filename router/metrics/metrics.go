@@ -162,6 +162,25 @@ func (m *Metrics) Attempt(pool, region, tier string, o policy.Outcome, d time.Du
 	m.attemptDuration.WithLabelValues(pool, region, tier).Observe(d.Seconds())
 }
 
+// RequestSeries returns the counter and the histogram Request records an
+// answer of pool and method with code in, for a caller that binds them once.
+func (m *Metrics) RequestSeries(pool, method string, code int) (prometheus.Counter, prometheus.Observer) {
+	return m.requests.WithLabelValues(pool, method, strconv.Itoa(code)), m.requestDuration.WithLabelValues(pool, method)
+}
+
+// AttemptSeries returns the counter and the histogram Attempt records an
+// attempt of pool in region of tier with outcome o in, for a caller that
+// binds them once.
+func (m *Metrics) AttemptSeries(pool, region, tier string, o policy.Outcome) (prometheus.Counter, prometheus.Observer) {
+	return m.attempts.WithLabelValues(pool, region, tier, o.String()), m.attemptDuration.WithLabelValues(pool, region, tier)
+}
+
+// TrafficTypeSeries returns the counter TrafficType counts in, for a caller
+// that binds it once.
+func (m *Metrics) TrafficTypeSeries(pool, region, trafficType string) prometheus.Counter {
+	return m.trafficType.WithLabelValues(pool, region, trafficType)
+}
+
 // RetryRefused counts a retry the policy refused; reason is budget, attempts,
 // deadline or capacity.
 func (m *Metrics) RetryRefused(pool, reason string) {

@@ -267,3 +267,35 @@ func BenchmarkAddedLatency(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkThroughRouter sends calls through the router as fast as they
+// answer, a few at a time, for profiles: run with -cpuprofile and read the
+// router's share with go tool pprof -tagfocus side=router; allocs/op counts
+// the client's, the router's and the region's allocations together (see
+// BenchmarkStraight for the client's and the region's alone).
+func BenchmarkThroughRouter(b *testing.B) {
+	benchmarkCalls(b, func(rg *rig) string { return rg.routed })
+}
+
+// BenchmarkStraight is BenchmarkThroughRouter without the router.
+func BenchmarkStraight(b *testing.B) { benchmarkCalls(b, func(rg *rig) string { return rg.direct }) }
+
+func benchmarkCalls(b *testing.B, url func(*rig) string) {
+	rg := newRig(b)
+	u := url(rg)
+	for range 200 {
+		if err := rg.call(u); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.SetParallelism(2)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := rg.call(u); err != nil {
+				b.Error(err)
+			}
+		}
+	})
+}

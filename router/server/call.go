@@ -111,8 +111,7 @@ func (c *call) settle(rep policy.Report) {
 	c.settled = true
 	c.att.Finish(rep)
 	c.traceSettled(rep)
-	r := &c.target.Region
-	c.s.metrics.Attempt(c.pool.label, r.Name, string(r.Tier), rep.Outcome, time.Since(c.began))
+	c.pool.series.attempt(&c.target.Region, rep.Outcome, time.Since(c.began))
 }
 
 // report is what the policy learns from an attempt that ended with err.

@@ -95,12 +95,13 @@ func (s *Server) startGRPC(ctx context.Context, method, resource string) (*grpcC
 // call's answer.
 func (g *grpcCall) end(err error) error {
 	g.code = status.Code(err)
-	pool := ""
+	code, d := upstream.HTTPStatus(g.code), time.Since(g.start)
 	if g.pool != nil {
-		pool = g.pool.label
+		g.pool.series.request(g.method, code, d)
 		g.pool.release()
+	} else {
+		g.s.metrics.Request("", g.method, code, d)
 	}
-	g.s.metrics.Request(pool, g.method, upstream.HTTPStatus(g.code), time.Since(g.start))
 	g.endSpan(0, g.code)
 	return err
 }
@@ -185,7 +186,7 @@ func tokens(u *aiplatformpb.GenerateContentResponse_UsageMetadata) int64 {
 // countTraffic counts the answer by the traffic type that served it, and
 // records its usage for the trace.
 func (g *grpcCall) countTraffic(u *aiplatformpb.GenerateContentResponse_UsageMetadata, t aiplatformpb.GenerateContentResponse_UsageMetadata_TrafficType) {
-	g.s.metrics.TrafficType(g.pool.label, g.target.Region.Name, t.String())
+	g.pool.series.traffic(&g.target.Region, t.String())
 	traffic := ""
 	if t != aiplatformpb.GenerateContentResponse_UsageMetadata_TRAFFIC_TYPE_UNSPECIFIED {
 		traffic = t.String()

@@ -131,7 +131,7 @@ func (x *exchange) count() {
 	if traffic == "" {
 		traffic = "TRAFFIC_TYPE_UNSPECIFIED"
 	}
-	x.s.metrics.TrafficType(x.pool.label, x.target.Region.Name, traffic)
+	x.pool.series.traffic(&x.target.Region, traffic)
 	x.answered(x.scan.InputTokens, x.scan.OutputTokens, x.scan.TrafficType)
 }
 

@@ -103,7 +103,6 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	defer x.finish()
-	x.extendWrite()
 
 	rt, ok := parseRoute(r.URL.Path)
 	if !ok || r.Method != http.MethodPost {
@@ -241,15 +240,17 @@ func (x *exchange) extendWrite() {
 func (x *exchange) finish() {
 	x.s.bodies.give(x.held)
 	d := time.Since(x.start)
-	pool := ""
-	if x.pool != nil {
-		pool = x.pool.label
-		x.pool.release()
-	}
 	if x.status == 0 {
 		x.status = http.StatusOK
 	}
-	x.s.metrics.Request(pool, x.method, x.status, d)
+	pool := ""
+	if x.pool != nil {
+		pool = x.pool.label
+		x.pool.series.request(x.method, x.status, d)
+		x.pool.release()
+	} else {
+		x.s.metrics.Request("", x.method, x.status, d)
+	}
 	x.endSpan(x.status, 0)
 	level := slog.LevelDebug
 	if x.status >= 500 {

@@ -151,6 +151,7 @@ type poolEntry struct {
 	table    table.Pool // the pool as applied, defaults filled
 	label    string     // metric label: project/publisher/model
 	inFlight prometheus.Gauge
+	series   *series
 
 	// calls counts the requests holding the entry; once the pool has left
 	// the table (retired), the last of them deletes its metric series.
@@ -339,6 +340,7 @@ func (s *Server) entry(router *policy.Pool, tp table.Pool, label string) *poolEn
 		table:    tp,
 		label:    label,
 		inFlight: s.metrics.InFlight(label),
+		series:   newSeries(s.metrics, label, tp.Regions),
 		s:        s,
 	}
 }

@@ -122,11 +122,19 @@ func path(r *Request, t *Target) string {
 	return b.String()
 }
 
-// newBody is a request body over b. The transport knows a bytes.Reader in a
-// NopCloser as an in-memory body: it sends the body with the headers in one
-// write, and reads it again through GetBody when it retries on a connection
-// that turned out dead.
-func newBody(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
+// sending is one REST call's own state, in one allocation: its URL, the
+// reader of its body, and the closer that ends the call on its endpoint.
+type sending struct {
+	u    url.URL
+	body bytes.Reader
+	rel  releasing
+	raw  []byte
+}
+
+// getBody reads the body again: the transport knows a bytes.Reader in a
+// NopCloser as an in-memory body, sends it with the headers in one write,
+// and calls getBody when it retries on a connection that turned out dead.
+func (s *sending) getBody() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(s.raw)), nil }
 
 // Send calls the region of t over REST with r and returns its answer when it
 // is 200 OK: the caller reads the body as it arrives and must close it. Any
@@ -143,25 +151,24 @@ func (c *Clients) Send(ctx context.Context, t Target, r *Request) (*http.Respons
 		e.release()
 		return nil, err
 	}
-	scheme := "https"
+	s := &sending{raw: r.Body}
+	s.u = url.URL{Scheme: "https", Host: t.Region.Endpoint, Path: path(r, &t), RawQuery: r.RawQuery}
 	if c.opts.Insecure {
-		scheme = "http"
+		s.u.Scheme = "http"
 	}
-	u := &url.URL{Scheme: scheme, Host: t.Region.Endpoint, Path: path(r, &t), RawQuery: r.RawQuery}
 	req := (&http.Request{
-		Method:        http.MethodPost,
-		URL:           u,
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        outHeader(r.Header, RequestType(t.Pool, t.Region), auth),
-		Body:          newBody(r.Body),
-		GetBody:       func() (io.ReadCloser, error) { return newBody(r.Body), nil },
-		ContentLength: int64(len(r.Body)),
-		Host:          u.Host,
+		Method:     http.MethodPost,
+		URL:        &s.u,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     outHeader(r.Header, RequestType(t.Pool, t.Region), auth),
+		Body:       http.NoBody,
+		Host:       s.u.Host,
 	}).WithContext(ctx)
-	if len(r.Body) == 0 {
-		req.Body, req.GetBody = http.NoBody, nil
+	if len(r.Body) > 0 {
+		s.body.Reset(r.Body)
+		req.Body, req.GetBody, req.ContentLength = io.NopCloser(&s.body), s.getBody, int64(len(r.Body))
 	}
 	c.opts.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := e.rest.RoundTrip(req)
@@ -174,7 +181,8 @@ func (c *Clients) Send(ctx context.Context, t Target, r *Request) (*http.Respons
 		e.release()
 		return nil, rerr
 	}
-	resp.Body = &releasing{ReadCloser: resp.Body, e: e}
+	s.rel = releasing{ReadCloser: resp.Body, e: e}
+	resp.Body = &s.rel
 	return resp, nil
 }
 

@@ -260,9 +260,9 @@ func (s *AnswerScanner) finish() {
 	s.capture, s.buf = fieldNone, s.buf[:0]
 }
 
-// trafficTypes are the values of usageMetadata.trafficType this build knows,
-// so that reading one allocates nothing.
-var trafficTypes = []string{
+// TrafficTypes are the values of usageMetadata.trafficType this build knows,
+// so that reading one allocates nothing. A value it does not know is read too.
+var TrafficTypes = [...]string{
 	"PROVISIONED_THROUGHPUT", "ON_DEMAND", "ON_DEMAND_PRIORITY", "ON_DEMAND_FLEX", "TRAFFIC_TYPE_UNSPECIFIED",
 }
 
@@ -274,7 +274,7 @@ const maxTrafficType = 64
 // that is not a short upper-case name.
 func trafficType(v []byte) string {
 	name := unquote(v)
-	for _, t := range trafficTypes {
+	for _, t := range TrafficTypes {
 		if string(name) == t {
 			return t
 		}
