@@ -25,62 +25,11 @@ import (
 // and records events, and it cannot touch a spec, delete anything or read
 // secrets.
 func TestPTRBAC(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "config", "rbac", "role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// role.yaml holds the ClusterRole (the operator's kinds, cluster-wide) and
-	// the Role for its own namespace (ConfigMaps and events).
-	var role rbacv1.ClusterRole
-	var nsRole rbacv1.Role
-	for _, doc := range strings.Split(string(raw), "\n---\n") {
-		var meta metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-			t.Fatal(err)
-		}
-		switch meta.Kind {
-		case "ClusterRole":
-			err = yaml.Unmarshal([]byte(doc), &role)
-		case "Role":
-			err = yaml.Unmarshal([]byte(doc), &nsRole)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if role.Name == "" || nsRole.Name == "" {
-		t.Fatalf("role.yaml holds no ClusterRole or no Role: %s", raw)
-	}
 	ctx := context.Background()
 	var user string
 	as := func(ns string) *rest.Config {
 		user = "regionwarden-manager-" + ns
-		subjects := []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}
-		role.ObjectMeta = metav1.ObjectMeta{Name: user}
-		nsRole.ObjectMeta = metav1.ObjectMeta{Name: user, Namespace: ns}
-		objs := []client.Object{
-			&role,
-			&rbacv1.ClusterRoleBinding{
-				ObjectMeta: metav1.ObjectMeta{Name: user},
-				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
-				Subjects:   subjects,
-			},
-			&nsRole,
-			&rbacv1.RoleBinding{
-				ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns},
-				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
-				Subjects:   subjects,
-			},
-		}
-		for _, o := range objs {
-			if err := testClient.Create(ctx, o); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = testClient.Delete(context.Background(), o) })
-		}
-		cfg := rest.CopyConfig(testConfig)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-		return cfg
+		return asManager(t, user, ns)
 	}
 	e := newPTEnv(t, ptEnvOptions{restConfig: as})
 
@@ -180,4 +129,72 @@ func (e *ptEnv) waitForEventWhere(name, reason, what string, ok func(eventsv1.Ev
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// managerRoles reads the ClusterRole (the operator's kinds, cluster-wide) and
+// the Role (ConfigMaps and events in a namespace) that controller-gen writes
+// to config/rbac/role.yaml.
+func managerRoles(t testing.TB) (rbacv1.ClusterRole, rbacv1.Role) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	var nsRole rbacv1.Role
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatal(err)
+		}
+		switch meta.Kind {
+		case "ClusterRole":
+			err = yaml.Unmarshal([]byte(doc), &role)
+		case "Role":
+			err = yaml.Unmarshal([]byte(doc), &nsRole)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if role.Name == "" || nsRole.Name == "" {
+		t.Fatalf("role.yaml holds no ClusterRole or no Role: %s", raw)
+	}
+	return role, nsRole
+}
+
+// asManager binds user to the manager's ClusterRole and to its Role in each
+// of namespaces, and returns a config that impersonates user: the operator
+// as config/rbac grants it, watching those namespaces.
+func asManager(t testing.TB, user string, namespaces ...string) *rest.Config {
+	t.Helper()
+	role, nsRole := managerRoles(t)
+	subjects := []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}
+	role.ObjectMeta = metav1.ObjectMeta{Name: user}
+	objs := []client.Object{
+		&role,
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: user},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+			Subjects:   subjects,
+		},
+	}
+	for _, ns := range namespaces {
+		r := nsRole.DeepCopy()
+		r.ObjectMeta = metav1.ObjectMeta{Name: user, Namespace: ns}
+		objs = append(objs, r, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+			Subjects:   subjects,
+		})
+	}
+	for _, o := range objs {
+		if err := testClient.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = testClient.Delete(context.Background(), o) })
+	}
+	cfg := rest.CopyConfig(testConfig)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	return cfg
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -87,8 +88,16 @@ type poolEnv struct {
 // manager is built but not started (the caller starts it with env.start).
 func newPoolEnv(t testing.TB, start bool) *poolEnv {
 	t.Helper()
-	e := &poolEnv{t: t, ns: newNamespace(t), cl: testClient}
-	mgr := newManager(t, testConfig, e.ns)
+	return newPoolEnvAs(t, testConfig, start, newNamespace(t))
+}
+
+// newPoolEnvAs is newPoolEnv with the manager's identity cfg, watching
+// namespaces; the env's own namespace is the first. env.in gives the env of
+// another of them.
+func newPoolEnvAs(t testing.TB, cfg *rest.Config, start bool, namespaces ...string) *poolEnv {
+	t.Helper()
+	e := &poolEnv{t: t, ns: namespaces[0], cl: testClient}
+	mgr := newManager(t, cfg, namespaces...)
 	e.mgr = mgr
 	e.rec = &poolEventLog{next: mgr.GetEventRecorder(RegionPoolControllerName)}
 	e.r = &RegionPoolReconciler{Client: mgr.GetClient(), Recorder: e.rec}
@@ -100,6 +109,13 @@ func newPoolEnv(t testing.TB, start bool) *poolEnv {
 		e.start()
 	}
 	return e
+}
+
+// in is the env for namespace ns, one of those its manager watches.
+func (e *poolEnv) in(ns string) *poolEnv {
+	c := *e
+	c.ns = ns
+	return &c
 }
 
 // start runs the manager until the test ends and waits for its cache.

@@ -62,15 +62,20 @@ func newNamespace(t testing.TB) string {
 	return ns.Name
 }
 
-// newManager returns a manager for the tests of namespace ns, through cfg:
-// its cache watches that namespace only, and it serves no metrics or probes.
-func newManager(t testing.TB, cfg *rest.Config, ns string) ctrl.Manager {
+// newManager returns a manager for the tests of namespaces, through cfg:
+// its cache watches those namespaces only, as --watch-namespace makes
+// cmd/manager's, and it serves no metrics or probes.
+func newManager(t testing.TB, cfg *rest.Config, namespaces ...string) ctrl.Manager {
 	t.Helper()
+	watched := map[string]cache.Config{}
+	for _, ns := range namespaces {
+		watched[ns] = cache.Config{}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testScheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Cache:                  cache.Options{DefaultNamespaces: watched},
 		Logger:                 logr.Discard(),
 	})
 	if err != nil {

@@ -8,10 +8,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -52,7 +54,7 @@ func run() error {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	flag.BoolVar(&enableLeaderElection, "leader-elect", false, "Elect a leader, so that only one of several replicas reconciles at a time.")
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election lease (default: the pod's namespace).")
-	flag.StringVar(&watchNamespace, "watch-namespace", "", "Reconcile objects in this namespace only (default: all namespaces).")
+	flag.StringVar(&watchNamespace, "watch-namespace", "", "Reconcile objects in these namespaces only, comma-separated; the operator's Role in each of them is then all the namespaced RBAC it needs (default: all namespaces, which needs ConfigMaps and events granted cluster-wide).")
 	// ProvisionedThroughput verification against Cloud Monitoring.
 	var (
 		gcpVerify   bool
@@ -97,8 +99,8 @@ func run() error {
 		LeaderElectionID:        "manager.capacity.regionwarden.io",
 		LeaderElectionNamespace: leaderElectionNS,
 	}
-	if watchNamespace != "" {
-		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{watchNamespace: {}}
+	if mgrOpts.Cache.DefaultNamespaces, err = watchedNamespaces(watchNamespace); err != nil {
+		return err
 	}
 	// Cloud Monitoring for ProvisionedThroughput verification and RegionPool
 	// discovery, which share its answers per project and interval. Credentials
@@ -160,4 +162,23 @@ func run() error {
 
 	log.Info("starting the manager")
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// watchedNamespaces is the manager cache's namespaces for --watch-namespace, a
+// comma-separated list: nil (every namespace) for an empty one. The cache
+// then lists and watches in those namespaces alone, so a Role in each of them
+// grants all the namespaced access it needs.
+func watchedNamespaces(list string) (map[string]cache.Config, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	out := map[string]cache.Config{}
+	for _, ns := range strings.Split(list, ",") {
+		ns = strings.TrimSpace(ns)
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("--watch-namespace: %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
+		out[ns] = cache.Config{}
+	}
+	return out, nil
 }
