@@ -19,6 +19,7 @@ import (
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 	"github.com/regionwarden/regionwarden/internal/gcp"
 	"github.com/regionwarden/regionwarden/internal/gcp/gcpfake"
+	"github.com/regionwarden/regionwarden/internal/testenv"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -58,7 +59,7 @@ type discoveryEnvOptions struct {
 
 func newDiscoveryEnv(t testing.TB, o discoveryEnvOptions) *discoveryEnv {
 	t.Helper()
-	e := &discoveryEnv{poolEnv: &poolEnv{t: t, ns: newNamespace(t), cl: testClient}, clk: &fakeClock{t: ptT0}, fake: gcpfake.NewMetricServer()}
+	e := &discoveryEnv{poolEnv: &poolEnv{t: t, ns: testenv.Namespace(t, testClient), cl: testClient}, clk: &fakeClock{t: ptT0}, fake: gcpfake.NewMetricServer()}
 	now := e.clk.Now
 	if o.realClock {
 		now = time.Now

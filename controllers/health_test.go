@@ -29,6 +29,7 @@ import (
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 	"github.com/regionwarden/regionwarden/internal/gcp/gcpfake"
+	"github.com/regionwarden/regionwarden/internal/testenv"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -194,7 +195,7 @@ type healthEnv struct {
 }
 
 func newHealthEnv(t *testing.T) *healthEnv {
-	e := &healthEnv{t: t, ns: newNamespace(t), clk: &fakeClock{t: ptT0}, fake: gcpfake.NewMetricServer()}
+	e := &healthEnv{t: t, ns: testenv.Namespace(t, testClient), clk: &fakeClock{t: ptT0}, fake: gcpfake.NewMetricServer()}
 	e.fake.SetNow(e.clk.Now)
 	facts := NewFacts(startMonitoring(t, e.fake, e.clk.Now), 0, e.clk.Now)
 	e.mgr = newManager(t, testConfig, e.ns)

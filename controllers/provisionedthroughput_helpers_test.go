@@ -22,6 +22,7 @@ import (
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 	"github.com/regionwarden/regionwarden/internal/gcp"
 	"github.com/regionwarden/regionwarden/internal/gcp/gcpfake"
+	"github.com/regionwarden/regionwarden/internal/testenv"
 )
 
 // ptT0 is where every PT test's clock starts.
@@ -119,7 +120,7 @@ type ptEnvOptions struct {
 func newPTEnv(t testing.TB, o ptEnvOptions) *ptEnv {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &ptEnv{t: t, ns: newNamespace(t), clk: &fakeClock{t: ptT0}, fake: gcpfake.NewMetricServer()}
+	e := &ptEnv{t: t, ns: testenv.Namespace(t, testClient), clk: &fakeClock{t: ptT0}, fake: gcpfake.NewMetricServer()}
 	e.fake.SetNow(e.clk.Now)
 
 	var src gcp.Source

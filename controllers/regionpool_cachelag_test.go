@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
+	"github.com/regionwarden/regionwarden/internal/testenv"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -85,7 +86,7 @@ func TestRegionPoolDoesNotAdoptAConfigMapCreatedMeanwhile(t *testing.T) {
 	ctx := context.Background()
 	// A manager whose cache serves the reconciler's other reads, running
 	// no controller: this test runs each reconcile itself.
-	e := &poolEnv{t: t, ns: newNamespace(t), cl: testClient}
+	e := &poolEnv{t: t, ns: testenv.Namespace(t, testClient), cl: testClient}
 	e.mgr = newManager(t, testConfig, e.ns)
 	if err := indexPoolFields(e.mgr.GetFieldIndexer()); err != nil {
 		t.Fatal(err)

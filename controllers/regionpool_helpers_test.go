@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
+	"github.com/regionwarden/regionwarden/internal/testenv"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -88,7 +89,7 @@ type poolEnv struct {
 // manager is built but not started (the caller starts it with env.start).
 func newPoolEnv(t testing.TB, start bool) *poolEnv {
 	t.Helper()
-	return newPoolEnvAs(t, testConfig, start, newNamespace(t))
+	return newPoolEnvAs(t, testConfig, start, testenv.Namespace(t, testClient))
 }
 
 // newPoolEnvAs is newPoolEnv with the manager's identity cfg, watching

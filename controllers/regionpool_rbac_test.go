@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/regionwarden/regionwarden/internal/testenv"
 )
 
 // TestOperatorRBACPerNamespace: an operator that lists the namespaces it
@@ -16,7 +18,7 @@ import (
 // watches ConfigMaps in every namespace, which those Roles do not grant, as
 // docs/security.md says.
 func TestOperatorRBACPerNamespace(t *testing.T) {
-	a, b := newNamespace(t), newNamespace(t)
+	a, b := testenv.Namespace(t, testClient), testenv.Namespace(t, testClient)
 	cfg := asManager(t, "regionwarden-manager-"+a, a, b)
 	e := newPoolEnvAs(t, cfg, true, a, b)
 	for _, ns := range []string{a, b} {

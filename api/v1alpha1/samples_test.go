@@ -14,13 +14,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
+	"github.com/regionwarden/regionwarden/internal/testenv"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
 // TestSamplesAreAccepted creates every object under config/samples/ in the
 // real API server: the samples the docs point at must apply as they are.
 func TestSamplesAreAccepted(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s)
 	files, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +63,7 @@ func TestSamplesAreAccepted(t *testing.T) {
 // and checks it against the defaults the router applies to a routing table, so
 // the two places that state defaults cannot drift apart.
 func TestDefaultsAreAppliedByTheAPIServer(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s)
 	ctx := context.Background()
 
 	pt := &unstructured.Unstructured{Object: goodPT(ns)}

@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/regionwarden/regionwarden/internal/testenv"
 )
 
 // TestNewObjectReadsAsNotObserved creates each kind as a person would, with
@@ -14,7 +16,7 @@ import (
 // checks (kstatus's generation rule) wait for the operator rather than take
 // an object nobody has reconciled yet for a current one.
 func TestNewObjectReadsAsNotObserved(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s)
 	ctx := context.Background()
 	for _, obj := range []map[string]any{goodPT(ns), goodPool(ns)} {
 		u := &unstructured.Unstructured{Object: obj}

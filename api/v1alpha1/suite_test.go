@@ -1,13 +1,10 @@
 package v1alpha1_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -42,14 +39,4 @@ func TestMain(m *testing.M) {
 		k8s, err = client.New(cfg, client.Options{Scheme: scheme})
 		return err
 	}))
-}
-
-// newNamespace creates a namespace for one test and returns its name.
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "crd-"}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
-	return ns.Name
 }

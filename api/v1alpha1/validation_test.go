@@ -8,6 +8,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/regionwarden/regionwarden/internal/testenv"
 )
 
 // goodPT is a valid ProvisionedThroughput that each bad case breaks in one place.
@@ -81,7 +83,7 @@ func manyRegions(n int) []any {
 // TestBadObjectsAreRefused creates objects that break one rule each and checks
 // that the API server refuses them with a message naming the field at fault.
 func TestBadObjectsAreRefused(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s)
 	cases := []struct {
 		name   string
 		base   func(string) map[string]any
@@ -202,7 +204,7 @@ func TestBadObjectsAreRefused(t *testing.T) {
 // accepted: Google's hosts, Private Service Connect names under
 // googleapis.com, and loopback addresses for emulators beside the router.
 func TestEndpointsAccepted(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s)
 	for _, ep := range []string{
 		"europe-west4-aiplatform.googleapis.com:443",
 		"aiplatform-vialink1.p.googleapis.com:443",
@@ -222,7 +224,7 @@ func TestEndpointsAccepted(t *testing.T) {
 // TestIdentityIsImmutable shows that a ProvisionedThroughput cannot be moved to
 // another project, location, publisher or model: that is another commitment.
 func TestIdentityIsImmutable(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s)
 	ctx := context.Background()
 	obj := &unstructured.Unstructured{Object: goodPT(ns)}
 	if err := k8s.Create(ctx, obj); err != nil {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/regionwarden/regionwarden/internal/testenv"
 	"github.com/regionwarden/regionwarden/router/source"
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -27,15 +28,8 @@ import (
 // effect; when the API server goes away (every connection to it cut) the
 // router keeps routing on the table it has.
 func TestTablesFromConfigMaps(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("KUBEBUILDER_ASSETS is unset: run with KUBEBUILDER_ASSETS=\"$(hack/setup-envtest.sh)\" to test against a real API server")
-	}
 	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("test API server: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := testenv.Start(t, env)
 	admin, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -1,16 +1,34 @@
 // Package testenv runs a package's tests against the real kube-apiserver and
 // etcd that hack/setup-envtest.sh builds, so that every suite starts, checks
-// and stops the control plane the same way.
+// and stops the control plane the same way, and fails loudly, never skips,
+// when it is not built.
 package testenv
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
+
+// errNoAssets says how to get the control plane when it is not built.
+var errNoAssets = errors.New("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds the test control plane (hack/setup-envtest.sh)")
+
+// assets reports errNoAssets when the control plane's binaries are not known.
+func assets() error {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return errNoAssets
+	}
+	return nil
+}
 
 // Run starts env, hands its config to setup, runs the tests and stops env. It
 // returns the exit code for os.Exit: 1 when KUBEBUILDER_ASSETS is unset (the
@@ -18,8 +36,8 @@ import (
 // A control plane that failed to start fully (a CRD the API server refuses) is
 // stopped too, so that etcd and the API server never outlive the test binary.
 func Run(m *testing.M, env *envtest.Environment, setup func(*rest.Config) error) int {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds the test control plane (hack/setup-envtest.sh)")
+	if err := assets(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	cfg, err := env.Start()
@@ -38,4 +56,68 @@ func Run(m *testing.M, env *envtest.Environment, setup func(*rest.Config) error)
 		fmt.Fprintln(os.Stderr, "stopping the test control plane:", err)
 	}
 	return code
+}
+
+// Start starts env for one test and stops it when the test ends. The test
+// fails when the control plane is not built or does not start.
+func Start(t testing.TB, env *envtest.Environment) *rest.Config {
+	t.Helper()
+	if err := assets(); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := env.Start()
+	t.Cleanup(func() { _ = env.Stop() })
+	if err != nil {
+		t.Fatalf("starting the test control plane: %v", err)
+	}
+	return cfg
+}
+
+// Shared is a control plane that the first test asking for it starts, for a
+// package whose other tests need none: those run without it, and a test that
+// needs it fails when it is not built. TestMain stops it with Stop. The zero
+// value is ready to use.
+type Shared struct {
+	once sync.Once
+	env  envtest.Environment
+	cfg  *rest.Config
+	err  error
+}
+
+// Config starts the control plane on first use and returns its config; the
+// test fails when it is not built or does not start.
+func (s *Shared) Config(t testing.TB) *rest.Config {
+	t.Helper()
+	s.once.Do(func() {
+		if s.err = assets(); s.err != nil {
+			return
+		}
+		if s.cfg, s.err = s.env.Start(); s.err != nil {
+			s.err = fmt.Errorf("starting the test control plane: %w", s.err)
+		}
+	})
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	return s.cfg
+}
+
+// Stop stops the control plane if a test started it.
+func (s *Shared) Stop() {
+	if s.cfg == nil {
+		return
+	}
+	if err := s.env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the test control plane:", err)
+	}
+}
+
+// Namespace creates a namespace for one test through c and returns its name.
+func Namespace(t testing.TB, c client.Client) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"}}
+	if err := c.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating a namespace: %v", err)
+	}
+	return ns.Name
 }

@@ -2,6 +2,7 @@ package source
 
 import (
 	"fmt"
+	"log/slog"
 	"sort"
 	"strconv"
 	"testing"
@@ -122,7 +123,7 @@ func (m mergeModel) check(t *testing.T, s *ConfigMapSource, step string) {
 
 // newSyncedConfigMapSource is a source whose first list is in, fed by hand.
 func newSyncedConfigMapSource() *ConfigMapSource {
-	s := NewConfigMapSource(nil, "ns", ConfigMapOptions{Logger: quietLogger()})
+	s := NewConfigMapSource(nil, "ns", ConfigMapOptions{Logger: slog.New(slog.DiscardHandler)})
 	s.mu.Lock()
 	s.synced = true
 	s.publishLocked()

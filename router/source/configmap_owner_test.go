@@ -1,6 +1,7 @@
 package source
 
 import (
+	"log/slog"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -73,7 +74,7 @@ func TestConfigMapSourceEndpointAllowance(t *testing.T) {
 	g.Expect(strict.LastError()).To(MatchError(ContainSubstring("pools[0].regions[0].endpoint")))
 	g.Expect(models(s)()).To(BeEmpty())
 
-	allowing := NewConfigMapSource(client, ns, ConfigMapOptions{Logger: quietLogger(), Endpoints: table.AllowHosts("127.0.0.1")})
+	allowing := NewConfigMapSource(client, ns, ConfigMapOptions{Logger: slog.New(slog.DiscardHandler), Endpoints: table.AllowHosts("127.0.0.1")})
 	run(t, allowing)
 	g.Eventually(models(allowing), wait).Should(ConsistOf("p/model-a"))
 }

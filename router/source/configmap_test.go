@@ -3,8 +3,8 @@ package source
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,60 +14,39 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/regionwarden/regionwarden/internal/testenv"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
-// The API server is started once, by the first test that needs it, and stopped
-// by TestMain.
+// controlPlane is started by the first test that needs it and stopped by
+// TestMain; the tests that need none run without it.
 var (
-	envOnce   sync.Once
-	env       *envtest.Environment
-	envClient kubernetes.Interface
-	envErr    error
-	nsCounter atomic.Int64
+	controlPlane testenv.Shared
+	nsCounter    atomic.Int64
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the test API server:", err)
-		}
-	}
+	controlPlane.Stop()
 	os.Exit(code)
 }
 
-// kube returns a client of a real API server and a fresh namespace, or skips
-// the test when no control plane is available.
+// kube returns a client of a real API server and a fresh namespace; the test
+// fails when the control plane is not built.
 func kube(t *testing.T) (kubernetes.Interface, string) {
 	t.Helper()
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("KUBEBUILDER_ASSETS is unset: run with KUBEBUILDER_ASSETS=\"$(hack/setup-envtest.sh)\" to test against a real API server")
-	}
-	envOnce.Do(func() {
-		env = &envtest.Environment{}
-		cfg, err := env.Start()
-		if err != nil {
-			envErr = err
-			return
-		}
-		envClient, envErr = kubernetes.NewForConfig(cfg)
-	})
-	if envErr != nil {
-		t.Fatalf("test API server: %v", envErr)
+	c, err := kubernetes.NewForConfig(controlPlane.Config(t))
+	if err != nil {
+		t.Fatal(err)
 	}
 	ns := fmt.Sprintf("routing-%d", nsCounter.Add(1))
-	_, err := envClient.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	if err != nil {
+	if _, err := c.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace: %v", err)
 	}
-	return envClient, ns
+	return c, ns
 }
 
-// routingConfigMap is a routing ConfigMap as the operator writes it:
-// labeled, and controlled by a RegionPool named after it.
 func routingConfigMap(ns, name string, data []byte) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
@@ -125,7 +104,7 @@ func (c configMaps) delete(name string) {
 // startConfigMapSource runs a source on ns and waits for its first table.
 func startConfigMapSource(t *testing.T, client kubernetes.Interface, ns string, obs Observer) *ConfigMapSource {
 	t.Helper()
-	s := NewConfigMapSource(client, ns, ConfigMapOptions{Logger: quietLogger(), Observer: obs})
+	s := NewConfigMapSource(client, ns, ConfigMapOptions{Logger: slog.New(slog.DiscardHandler), Observer: obs})
 	run(t, s)
 	NewWithT(t).Eventually(s.Current, wait).ShouldNot(BeNil(), "the source serves once the first list is in")
 	return s
@@ -241,7 +220,7 @@ func TestConfigMapSourceDuplicatePoolFirstNameWins(t *testing.T) {
 
 func TestConfigMapSourceRunEndedBeforeFirstListFails(t *testing.T) {
 	client, ns := kube(t)
-	s := NewConfigMapSource(client, ns, ConfigMapOptions{Logger: quietLogger()})
+	s := NewConfigMapSource(client, ns, ConfigMapOptions{Logger: slog.New(slog.DiscardHandler)})
 	ctx, cancel := context.WithTimeout(t.Context(), time.Millisecond)
 	defer cancel()
 	<-ctx.Done()

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -20,7 +21,7 @@ func newKubeletSource(t *testing.T, first []byte, obs Observer) (*kubeletDir, *F
 	t.Helper()
 	k := &kubeletDir{dir: t.TempDir()}
 	k.write(t, first)
-	s := NewFileSource(k.dir, FileOptions{Logger: quietLogger(), Observer: obs, Debounce: 20 * time.Millisecond, Resync: -1})
+	s := NewFileSource(k.dir, FileOptions{Logger: slog.New(slog.DiscardHandler), Observer: obs, Debounce: 20 * time.Millisecond, Resync: -1})
 	return k, s
 }
 
@@ -120,7 +121,7 @@ func TestFileSourcePlainFile(t *testing.T) {
 			a := renderPool(t, "p", "model-a")
 			tc.write(t, path, a)
 			var c Counters
-			s := NewFileSource(path, FileOptions{Logger: quietLogger(), Observer: &c, Debounce: 20 * time.Millisecond, Resync: -1})
+			s := NewFileSource(path, FileOptions{Logger: slog.New(slog.DiscardHandler), Observer: &c, Debounce: 20 * time.Millisecond, Resync: -1})
 			run(t, s)
 			g.Eventually(s.Hash, wait).Should(Equal(hashOf(t, a)))
 
@@ -138,7 +139,7 @@ func TestFileSourceMissingFileIsRefusedOnceThenRead(t *testing.T) {
 	g := NewWithT(t)
 	path := filepath.Join(t.TempDir(), "table.json")
 	var c Counters
-	s := NewFileSource(path, FileOptions{Logger: quietLogger(), Observer: &c, Debounce: 20 * time.Millisecond, Resync: -1})
+	s := NewFileSource(path, FileOptions{Logger: slog.New(slog.DiscardHandler), Observer: &c, Debounce: 20 * time.Millisecond, Resync: -1})
 	s.Reload()
 	s.Reload()
 	g.Expect(c.RejectionsFor(ReasonRead)).To(BeEquivalentTo(1), "the same read error is reported once")
@@ -151,7 +152,7 @@ func TestFileSourceMissingFileIsRefusedOnceThenRead(t *testing.T) {
 }
 
 func TestFileSourceMissingFolderFailsRun(t *testing.T) {
-	s := NewFileSource(filepath.Join(t.TempDir(), "absent", "table.json"), FileOptions{Logger: quietLogger()})
+	s := NewFileSource(filepath.Join(t.TempDir(), "absent", "table.json"), FileOptions{Logger: slog.New(slog.DiscardHandler)})
 	if err := s.Run(t.Context()); err == nil {
 		t.Fatal("Run on a path whose folder is missing must fail")
 	}

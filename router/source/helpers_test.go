@@ -3,8 +3,6 @@ package source
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -58,9 +56,6 @@ var badTables = []struct {
 	{"unknown field", `{"version": 1, "pools": [], "extra": true}`, ReasonInvalid},
 	{"endpoint off Google", `{"version": 1, "pools": [{"project": "p", "model": "m", "regions": [{"name": "us-east5", "endpoint": "attacker.example.com:443"}]}]}`, ReasonEndpoint},
 }
-
-// quietLogger drops logs; tests assert on counters, not log lines.
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // Counters is an Observer that counts. Its zero value is ready to use and it is
 // safe for concurrent use.
