@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -274,41 +275,43 @@ func (e *healthEnv) createPool(name, project string, regions ...string) {
 }
 
 // reconcilePool reconciles the pool once, after the manager's cache holds
-// every PT of the namespace as the API server has it. A terminal error (a
+// every PT and pool of the namespace as the API server has them. A terminal error (a
 // stalled pool) is the state under test, not a failure.
 func (e *healthEnv) reconcilePool(name string) {
 	e.t.Helper()
-	e.waitCachedPTs()
+	e.waitCached()
 	_, err := e.pool.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: e.ns, Name: name}})
 	if err != nil && !errors.Is(err, reconcile.TerminalError(nil)) {
 		e.t.Logf("reconciling pool %s: %v", name, err)
 	}
 }
 
-func (e *healthEnv) waitCachedPTs() {
+// waitCached waits until the manager's cache holds every PT and pool of the
+// namespace as the API server has them.
+func (e *healthEnv) waitCached() {
 	e.t.Helper()
-	var live capacityv1alpha1.ProvisionedThroughputList
-	if err := testClient.List(context.Background(), &live, client.InNamespace(e.ns)); err != nil {
-		e.t.Fatal(err)
-	}
-	for deadline := time.Now().Add(poolWait); ; time.Sleep(10 * time.Millisecond) {
-		var cached capacityv1alpha1.ProvisionedThroughputList
-		if err := e.mgr.GetClient().List(context.Background(), &cached, client.InNamespace(e.ns)); err != nil {
+	versions := func(c client.Reader) map[string]string {
+		out := map[string]string{}
+		var pts capacityv1alpha1.ProvisionedThroughputList
+		var pools capacityv1alpha1.RegionPoolList
+		if err := c.List(context.Background(), &pts, client.InNamespace(e.ns)); err != nil {
 			e.t.Fatal(err)
 		}
-		versions := map[string]string{}
-		for _, pt := range cached.Items {
-			versions[pt.Name] = pt.ResourceVersion
+		if err := c.List(context.Background(), &pools, client.InNamespace(e.ns)); err != nil {
+			e.t.Fatal(err)
 		}
-		synced := true
-		for _, pt := range live.Items {
-			synced = synced && versions[pt.Name] == pt.ResourceVersion
+		for _, o := range pts.Items {
+			out["pt/"+o.Name] = o.ResourceVersion
 		}
-		if synced {
-			return
+		for _, o := range pools.Items {
+			out["pool/"+o.Name] = o.ResourceVersion
 		}
+		return out
+	}
+	live := versions(testClient)
+	for deadline := time.Now().Add(poolWait); !maps.Equal(versions(e.mgr.GetClient()), live); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			e.t.Fatal("the manager's cache never caught up with the PTs")
+			e.t.Fatal("the manager's cache never caught up with the API server")
 		}
 	}
 }
@@ -484,6 +487,13 @@ func healthStates() map[string]healthState {
 				regions = append(regions, fmt.Sprintf("europe-west%d", i+1))
 			}
 			e.createPool("pool", p, regions...)
+			e.reconcilePool("pool")
+			return e.read(pool, "pool")
+		},
+		key(pool, "an older pool routes the same model"): func(e *healthEnv) *unstructured.Unstructured {
+			p := e.project("duplicate")
+			e.createPool("older", p, "europe-west1")
+			e.createPool("pool", p, "europe-west1", "us-central1")
 			e.reconcilePool("pool")
 			return e.read(pool, "pool")
 		},

@@ -161,8 +161,8 @@ func (r *ProvisionedThroughputReconciler) verify(ctx context.Context, pt *capaci
 		ptUtilization.WithLabelValues(labels...).Set(0)
 		ptSpilloverRatio.WithLabelValues(labels...).Set(0)
 		setConditionWithEvent(r.Recorder, pt, eventWarning, ActionVerify, verified, metav1.ConditionFalse, capacityv1alpha1.ReasonNotFound,
-			fmt.Sprintf("GCP shows no Provisioned Throughput for %s/%s in %s of project %s; %d GSUs are declared",
-				pt.GetPublisher(), spec.Model, spec.Location, spec.Project, spec.GSUs))
+			fmt.Sprintf("GCP shows no Provisioned Throughput for %s/%s in %s of project %s; %d GSUs are declared: %s",
+				pt.GetPublisher(), spec.Model, spec.Location, spec.Project, spec.GSUs, notFoundAdvice(pt)))
 		return verification{}
 	}
 
@@ -179,7 +179,7 @@ func (r *ProvisionedThroughputReconciler) verify(ctx context.Context, pt *capaci
 
 	if f.GSUs != spec.GSUs {
 		setConditionWithEvent(r.Recorder, pt, eventWarning, ActionVerify, verified, metav1.ConditionFalse, capacityv1alpha1.ReasonMismatch,
-			fmt.Sprintf("%d GSUs are declared but GCP shows %d GSUs for %s/%s in %s of project %s",
+			fmt.Sprintf("%d GSUs are declared but GCP shows %d GSUs for %s/%s in %s of project %s: set spec.gsus to what was bought, or check the order in the Google Cloud console",
 				spec.GSUs, f.GSUs, pt.GetPublisher(), spec.Model, spec.Location, spec.Project))
 		return verification{}
 	}
@@ -215,6 +215,16 @@ func skipVerification(pt *capacityv1alpha1.ProvisionedThroughput, msg string) ve
 	return verification{skipped: true}
 }
 
+// notFoundAdvice says what a NotFound answer does under the object's policy
+// and what a person checks.
+func notFoundAdvice(pt *capacityv1alpha1.ProvisionedThroughput) string {
+	effect := "the Warn policy keeps routing it as provisioned"
+	if pt.GetVerificationPolicy() == capacityv1alpha1.VerificationEnforce {
+		effect = fmt.Sprintf("the Enforce policy stops routing it as provisioned if GCP keeps answering so for %s", pt.GetGracePeriod())
+	}
+	return effect + "; check the order in the Google Cloud console, and this object's project, location and model"
+}
+
 // setReady decides whether the location is routed as provisioned. Only the
 // term's end and, under Enforce, GCP's own NotFound answers for longer than
 // the grace period turn it False; the grace period is measured between GCP
@@ -233,7 +243,7 @@ func (r *ProvisionedThroughputReconciler) setReady(pt *capacityv1alpha1.Provisio
 	if pt.GetVerificationPolicy() == capacityv1alpha1.VerificationEnforce && st.NotFoundSince != nil && st.LastVerifiedTime != nil &&
 		st.LastVerifiedTime.Sub(st.NotFoundSince.Time) > grace {
 		setConditionWithEvent(r.Recorder, pt, eventWarning, ActionReconcile, ready, metav1.ConditionFalse, capacityv1alpha1.ReasonNotFound,
-			fmt.Sprintf("GCP has answered that there is no Provisioned Throughput for longer than the grace period of %s (since %s, time in which it could not be asked not counted): the Enforce policy stops routing %s as provisioned",
+			fmt.Sprintf("GCP has answered that there is no Provisioned Throughput for longer than the grace period of %s (since %s, time in which it could not be asked not counted): the Enforce policy stops routing %s as provisioned; check the order in the Google Cloud console, then correct this object's project, location and model, or delete it",
 				grace, st.NotFoundSince.UTC().Format(time.RFC3339), spec.Location))
 		return
 	}

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -64,5 +65,13 @@ func TestPTTermEnds(t *testing.T) {
 	}
 	if n := e.rec.count("pt", eventWarning, capacityv1alpha1.ReasonExpiring); n != 1 {
 		t.Errorf("Expiring events = %d after the end, want still 1", n)
+	}
+	// Only a person can route the location as provisioned again: the object
+	// is Stalled, and the Warning says what to do.
+	stalled := expectCond(t, pt, capacityv1alpha1.ConditionStalled, metav1.ConditionTrue, capacityv1alpha1.ReasonExpired)
+	for _, e := range e.rec.all("pt") {
+		if e.Reason == capacityv1alpha1.ReasonExpired && (!strings.Contains(e.Message, "move spec.term.end") || e.Message != stalled.Message) {
+			t.Errorf("Expired event %q does not say what to do, or differs from Stalled's message %q", e.Message, stalled.Message)
+		}
 	}
 }

@@ -26,8 +26,8 @@ func TestPTVerification(t *testing.T) {
 		wantEventType string
 	}{
 		{"declared equals observed", 4, metav1.ConditionTrue, capacityv1alpha1.ReasonObserved, []string{"4 GSUs"}, capacityv1alpha1.ReasonObserved, eventNormal},
-		{"mismatch", 2, metav1.ConditionFalse, capacityv1alpha1.ReasonMismatch, []string{"4 GSUs are declared", "shows 2 GSUs"}, capacityv1alpha1.ReasonMismatch, eventWarning},
-		{"not found", 0, metav1.ConditionFalse, capacityv1alpha1.ReasonNotFound, []string{"no Provisioned Throughput", "4 GSUs are declared"}, capacityv1alpha1.ReasonNotFound, eventWarning},
+		{"mismatch", 2, metav1.ConditionFalse, capacityv1alpha1.ReasonMismatch, []string{"4 GSUs are declared", "shows 2 GSUs", "set spec.gsus"}, capacityv1alpha1.ReasonMismatch, eventWarning},
+		{"not found", 0, metav1.ConditionFalse, capacityv1alpha1.ReasonNotFound, []string{"no Provisioned Throughput", "4 GSUs are declared", "Warn policy keeps routing it", "check the order"}, capacityv1alpha1.ReasonNotFound, eventWarning},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newPTEnv(t, ptEnvOptions{})

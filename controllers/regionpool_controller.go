@@ -117,7 +117,8 @@ func (r *RegionPoolReconciler) reconcile(ctx context.Context, pool *capacityv1al
 	// PTs' locations), is for a person to fix: retrying the same inputs gives
 	// the same error, and a change to the pool or its PTs reconciles again.
 	stall := func(err error) (ctrl.Result, error) {
-		msg := "the routing table cannot be rendered: " + err.Error()
+		msg := "the routing table cannot be rendered: " + err.Error() +
+			"; change the pool, or the ProvisionedThroughputs that add locations to it, so that it is valid (routers keep the last table written)"
 		r.setReady(pool, metav1.ConditionFalse, capacityv1alpha1.ReasonRenderFailed, msg)
 		markStalled(pool, capacityv1alpha1.ReasonRenderFailed, msg)
 		return ctrl.Result{}, reconcile.TerminalError(err)
@@ -147,7 +148,7 @@ func (r *RegionPoolReconciler) reconcile(ctx context.Context, pool *capacityv1al
 	name := pool.GetConfigMapName()
 
 	if foreign, err := r.writeConfigMap(ctx, pool, name, data, hash); err != nil {
-		msg := fmt.Sprintf("writing ConfigMap %s/%s: %v", pool.Namespace, name, err)
+		msg := fmt.Sprintf("writing ConfigMap %s/%s: %v; retrying (routers keep the last table written). If it lasts, check that the operator may write ConfigMaps in this namespace (its Role, a ResourceQuota)", pool.Namespace, name, err)
 		r.setReady(pool, metav1.ConditionFalse, capacityv1alpha1.ReasonWriteFailed, msg)
 		markReconciling(pool, capacityv1alpha1.ReasonWriteFailed, msg)
 		return ctrl.Result{}, err
@@ -166,8 +167,7 @@ func (r *RegionPoolReconciler) reconcile(ctx context.Context, pool *capacityv1al
 
 	pool.Status.ConfigMapName = name
 	pool.Status.TableHash = hash
-	pool.Status.ProtectedRegions = out.protected
-	pool.Status.Regions = out.regions
+	setTableRegions(pool, out.regions)
 	reason, msg := readyMessage(pool, name, out)
 	r.setReady(pool, metav1.ConditionTrue, reason, msg)
 	markReconciled(pool)

@@ -75,13 +75,12 @@ func (r *RegionPoolReconciler) standDown(ctx context.Context, pool, older *capac
 		}
 	}
 	pool.Status.ConfigMapName, pool.Status.TableHash = "", ""
-	pool.Status.ProtectedRegions, pool.Status.Regions = nil, nil
+	setTableRegions(pool, nil)
 	msg := fmt.Sprintf("RegionPool %s, created earlier, routes %s/%s/%s in this namespace: a router serves one table per model, "+
 		"so this pool renders none; delete one of the two pools, or change this one's project or model",
 		older.Name, pool.Spec.Project, pool.GetPublisher(), pool.Spec.Model)
 	r.setReady(pool, metav1.ConditionFalse, capacityv1alpha1.ReasonDuplicatePool, msg)
 	markStalled(pool, capacityv1alpha1.ReasonDuplicatePool, msg)
-	pool.Status.ObservedGeneration = pool.Generation
 	return ctrl.Result{}, nil
 }
 

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 
@@ -232,4 +233,45 @@ func intPtr(v *int32) *int {
 		return nil
 	}
 	return new(int(*v))
+}
+
+// setTableRegions records in the pool's status the regions of the table it
+// routes by (nil when it routes none), and what `kubectl get` shows of them:
+// how many regions, how many provisioned, and a summary with the provisioned
+// regions' names. Every field that describes the table's regions is set here
+// and nowhere else, so the columns never disagree with status.regions.
+func setTableRegions(pool *capacityv1alpha1.RegionPool, regions []capacityv1alpha1.RegionStatus) {
+	st := &pool.Status
+	st.Regions, st.ProtectedRegions = regions, nil
+	if regions == nil {
+		st.RegionCount, st.ProvisionedCount, st.Summary = nil, nil, ""
+		return
+	}
+	var names []string
+	for _, r := range regions {
+		if r.Tier != string(table.TierProvisioned) {
+			continue
+		}
+		st.ProtectedRegions = append(st.ProtectedRegions, r.Name)
+		if r.Source == string(table.SourceDiscovered) {
+			names = append(names, r.Name+" (discovered)")
+		} else {
+			names = append(names, r.Name)
+		}
+	}
+	n, p := int32(len(regions)), int32(len(st.ProtectedRegions))
+	st.RegionCount, st.ProvisionedCount = &n, &p
+	st.Summary = fmt.Sprintf("%d %s, ", n, plural(int(n), "region", "regions"))
+	if p == 0 {
+		st.Summary += "none provisioned"
+	} else {
+		st.Summary += fmt.Sprintf("%d provisioned: %s", p, strings.Join(names, ", "))
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

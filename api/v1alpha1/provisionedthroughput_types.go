@@ -175,10 +175,12 @@ type ProvisionedThroughputStatus struct {
 // +kubebuilder:printcolumn:name="Project",type=string,JSONPath=`.spec.project`
 // +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.spec.location`
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.model`
-// +kubebuilder:printcolumn:name="GSUs",type=integer,JSONPath=`.spec.gsus`
+// +kubebuilder:printcolumn:name="Declared GSUs",type=integer,JSONPath=`.spec.gsus`
+// +kubebuilder:printcolumn:name="Observed GSUs",type=integer,JSONPath=`.status.observed.gsus`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="Verified",type=string,JSONPath=`.status.conditions[?(@.type=="Verified")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Verified",type=string,JSONPath=`.status.conditions[?(@.type=="Verified")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`,priority=1
 type ProvisionedThroughput struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

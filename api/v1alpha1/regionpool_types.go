@@ -328,6 +328,16 @@ type RegionPoolStatus struct {
 	// Regions is every region of the routing table with its tier.
 	// +optional
 	Regions []RegionStatus `json:"regions,omitempty"`
+	// RegionCount is how many regions the routing table holds.
+	// +optional
+	RegionCount *int32 `json:"regionCount,omitempty"`
+	// ProvisionedCount is how many of them are provisioned, never ejected.
+	// +optional
+	ProvisionedCount *int32 `json:"provisionedCount,omitempty"`
+	// Summary says the same in words, with the provisioned regions' names:
+	// "4 regions, 1 provisioned: europe-west1".
+	// +optional
+	Summary string `json:"summary,omitempty"`
 	// ConfigMapName is the ConfigMap that holds the routing table.
 	// +optional
 	ConfigMapName string `json:"configMapName,omitempty"`
@@ -353,11 +363,13 @@ type RegionPoolStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=rpool,categories=regionwarden
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.model`
-// +kubebuilder:printcolumn:name="Regions",type=string,JSONPath=`.spec.regions[*].name`
-// +kubebuilder:printcolumn:name="Protected",type=string,JSONPath=`.status.protectedRegions[*]`
+// +kubebuilder:printcolumn:name="Regions",type=integer,JSONPath=`.status.regionCount`
+// +kubebuilder:printcolumn:name="Provisioned",type=integer,JSONPath=`.status.provisionedCount`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="Declared",type=string,JSONPath=`.status.conditions[?(@.type=="CapacityDeclared")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Summary",type=string,JSONPath=`.status.summary`,priority=1
+// +kubebuilder:printcolumn:name="Declared",type=string,JSONPath=`.status.conditions[?(@.type=="CapacityDeclared")].status`,priority=1
+// +kubebuilder:printcolumn:name="Table",type=string,JSONPath=`.status.configMapName`,priority=1
 type RegionPool struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -398,6 +398,16 @@ func (in *RegionPoolStatus) DeepCopyInto(out *RegionPoolStatus) {
 		*out = make([]RegionStatus, len(*in))
 		copy(*out, *in)
 	}
+	if in.RegionCount != nil {
+		in, out := &in.RegionCount, &out.RegionCount
+		*out = new(int32)
+		**out = **in
+	}
+	if in.ProvisionedCount != nil {
+		in, out := &in.ProvisionedCount, &out.ProvisionedCount
+		*out = new(int32)
+		**out = **in
+	}
 	if in.Discovered != nil {
 		in, out := &in.Discovered, &out.Discovered
 		*out = make([]DiscoveredRegion, len(*in))

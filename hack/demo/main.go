@@ -25,12 +25,10 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -42,6 +40,7 @@ import (
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 	"github.com/regionwarden/regionwarden/internal/emulator"
+	"github.com/regionwarden/regionwarden/internal/kubetable"
 	"github.com/regionwarden/regionwarden/internal/replay"
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -354,59 +353,21 @@ func printTable(ctx context.Context, k8s client.Client) error {
 // server renders each resource as a Table with the CRD's printer columns, so
 // the demo needs no kubectl of its own.
 func getWide(ctx context.Context, cfg *rest.Config, ns string, resources ...string) error {
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return err
-	}
 	gv := capacityv1alpha1.GroupVersion
 	fmt.Printf("\n    $ kubectl get pt,rpool -n %s -o wide\n", ns)
 	for i, res := range resources {
-		url := fmt.Sprintf("%s/apis/%s/%s/namespaces/%s/%s", strings.TrimRight(cfg.Host, "/"), gv.Group, gv.Version, ns, res)
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		tbl, err := kubetable.Get(ctx, cfg, gv.WithResource(res), ns)
 		if err != nil {
 			return err
-		}
-		req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-		resp, err := hc.Do(req)
-		if err != nil {
-			return fmt.Errorf("listing %s: %w", res, err)
-		}
-		var tbl metav1.Table
-		err = json.NewDecoder(resp.Body).Decode(&tbl)
-		_ = resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("listing %s: HTTP %d: %v", res, resp.StatusCode, err)
 		}
 		if i > 0 {
 			fmt.Println()
 		}
-		printTableRows(res+"."+gv.Group, &tbl)
+		// provisionedthroughputs -> provisionedthroughput.capacity.regionwarden.io
+		kind := strings.TrimSuffix(res, "s") + "." + gv.Group
+		if err := kubetable.Print(os.Stdout, tbl, kubetable.Options{Wide: true, Kind: kind, Indent: "    "}); err != nil {
+			return err
+		}
 	}
 	return nil
-}
-
-// printTableRows prints a server-side Table as kubectl does for several
-// resources at once: upper-case headers, names prefixed by the resource, every
-// column (wide), aligned three spaces apart.
-func printTableRows(resource string, tbl *metav1.Table) {
-	kind := strings.Replace(resource, "s.", ".", 1) // provisionedthroughputs.g -> provisionedthroughput.g
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
-	cells := make([]string, len(tbl.ColumnDefinitions))
-	for i, c := range tbl.ColumnDefinitions {
-		cells[i] = strings.ToUpper(c.Name)
-	}
-	fmt.Fprintln(tw, "    "+strings.Join(cells, "\t"))
-	for _, r := range tbl.Rows {
-		for i := range cells {
-			cells[i] = ""
-			if i < len(r.Cells) && r.Cells[i] != nil {
-				cells[i] = fmt.Sprint(r.Cells[i])
-			}
-		}
-		if len(cells) > 0 {
-			cells[0] = kind + "/" + cells[0]
-		}
-		fmt.Fprintln(tw, "    "+strings.Join(cells, "\t"))
-	}
-	_ = tw.Flush()
 }
