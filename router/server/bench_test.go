@@ -33,15 +33,19 @@ type rig struct {
 	// traced is a second router in front of the same region, tracing every
 	// call (sampler always on) to an OTLP/HTTP collector in the process.
 	traced string
-	client *http.Client
-	body   []byte
+	// collector counts the spans traced exports; tp flushes them.
+	collector *tracingtest.Receiver
+	tp        *sdktrace.TracerProvider
+	client    *http.Client
+	body      []byte
 }
 
 func newRig(b *testing.B) *rig {
 	b.Helper()
 	pt := startRegion(b, "europe-west1", table.TierProvisioned)
 	path := "/v1/projects/" + project + "/locations/europe-west1/publishers/google/models/" + model + ":generateContent"
-	_, collector := tracingtest.StartHTTP(b)
+	rcv, collector := tracingtest.StartHTTP(b)
+	rcv.Discard() // it counts: the benchmark sends many spans
 	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(collector+"/v1/traces"))
 	if err != nil {
 		b.Fatal(err)
@@ -49,11 +53,13 @@ func newRig(b *testing.B) *rig {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSampler(sdktrace.AlwaysSample()))
 	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	return &rig{
-		direct: "http://" + pt.Addr + path,
-		routed: serveRouter(b, pt, nil) + path,
-		traced: serveRouter(b, pt, tp) + path,
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}},
-		body:   []byte(`{"contents":[{"role":"user","parts":[{"text":"Which regions hold provisioned capacity for this model?"}]}],"generationConfig":{"temperature":0.2,"maxOutputTokens":256}}`),
+		direct:    "http://" + pt.Addr + path,
+		routed:    serveRouter(b, pt, nil) + path,
+		traced:    serveRouter(b, pt, tp) + path,
+		collector: rcv,
+		tp:        tp,
+		client:    &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}},
+		body:      []byte(`{"contents":[{"role":"user","parts":[{"text":"Which regions hold provisioned capacity for this model?"}]}],"generationConfig":{"temperature":0.2,"maxOutputTokens":256}}`),
 	}
 }
 
@@ -250,6 +256,9 @@ func BenchmarkAddedLatency(b *testing.B) {
 			if b.N < 100 {
 				return
 			}
+			if err := rg.tp.ForceFlush(context.Background()); err != nil || rg.collector.Count() < b.N {
+				b.Fatalf("the collector received %d spans for %d traced calls (%v)", rg.collector.Count(), b.N, err)
+			}
 			d50, r50, t50 := quantile(lat[0], 0.50), quantile(lat[1], 0.50), quantile(lat[2], 0.50)
 			d99, r99, t99 := quantile(lat[0], 0.99), quantile(lat[1], 0.99), quantile(lat[2], 0.99)
 			b.ReportMetric(r50-d50, "added-p50-µs")
@@ -257,6 +266,7 @@ func BenchmarkAddedLatency(b *testing.B) {
 			b.ReportMetric(t50-r50, "tracing-p50-µs")
 			b.ReportMetric(t99-r99, "tracing-p99-µs")
 			b.ReportMetric(cpuTraced-cpuRouted, "tracing-cpu-µs/call")
+			b.ReportMetric(float64(rg.collector.Count()), "spans-exported")
 			b.ReportMetric(float64(failed+f1+f2), "failed")
 			b.ReportMetric(0, "ns/op")
 			b.Logf("%d calls per path at %d/s per path, open loop, interleaved; load average %s before, %s after", b.N, rate, loadBefore, loadAverage())

@@ -45,8 +45,10 @@ func (s Span) Attr(key string) (string, bool) { return attr(s.GetAttributes(), k
 type Receiver struct {
 	collectorpb.UnimplementedTraceServiceServer
 
-	mu    sync.Mutex
-	spans []Span
+	mu      sync.Mutex
+	discard bool // count spans, keep nothing
+	count   int
+	spans   []Span
 	// raw holds every request body as received (after gzip), so a test can
 	// search the bytes on the wire.
 	raw [][]byte
@@ -125,6 +127,14 @@ func (r *Receiver) Export(_ context.Context, in *collectorpb.ExportTraceServiceR
 func (r *Receiver) add(in *collectorpb.ExportTraceServiceRequest, data []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.discard {
+		for _, rs := range in.GetResourceSpans() {
+			for _, ss := range rs.GetScopeSpans() {
+				r.count += len(ss.GetSpans())
+			}
+		}
+		return
+	}
 	r.raw = append(r.raw, data)
 	for _, rs := range in.GetResourceSpans() {
 		res := map[string]string{}
@@ -137,6 +147,21 @@ func (r *Receiver) add(in *collectorpb.ExportTraceServiceRequest, data []byte) {
 			}
 		}
 	}
+}
+
+// Discard makes the receiver count the spans it receives from now on and
+// keep none, for benchmarks that send many.
+func (r *Receiver) Discard() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.discard = true
+}
+
+// Count is how many spans were received while discarding.
+func (r *Receiver) Count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.count
 }
 
 // Spans returns the spans received so far.
