@@ -32,7 +32,7 @@ func TestDiscoveryDeclaringKeepsTheRegionProvisioned(t *testing.T) {
 
 	tw := e.watchTable("flash-routing")
 	// The team applies the object the condition's message shows.
-	e.createPT(ptSpec{name: "ew4-order", location: "europe-west4", gsus: 4})
+	createPT(e.t, e.ns, "ew4-order", 4, withLocation("europe-west4"))
 	e.waitTable("flash-routing", "routes europe-west4 as declared", func(rt routingTable) bool {
 		r := rt.region("europe-west4")
 		return r != nil && r.Tier == table.TierProvisioned && r.Source == table.SourceDeclared
@@ -73,7 +73,7 @@ func TestDiscoveryDeclaringKeepsTheRegionProvisioned(t *testing.T) {
 	if calls := e.fake.TotalCalls(); calls != callsBefore {
 		t.Errorf("declaring made %d more Monitoring calls, want 0: the controllers do not share the cache", calls-callsBefore)
 	}
-	if n := e.rec.count("flash", capacityv1alpha1.ReasonUndeclaredProvisionedThroughput); n != 1 {
+	if n := e.rec.count("flash", eventWarning, capacityv1alpha1.ReasonUndeclaredProvisionedThroughput); n != 1 {
 		t.Errorf("%d undeclared events, want 1", n)
 	}
 
@@ -96,7 +96,7 @@ func TestDiscoveryDeclaringKeepsTheRegionProvisioned(t *testing.T) {
 			t.Errorf("after deletion, version %d: europe-west4 = %+v, want provisioned", i, r)
 		}
 	}
-	if n := e.rec.count("flash", capacityv1alpha1.ReasonUndeclaredProvisionedThroughput); n != 2 {
+	if n := e.rec.count("flash", eventWarning, capacityv1alpha1.ReasonUndeclaredProvisionedThroughput); n != 2 {
 		t.Errorf("%d undeclared events, want 2: one more for the region undeclared again", n)
 	}
 }

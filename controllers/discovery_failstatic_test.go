@@ -54,9 +54,9 @@ func TestDiscoveryIsFailStatic(t *testing.T) {
 
 	// GCP goes down. Every call fails; nothing changes, for longer than the
 	// grace period.
-	e.fake.SetError(poolProject, status.Error(codes.Unavailable, "Monitoring is down"))
+	e.fake.SetError(testProject, status.Error(codes.Unavailable, "Monitoring is down"))
 	calls := e.fake.TotalCalls()
-	e.clk.Add(interval)
+	e.clk.Step(interval)
 	res = e.reconcile("flash")
 	if e.fake.TotalCalls() == calls {
 		t.Fatal("the reconcile after the interval did not ask GCP")
@@ -65,7 +65,7 @@ func TestDiscoveryIsFailStatic(t *testing.T) {
 		t.Errorf("requeue after %v during an outage, want at most %v plus jitter", res.RequeueAfter, SourceRetryInterval)
 	}
 	expectProtected("during the outage")
-	e.clk.Add(2 * grace)
+	e.clk.Step(2 * grace)
 	p := expectProtected("an outage longer than the grace period")
 	if !p.Status.Discovered[0].LastSeenTime.Equal(&firstSeen) || p.Status.Discovered[0].MissingSince != nil {
 		t.Errorf("an outage counted as an answer: %+v", p.Status.Discovered[0])
@@ -77,8 +77,8 @@ func TestDiscoveryIsFailStatic(t *testing.T) {
 	expectProtected("after a restart during the outage")
 
 	// GCP answers again, still with the order.
-	e.fake.SetError(poolProject, nil)
-	e.clk.Add(interval)
+	e.fake.SetError(testProject, nil)
+	e.clk.Step(interval)
 	p = expectProtected("after the outage")
 	if !p.Status.Discovered[0].LastSeenTime.After(firstSeen.Time) {
 		t.Errorf("lastSeenTime %v did not move past %v", p.Status.Discovered[0].LastSeenTime, firstSeen)
@@ -87,25 +87,25 @@ func TestDiscoveryIsFailStatic(t *testing.T) {
 	// The order ends. The region stays protected while GCP's answers have
 	// omitted it for up to the grace period, an outage in between included.
 	e.orderEnds("europe-west4")
-	e.clk.Add(interval)
+	e.clk.Step(interval)
 	p = expectProtected("at the first answer without the order")
 	missingSince := p.Status.Discovered[0].MissingSince
 	if missingSince == nil {
 		t.Fatal("missingSince not set")
 	}
-	e.clk.Add(grace / 2)
+	e.clk.Step(grace / 2)
 	expectProtected("half the grace period later")
-	e.fake.SetError(poolProject, status.Error(codes.Unavailable, "Monitoring is down"))
-	e.clk.Add(interval)
+	e.fake.SetError(testProject, status.Error(codes.Unavailable, "Monitoring is down"))
+	e.clk.Step(interval)
 	expectProtected("in an outage after the order ended")
-	e.fake.SetError(poolProject, nil)
-	e.clk.Add(missingSince.Add(grace).Sub(e.clk.Now()))
+	e.fake.SetError(testProject, nil)
+	e.clk.Step(missingSince.Add(grace).Sub(e.clk.Now()))
 	p = expectProtected("at the grace period")
 	if !p.Status.Discovered[0].MissingSince.Equal(missingSince) {
 		t.Errorf("missingSince moved from %v to %v", missingSince, p.Status.Discovered[0].MissingSince)
 	}
 
-	e.clk.Add(interval)
+	e.clk.Step(interval)
 	e.reconcile("flash")
 	rt := e.waitTable("flash-routing", "makes europe-west4 shared", sharedOrAbsent("europe-west4"))
 	if r := rt.region("europe-west4"); r == nil || !r.Ejectable || r.Source != table.SourceSpec {
@@ -121,7 +121,7 @@ func TestDiscoveryIsFailStatic(t *testing.T) {
 	if _, ok := e.discoveredMetric(t, "flash", "europe-west4"); ok {
 		t.Error("the undeclared-region series outlives the order")
 	}
-	if n := e.rec.count("flash", capacityv1alpha1.ReasonUndeclaredProvisionedThroughput); n != 1 {
+	if n := e.rec.count("flash", eventWarning, capacityv1alpha1.ReasonUndeclaredProvisionedThroughput); n != 1 {
 		t.Errorf("%d undeclared events over the whole life of the order, want 1", n)
 	}
 }

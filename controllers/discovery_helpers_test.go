@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -27,7 +28,7 @@ import (
 var discoveryRegions = []string{"europe-west1", "europe-west4", "us-central1", "us-east5"}
 
 // gcpModel is the pool's model as GCP labels it: with its version suffix.
-const gcpModel = poolModel + "-001"
+const gcpModel = testModel + "-001"
 
 // discoveryEnv is one discovery test's world: a namespace, a fake Cloud
 // Monitoring on loopback read by the real monitoring client, a
@@ -35,7 +36,7 @@ const gcpModel = poolModel + "-001"
 // reconciler, and a manager, all on one clock.
 type discoveryEnv struct {
 	*poolEnv
-	clk  *fakeClock
+	clk  *testingclock.FakeClock
 	fake *gcpfake.MetricServer
 	// src is the Monitoring client that every FactsSource of the test reads
 	// through; nil without GCP.
@@ -59,7 +60,7 @@ type discoveryEnvOptions struct {
 
 func newDiscoveryEnv(t testing.TB, o discoveryEnvOptions) *discoveryEnv {
 	t.Helper()
-	e := &discoveryEnv{poolEnv: &poolEnv{t: t, ns: testenv.Namespace(t, testClient), cl: testClient}, clk: &fakeClock{t: ptT0}, fake: gcpfake.NewMetricServer()}
+	e := &discoveryEnv{poolEnv: &poolEnv{t: t, ns: testenv.Namespace(t, testClient), cl: testClient}, clk: testingclock.NewFakeClock(ptT0), fake: gcpfake.NewMetricServer()}
 	now := e.clk.Now
 	if o.realClock {
 		now = time.Now
@@ -76,7 +77,7 @@ func newDiscoveryEnv(t testing.TB, o discoveryEnvOptions) *discoveryEnv {
 	e.mgr = mgr
 	facts := NewFacts(src, 0, now)
 	e.pt = &ProvisionedThroughputReconciler{Client: mgr.GetClient(), Facts: facts, Recorder: mgr.GetEventRecorder("provisionedthroughput-controller"), Now: now}
-	e.rec = &poolEventLog{next: mgr.GetEventRecorder(RegionPoolControllerName)}
+	e.rec = &eventSpy{next: mgr.GetEventRecorder(RegionPoolControllerName)}
 	e.r = &RegionPoolReconciler{Client: mgr.GetClient(), Recorder: e.rec, Facts: facts, DiscoveryInterval: o.interval}
 	skip := true
 	if o.runPools {
@@ -100,12 +101,12 @@ func newDiscoveryEnv(t testing.TB, o discoveryEnvOptions) *discoveryEnv {
 
 // gcpShows makes GCP report gsus of PT for the pool's model in location.
 func (e *discoveryEnv) gcpShows(location string, gsus int64, tokensPerSecond float64) {
-	e.fake.SetPT(gcpfake.PT{Project: poolProject, Location: location, Publisher: "google", Model: gcpModel, GSUs: gsus, TokensPerSecond: tokensPerSecond})
+	e.fake.SetPT(gcpfake.PT{Project: testProject, Location: location, Publisher: "google", Model: gcpModel, GSUs: gsus, TokensPerSecond: tokensPerSecond})
 }
 
 // orderEnds makes GCP stop reporting PT in location.
 func (e *discoveryEnv) orderEnds(location string) {
-	e.fake.DeletePT(poolProject, location, "google", gcpModel)
+	e.fake.DeletePT(testProject, location, "google", gcpModel)
 }
 
 // reconcile runs the pool reconciler once, as the manager would.
@@ -138,7 +139,7 @@ func capacityDeclared(p *capacityv1alpha1.RegionPool) *metav1.Condition {
 func (e *discoveryEnv) discoveredMetric(t *testing.T, pool, location string) (float64, bool) {
 	t.Helper()
 	return metricValue(t, "regionwarden_discovered_provisioned_regions",
-		map[string]string{"namespace": e.ns, "pool": pool, "location": location, "model": poolModel})
+		map[string]string{"namespace": e.ns, "pool": pool, "location": location, "model": testModel})
 }
 
 // tableWatch records every version of a routing-table ConfigMap that a

@@ -31,7 +31,7 @@ func TestMergeDiscovered(t *testing.T) {
 				entries[i].Model = gcpModel
 			}
 		}
-		return &gcp.ProjectFacts{Project: poolProject, FetchedAt: t0.Add(now), Entries: entries}
+		return &gcp.ProjectFacts{Project: testProject, FetchedAt: t0.Add(now), Entries: entries}
 	}
 	for _, tc := range []struct {
 		name  string
@@ -49,11 +49,11 @@ func TestMergeDiscovered(t *testing.T) {
 		},
 		{
 			name:  "another model is not this pool's capacity",
-			facts: facts(0, gcp.Facts{Location: "europe-west4", Model: "gemini-2.5-pro", GSUs: 4}, gcp.Facts{Location: "us-east5", Model: poolModel + "-lite", GSUs: 4}),
+			facts: facts(0, gcp.Facts{Location: "europe-west4", Model: "gemini-2.5-pro", GSUs: 4}, gcp.Facts{Location: "us-east5", Model: testModel + "-lite", GSUs: 4}),
 		},
 		{
 			name:  "a version suffix names the same model, as verification reads it",
-			facts: facts(0, gcp.Facts{Location: "us-east5", Model: poolModel + "-002", GSUs: 4}),
+			facts: facts(0, gcp.Facts{Location: "us-east5", Model: testModel + "-002", GSUs: 4}),
 			want:  []capacityv1alpha1.DiscoveredRegion{{Name: "us-east5", GSUs: 4, LastSeenTime: at(0)}},
 		},
 		{

@@ -92,7 +92,7 @@ func TestDiscoveryModes(t *testing.T) {
 				t.Errorf("europe-west4 = %+v (status %+v), want ejectable from the spec", ew4, st)
 			}
 
-			events := e.rec.count("flash", capacityv1alpha1.ReasonUndeclaredProvisionedThroughput)
+			events := e.rec.count("flash", eventWarning, capacityv1alpha1.ReasonUndeclaredProvisionedThroughput)
 			value, hasMetric := e.discoveredMetric(t, "flash", "europe-west4")
 			if tc.asks {
 				if len(p.Status.Discovered) != 1 || p.Status.Discovered[0].Name != "europe-west4" || p.Status.Discovered[0].GSUs != 4 ||

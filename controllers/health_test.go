@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	testingclock "k8s.io/utils/clock/testing"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -188,7 +189,7 @@ func toLua(l *lua.LState, v any) lua.LValue {
 type healthEnv struct {
 	t    *testing.T
 	ns   string
-	clk  *fakeClock
+	clk  *testingclock.FakeClock
 	fake *gcpfake.MetricServer
 	mgr  ctrl.Manager
 	pt   *ProvisionedThroughputReconciler
@@ -196,7 +197,7 @@ type healthEnv struct {
 }
 
 func newHealthEnv(t *testing.T) *healthEnv {
-	e := &healthEnv{t: t, ns: testenv.Namespace(t, testClient), clk: &fakeClock{t: ptT0}, fake: gcpfake.NewMetricServer()}
+	e := &healthEnv{t: t, ns: testenv.Namespace(t, testClient), clk: testingclock.NewFakeClock(ptT0), fake: gcpfake.NewMetricServer()}
 	e.fake.SetNow(e.clk.Now)
 	facts := NewFacts(startMonitoring(t, e.fake, e.clk.Now), 0, e.clk.Now)
 	e.mgr = newManager(t, testConfig, e.ns)
@@ -233,20 +234,6 @@ func (e *healthEnv) project(state string) string {
 }
 
 // createPT declares gsus in project's europe-west1 for the test model.
-func (e *healthEnv) createPT(name, project string, gsus int64, opts ...ptOption) {
-	e.t.Helper()
-	pt := &capacityv1alpha1.ProvisionedThroughput{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
-		Spec:       capacityv1alpha1.ProvisionedThroughputSpec{Project: project, Location: testLocation, Model: testModel, GSUs: gsus},
-	}
-	for _, o := range opts {
-		o(pt)
-	}
-	if err := testClient.Create(context.Background(), pt); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
 // gcpShows makes GCP report gsus in project's location for the test model.
 func (e *healthEnv) gcpShows(project, location string, gsus int64) {
 	e.fake.SetPT(gcpfake.PT{Project: project, Location: location, Publisher: "google", Model: testModel + "-001", GSUs: gsus, TokensPerSecond: 1000})
@@ -373,11 +360,11 @@ func ptState(state string, gsusShown int64, opts ...func(*healthEnv) ptOption) h
 		if gsusShown > 0 {
 			e.gcpShows(p, testLocation, gsusShown)
 		}
-		var o []ptOption
+		o := []ptOption{withProject(p)}
 		for _, opt := range opts {
 			o = append(o, opt(e))
 		}
-		e.createPT("pt", p, 4, o...)
+		createPT(e.t, e.ns, "pt", 4, o...)
 		e.reconcilePT("pt")
 		return e.read("ProvisionedThroughput", "pt")
 	}
@@ -393,18 +380,18 @@ func healthStates() map[string]healthState {
 	key := func(kind, state string) string { return kind + "/" + state }
 	return map[string]healthState{
 		key(pt, "new"): func(e *healthEnv) *unstructured.Unstructured {
-			e.createPT("pt", e.project("new"), 4)
+			createPT(e.t, e.ns, "pt", 4, withProject(e.project("new")))
 			return e.read(pt, "pt")
 		},
 		key(pt, "verified"):  ptState("verified", 4),
 		key(pt, "mismatch"):  ptState("mismatch", 2),
 		key(pt, "not found"): ptState("not found", 0),
 		key(pt, "not found past the grace period (Enforce)"): func(e *healthEnv) *unstructured.Unstructured {
-			e.createPT("pt", e.project("grace"), 4, withPolicy(capacityv1alpha1.VerificationEnforce), withInterval(time.Minute), withGrace(2*time.Minute))
+			createPT(e.t, e.ns, "pt", 4, withProject(e.project("grace")), withPolicy(capacityv1alpha1.VerificationEnforce), withInterval(time.Minute), withGrace(2*time.Minute))
 			// Each step is longer than the interval, so GCP is asked again.
 			for range 4 {
 				e.reconcilePT("pt")
-				e.clk.Add(2 * time.Minute)
+				e.clk.Step(2 * time.Minute)
 			}
 			return e.read(pt, "pt")
 		},
@@ -441,7 +428,7 @@ func healthStates() map[string]healthState {
 		},
 		key(pool, "ready, a PT adds a region the spec does not list"): func(e *healthEnv) *unstructured.Unstructured {
 			p := e.project("adds")
-			e.createPT("pt", p, 4, withPolicy(capacityv1alpha1.VerificationSkip))
+			createPT(e.t, e.ns, "pt", 4, withProject(p), withPolicy(capacityv1alpha1.VerificationSkip))
 			e.reconcilePT("pt")
 			e.createPool("pool", p, "us-central1")
 			e.reconcilePool("pool")
@@ -480,7 +467,7 @@ func healthStates() map[string]healthState {
 			// A ready PT's location on top of the most regions a pool may
 			// list makes a table the router would refuse.
 			p := e.project("render failed")
-			e.createPT("pt", p, 4, withPolicy(capacityv1alpha1.VerificationSkip), withLocation("asia-east1"))
+			createPT(e.t, e.ns, "pt", 4, withProject(p), withPolicy(capacityv1alpha1.VerificationSkip), withLocation("asia-east1"))
 			e.reconcilePT("pt")
 			var regions []string
 			for i := range table.MaxRegions {

@@ -39,7 +39,7 @@ func getColumns(t *testing.T, ns, resource string) map[string]map[string]string 
 func TestKubectlGetShowsThePool(t *testing.T) {
 	e := newPoolEnv(t, true)
 	e.createPool("flash", []string{"us-central1", "europe-west1", "europe-west4", "us-east5"})
-	e.createPT(ptSpec{name: "ew1-order", location: "europe-west1", gsus: 4})
+	createPT(e.t, e.ns, "ew1-order", 4, withLocation("europe-west1"))
 	e.setPTReady("ew1-order", true, capacityv1alpha1.ReasonActive, 12000)
 	e.waitPool("flash", "protects europe-west1", func(p *capacityv1alpha1.RegionPool) bool {
 		return isReconciled(p) && len(p.Status.ProtectedRegions) == 1
@@ -47,7 +47,7 @@ func TestKubectlGetShowsThePool(t *testing.T) {
 
 	got := getColumns(t, e.ns, "regionpools")["flash"]
 	want := map[string]string{
-		"Model": poolModel, "Regions": "4", "Provisioned": "1", "Ready": "True",
+		"Model": testModel, "Regions": "4", "Provisioned": "1", "Ready": "True",
 		"Summary": "4 regions, 1 provisioned: europe-west1", "Table": "flash-routing",
 	}
 	for col, v := range want {

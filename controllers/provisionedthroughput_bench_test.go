@@ -26,7 +26,7 @@ func BenchmarkPTReconcile(b *testing.B) {
 			e.waitReconciled("pt")
 			b.ReportAllocs()
 			for b.Loop() {
-				e.clk.Add(tc.advance)
+				e.clk.Step(tc.advance)
 				e.reconcile("pt")
 			}
 			b.ReportMetric(float64(e.fake.TotalCalls())/float64(b.N), "calls/op")

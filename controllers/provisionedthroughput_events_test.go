@@ -22,7 +22,7 @@ func TestPTEventsOnce(t *testing.T) {
 	e.create("pt", 4, withInterval(interval))
 	e.waitReconciled("pt")
 	for range 5 {
-		e.clk.Add(interval)
+		e.clk.Step(interval)
 		e.reconcile("pt")
 	}
 	if n := e.rec.count("pt", eventWarning, capacityv1alpha1.ReasonMismatch); n != 1 {
@@ -30,7 +30,7 @@ func TestPTEventsOnce(t *testing.T) {
 	}
 
 	e.gcpShows(3, 3000, nil) // another disagreement: news
-	e.clk.Add(interval)
+	e.clk.Step(interval)
 	e.reconcile("pt")
 	e.reconcile("pt")
 	if n := e.rec.count("pt", eventWarning, capacityv1alpha1.ReasonMismatch); n != 2 {
@@ -39,7 +39,7 @@ func TestPTEventsOnce(t *testing.T) {
 
 	e.gcpShows(4, 3000, nil)
 	for range 3 {
-		e.clk.Add(interval)
+		e.clk.Step(interval)
 		e.reconcile("pt")
 	}
 	if n := e.rec.count("pt", eventNormal, capacityv1alpha1.ReasonObserved); n != 1 {

@@ -36,7 +36,7 @@ func TestPTNotFoundGracePeriod(t *testing.T) {
 
 			// Verify every interval up to the end of the grace period: still Ready.
 			for elapsed := interval; elapsed <= grace; elapsed += interval {
-				e.clk.Add(interval)
+				e.clk.Step(interval)
 				e.reconcile("pt")
 				pt = e.get("pt")
 				expectCond(t, pt, capacityv1alpha1.ConditionReady, metav1.ConditionTrue, capacityv1alpha1.ReasonActive)
@@ -46,7 +46,7 @@ func TestPTNotFoundGracePeriod(t *testing.T) {
 			}
 
 			// One more NotFound answer, past the grace period.
-			e.clk.Add(interval)
+			e.clk.Step(interval)
 			e.reconcile("pt")
 			pt = e.get("pt")
 			ready := cond(t, pt, capacityv1alpha1.ConditionReady)
@@ -64,7 +64,7 @@ func TestPTNotFoundGracePeriod(t *testing.T) {
 
 			// GCP shows the PT again: Ready at once, the NotFound clock reset.
 			e.gcpShows(4, 3000, nil)
-			e.clk.Add(interval)
+			e.clk.Step(interval)
 			e.reconcile("pt")
 			pt = e.get("pt")
 			expectCond(t, pt, capacityv1alpha1.ConditionVerified, metav1.ConditionTrue, capacityv1alpha1.ReasonObserved)
@@ -93,7 +93,7 @@ func TestPTOutageDoesNotCountTowardGrace(t *testing.T) {
 	e.create("pt", 4, withPolicy(capacityv1alpha1.VerificationEnforce), withInterval(interval), withGrace(grace))
 	e.waitReconciled("pt")
 	step := func() *capacityv1alpha1.ProvisionedThroughput {
-		e.clk.Add(interval)
+		e.clk.Step(interval)
 		e.reconcile("pt")
 		return e.get("pt")
 	}
@@ -103,7 +103,7 @@ func TestPTOutageDoesNotCountTowardGrace(t *testing.T) {
 
 	e.fake.SetError(testProject, status.Error(codes.Unavailable, "Monitoring is down"))
 	for elapsed := interval; elapsed <= outage; elapsed += 10 * interval {
-		e.clk.Add(10 * interval)
+		e.clk.Step(10 * interval)
 		e.reconcile("pt")
 	}
 	pt := e.get("pt")

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -28,40 +29,22 @@ import (
 // ptT0 is where every PT test's clock starts.
 var ptT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// fakeClock is a clock that tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // recordedEvent is one event the reconciler recorded.
 type recordedEvent struct {
 	Object, Type, Reason, Message string
 }
 
-// spyRecorder counts the events the reconciler records, as it records them,
-// and passes them on to the manager's real recorder, which writes them to the
-// API server.
-type spyRecorder struct {
+// eventSpy keeps the events a reconciler records, as it records them, and
+// passes them on to the manager's real recorder, which writes them to the API
+// server.
+type eventSpy struct {
 	next events.EventRecorder
 
 	mu     sync.Mutex
 	events []recordedEvent
 }
 
-func (s *spyRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+func (s *eventSpy) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	name := ""
 	if o, ok := regarding.(client.Object); ok {
 		name = o.GetName()
@@ -73,7 +56,7 @@ func (s *spyRecorder) Eventf(regarding, related runtime.Object, eventtype, reaso
 }
 
 // count is the number of events about the object with the type and reason.
-func (s *spyRecorder) count(object, eventtype, reason string) int {
+func (s *eventSpy) count(object, eventtype, reason string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
@@ -85,7 +68,8 @@ func (s *spyRecorder) count(object, eventtype, reason string) int {
 	return n
 }
 
-func (s *spyRecorder) all(object string) []recordedEvent {
+// all is every event about the object, in the order recorded.
+func (s *eventSpy) all(object string) []recordedEvent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []recordedEvent
@@ -103,9 +87,9 @@ func (s *spyRecorder) all(object string) []recordedEvent {
 type ptEnv struct {
 	t    testing.TB
 	ns   string
-	clk  *fakeClock
+	clk  *testingclock.FakeClock
 	fake *gcpfake.MetricServer
-	rec  *spyRecorder
+	rec  *eventSpy
 	r    *ProvisionedThroughputReconciler
 	cl   client.Client // the test's own, with the API server's full rights
 }
@@ -120,7 +104,7 @@ type ptEnvOptions struct {
 func newPTEnv(t testing.TB, o ptEnvOptions) *ptEnv {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &ptEnv{t: t, ns: testenv.Namespace(t, testClient), clk: &fakeClock{t: ptT0}, fake: gcpfake.NewMetricServer()}
+	e := &ptEnv{t: t, ns: testenv.Namespace(t, testClient), clk: testingclock.NewFakeClock(ptT0), fake: gcpfake.NewMetricServer()}
 	e.fake.SetNow(e.clk.Now)
 
 	var src gcp.Source
@@ -144,7 +128,7 @@ func newPTEnv(t testing.TB, o ptEnvOptions) *ptEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.rec = &spyRecorder{next: mgr.GetEventRecorder("provisionedthroughput-controller")}
+	e.rec = &eventSpy{next: mgr.GetEventRecorder("provisionedthroughput-controller")}
 	e.r = &ProvisionedThroughputReconciler{Client: direct, Facts: NewFacts(src, 0, e.clk.Now), Recorder: e.rec, Now: e.clk.Now}
 	skip := true
 	if err := e.r.SetupWithManager(mgr, controller.Options{SkipNameValidation: &skip}); err != nil {
@@ -198,18 +182,25 @@ func withModel(m string) ptOption {
 	return func(pt *capacityv1alpha1.ProvisionedThroughput) { pt.Spec.Model = m }
 }
 
-// Defaults of the PTs the tests declare.
+func withLabels(l map[string]string) ptOption {
+	return func(pt *capacityv1alpha1.ProvisionedThroughput) { pt.Labels = l }
+}
+
+// The project, location and model of the PTs and pools the tests declare.
 const (
 	testProject  = "acme-prod"
 	testLocation = "europe-west1"
 	testModel    = "gemini-2.5-flash-lite"
 )
 
-// create declares a PT of gsus in the test namespace.
-func (e *ptEnv) create(name string, gsus int64, opts ...ptOption) *capacityv1alpha1.ProvisionedThroughput {
-	e.t.Helper()
+// createPT declares a PT of gsus in namespace ns, of testProject,
+// testLocation and testModel unless opts say otherwise: the one way the
+// controller tests create a PT. It has no status: a RegionPool test makes it
+// ready with setPTReady, a PT test lets the PT controller verify it.
+func createPT(t testing.TB, ns, name string, gsus int64, opts ...ptOption) *capacityv1alpha1.ProvisionedThroughput {
+	t.Helper()
 	pt := &capacityv1alpha1.ProvisionedThroughput{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: capacityv1alpha1.ProvisionedThroughputSpec{
 			Project: testProject, Location: testLocation, Model: testModel, GSUs: gsus,
 		},
@@ -217,10 +208,16 @@ func (e *ptEnv) create(name string, gsus int64, opts ...ptOption) *capacityv1alp
 	for _, o := range opts {
 		o(pt)
 	}
-	if err := e.cl.Create(context.Background(), pt); err != nil {
-		e.t.Fatalf("creating %s: %v", name, err)
+	if err := testClient.Create(context.Background(), pt); err != nil {
+		t.Fatalf("creating PT %s: %v", name, err)
 	}
 	return pt
+}
+
+// create declares a PT of gsus in the test namespace (createPT).
+func (e *ptEnv) create(name string, gsus int64, opts ...ptOption) *capacityv1alpha1.ProvisionedThroughput {
+	e.t.Helper()
+	return createPT(e.t, e.ns, name, gsus, opts...)
 }
 
 // gcpShows makes the fake report PT in the test project's location and model.

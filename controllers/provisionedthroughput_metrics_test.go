@@ -61,7 +61,7 @@ func TestPTConditionSeriesFollowStatus(t *testing.T) {
 	}
 
 	e.gcpShows(2, 1500, nil)
-	e.clk.Add(2 * time.Minute)
+	e.clk.Step(2 * time.Minute)
 	e.reconcile("pt")
 	expectCond(t, e.get("pt"), "Verified", "False", "Mismatch")
 	if got := conditionSeries(t, e.ns, "pt", "Verified"); len(got) != 1 || got["False/Mismatch"] != 1 {

@@ -53,7 +53,7 @@ func TestPTCallsGrowWithProjects(t *testing.T) {
 
 			// Round 2: one interval later, every object is verified again, by
 			// four workers as a manager with MaxConcurrentReconciles=4 would.
-			e.clk.Add(interval)
+			e.clk.Step(interval)
 			work := make(chan string)
 			var wg sync.WaitGroup
 			for range 4 {

@@ -35,7 +35,7 @@ func TestPTSourceUnavailable(t *testing.T) {
 			expectCond(t, before, capacityv1alpha1.ConditionVerified, metav1.ConditionTrue, capacityv1alpha1.ReasonObserved)
 
 			e.fake.SetError(testProject, status.Error(tc.code, "injected"))
-			e.clk.Add(interval)
+			e.clk.Step(interval)
 			res := e.reconcile("pt")
 			pt := e.get("pt")
 
@@ -65,7 +65,7 @@ func TestPTSourceUnavailable(t *testing.T) {
 			// GCP answers again: verified, no kstatus conditions, and no second
 			// "verified" event, since GCP's answer did not change.
 			e.fake.SetError(testProject, nil)
-			e.clk.Add(interval)
+			e.clk.Step(interval)
 			e.reconcile("pt")
 			pt = e.get("pt")
 			expectCond(t, pt, capacityv1alpha1.ConditionVerified, metav1.ConditionTrue, capacityv1alpha1.ReasonObserved)
@@ -93,7 +93,7 @@ func TestPTOutageNeverCountsTowardGrace(t *testing.T) {
 
 	e.fake.SetError(testProject, status.Error(codes.Unavailable, "injected"))
 	for range 3 * grace / interval {
-		e.clk.Add(interval)
+		e.clk.Step(interval)
 		e.reconcile("pt")
 	}
 	pt := e.get("pt")
@@ -126,7 +126,7 @@ func TestPTNeverVerified(t *testing.T) {
 		e.create("pt", 4)
 		e.waitReconciled("pt")
 		for range 3 {
-			e.clk.Add(time.Hour)
+			e.clk.Step(time.Hour)
 			e.reconcile("pt")
 		}
 		pt := e.get("pt")

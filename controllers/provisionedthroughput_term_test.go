@@ -27,11 +27,11 @@ func TestPTTermEnds(t *testing.T) {
 
 	// Two hours before the Expiring window opens the interval is shorter than
 	// the wait; one minute before, the requeue lands on the window's start.
-	e.clk.Add(2*time.Hour - time.Minute)
+	e.clk.Step(2*time.Hour - time.Minute)
 	if res := e.reconcile("pt"); res.RequeueAfter != time.Minute {
 		t.Errorf("requeue after %v one minute before the Expiring window, want exactly 1m", res.RequeueAfter)
 	}
-	e.clk.Add(time.Minute)
+	e.clk.Step(time.Minute)
 	for range 3 { // the same state, reconciled again, says nothing new
 		e.reconcile("pt")
 	}
@@ -44,13 +44,13 @@ func TestPTTermEnds(t *testing.T) {
 
 	// Three minutes before the end, the requeue is the end itself, not the
 	// next interval.
-	e.clk.Add(capacityv1alpha1.ExpiringWindow - 3*time.Minute)
+	e.clk.Step(capacityv1alpha1.ExpiringWindow - 3*time.Minute)
 	if res := e.reconcile("pt"); res.RequeueAfter != 3*time.Minute {
 		t.Errorf("requeue after %v three minutes before the end, want exactly 3m", res.RequeueAfter)
 	}
 	expectCond(t, e.get("pt"), capacityv1alpha1.ConditionReady, metav1.ConditionTrue, capacityv1alpha1.ReasonActive)
 
-	e.clk.Add(3 * time.Minute)
+	e.clk.Step(3 * time.Minute)
 	for range 3 {
 		e.reconcile("pt")
 	}

@@ -106,7 +106,7 @@ func TestPTSkip(t *testing.T) {
 		t.Errorf("observedGeneration = %d, want %d: a skipped object is fully reconciled", pt.Status.ObservedGeneration, pt.Generation)
 	}
 
-	e.clk.Add(30 * 24 * time.Hour)
+	e.clk.Step(30 * 24 * time.Hour)
 	e.reconcile("skip")
 	pt = e.get("skip")
 	expectCond(t, pt, capacityv1alpha1.ConditionReady, metav1.ConditionFalse, capacityv1alpha1.ReasonExpired)

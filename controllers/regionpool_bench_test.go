@@ -48,7 +48,7 @@ func BenchmarkRegionPoolTimeToAwareness(b *testing.B) {
 func benchmarkAwarenessDeclared(b *testing.B) {
 	e := newPoolEnv(b, true)
 	e.createPool("flash", []string{"europe-west1", "europe-west4", "us-central1", "us-east5"})
-	e.createPT(ptSpec{name: "order", location: "europe-west1", gsus: 4})
+	createPT(e.t, e.ns, "order", 4, withLocation("europe-west1"))
 	e.waitTable("flash-routing", "exists", func(routingTable) bool { return true })
 
 	ctx := context.Background()
@@ -266,7 +266,7 @@ func createScalePool(ctx context.Context, ns string, i int, regions, ptLocations
 	model := fmt.Sprintf("model-%03d", i)
 	p := &capacityv1alpha1.RegionPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("pool-%03d", i)},
-		Spec:       capacityv1alpha1.RegionPoolSpec{Project: poolProject, Model: model},
+		Spec:       capacityv1alpha1.RegionPoolSpec{Project: testProject, Model: model},
 	}
 	for _, r := range regions {
 		p.Spec.Regions = append(p.Spec.Regions, capacityv1alpha1.PoolRegion{Name: r})
@@ -277,7 +277,7 @@ func createScalePool(ctx context.Context, ns string, i int, regions, ptLocations
 	for j, loc := range ptLocations {
 		pt := &capacityv1alpha1.ProvisionedThroughput{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("pt-%03d-%d", i, j)},
-			Spec:       capacityv1alpha1.ProvisionedThroughputSpec{Project: poolProject, Location: loc, Model: model, GSUs: int64(j + 1)},
+			Spec:       capacityv1alpha1.ProvisionedThroughputSpec{Project: testProject, Location: loc, Model: model, GSUs: int64(j + 1)},
 		}
 		if err := testClient.Create(ctx, pt); err != nil {
 			return err

@@ -28,7 +28,7 @@ func TestRegionPoolProtectsReadyPT(t *testing.T) {
 	e := newPoolEnv(t, true)
 	regions := []string{"us-central1", "europe-west1", "europe-west4", "us-east5"}
 	e.createPool("flash", regions, poolWithHint("europe-west1", 40), poolWithHint("us-east5", 15))
-	e.createPT(ptSpec{name: "ew1-order", location: "europe-west1", gsus: 4})
+	createPT(e.t, e.ns, "ew1-order", 4, withLocation("europe-west1"))
 	e.setPTReady("ew1-order", true, capacityv1alpha1.ReasonActive, 12000)
 
 	rt := e.waitTable("flash-routing", "protects europe-west1", protects("europe-west1"))
@@ -49,7 +49,7 @@ func TestRegionPoolProtectsReadyPT(t *testing.T) {
 	if got := rt.region("us-east5").Capacity.RequestsPerSecond; got != 15 {
 		t.Errorf("us-east5 requests/s = %v, want the pool's hint 15", got)
 	}
-	if p := rt.table.Pools[0]; p.Project != poolProject || p.Publisher != "google" || p.Model != poolModel || p.Namespace != e.ns || p.Name != "flash" {
+	if p := rt.table.Pools[0]; p.Project != testProject || p.Publisher != "google" || p.Model != testModel || p.Namespace != e.ns || p.Name != "flash" {
 		t.Errorf("table pool identity = %s/%s/%s %s/%s", p.Project, p.Publisher, p.Model, p.Namespace, p.Name)
 	}
 	if rt.cm.Labels[table.LabelRoutingTable] != "true" {
@@ -109,7 +109,7 @@ func TestRegionPoolProtectsReadyPT(t *testing.T) {
 func TestRegionPoolAddsUndeclaredRegion(t *testing.T) {
 	e := newPoolEnv(t, true)
 	e.createPool("flash", []string{"europe-west1", "europe-west4"})
-	e.createPT(ptSpec{name: "global-order", location: "global", gsus: 1})
+	createPT(e.t, e.ns, "global-order", 1, withLocation("global"))
 	e.setPTReady("global-order", true, capacityv1alpha1.ReasonActive, 0)
 
 	rt := e.waitTable("flash-routing", "protects global", protects("global"))
@@ -138,7 +138,7 @@ func TestRegionPoolAddsUndeclaredRegion(t *testing.T) {
 	}
 	e.waitTable("flash-routing", "is reverted", protects("global"))
 	e.waitPool("flash", "is reconciled", isReconciled)
-	if n := e.rec.count("flash", capacityv1alpha1.ReasonUndeclaredRegions); n != 1 {
+	if n := e.rec.count("flash", eventNormal, capacityv1alpha1.ReasonUndeclaredRegions); n != 1 {
 		t.Errorf("%d %s events, want 1", n, capacityv1alpha1.ReasonUndeclaredRegions)
 	}
 
@@ -193,7 +193,7 @@ func TestRegionPoolOwnsItsConfigMap(t *testing.T) {
 func TestRegionPoolRevertsHandEdit(t *testing.T) {
 	e := newPoolEnv(t, true)
 	e.createPool("flash", []string{"europe-west1", "us-east5"})
-	e.createPT(ptSpec{name: "order", location: "us-east5"})
+	createPT(e.t, e.ns, "order", 2, withLocation("us-east5"))
 	e.setPTReady("order", true, capacityv1alpha1.ReasonActive, 0)
 	rt := e.waitTable("flash-routing", "protects us-east5", protects("us-east5"))
 	want := rt.cm.Data[table.DataKey]
@@ -243,7 +243,7 @@ func TestRegionPoolLeavesForeignConfigMap(t *testing.T) {
 	if meta.FindStatusCondition(p.Status.Conditions, capacityv1alpha1.ConditionReconciling) != nil {
 		t.Error("a Stalled pool is also Reconciling")
 	}
-	if n := e.rec.count("flash", capacityv1alpha1.ReasonConfigMapConflict); n != 1 {
+	if n := e.rec.count("flash", eventWarning, capacityv1alpha1.ReasonConfigMapConflict); n != 1 {
 		t.Errorf("%d %s events, want 1", n, capacityv1alpha1.ReasonConfigMapConflict)
 	}
 	got := &corev1.ConfigMap{}
@@ -272,11 +272,11 @@ func TestRegionPoolsSeeOnlyTheirModel(t *testing.T) {
 	regions := []string{"europe-west1", "europe-west4", "us-east5"}
 	e.createPool("flash", regions)
 	e.createPool("pro", regions, poolWithModel("gemini-2.5-pro"))
-	e.createPT(ptSpec{name: "flash-ew1", location: "europe-west1"})
-	e.createPT(ptSpec{name: "pro-ew4", location: "europe-west4", model: "gemini-2.5-pro"})
+	createPT(e.t, e.ns, "flash-ew1", 2, withLocation("europe-west1"))
+	createPT(e.t, e.ns, "pro-ew4", 2, withLocation("europe-west4"), withModel("gemini-2.5-pro"))
 	// Same location as the pro pool's, but a versioned model ID: matching is
 	// exact, so it protects neither pool.
-	e.createPT(ptSpec{name: "flash-001-ue5", location: "us-east5", model: poolModel + "-001"})
+	createPT(e.t, e.ns, "flash-001-ue5", 2, withLocation("us-east5"), withModel(testModel+"-001"))
 	for _, name := range []string{"flash-ew1", "pro-ew4", "flash-001-ue5"} {
 		e.setPTReady(name, true, capacityv1alpha1.ReasonActive, 0)
 	}
@@ -302,10 +302,10 @@ func TestRegionPoolSelectorNarrows(t *testing.T) {
 	e := newPoolEnv(t, true)
 	regions := []string{"europe-west1", "europe-west4"}
 	e.createPool("team-a", regions, poolWithSelector(map[string]string{"team": "a"}))
-	e.createPT(ptSpec{name: "a-ew1", location: "europe-west1", labels: map[string]string{"team": "a"}})
-	e.createPT(ptSpec{name: "b-ew4", location: "europe-west4", labels: map[string]string{"team": "b"}})
+	createPT(e.t, e.ns, "a-ew1", 2, withLocation("europe-west1"), withLabels(map[string]string{"team": "a"}))
+	createPT(e.t, e.ns, "b-ew4", 2, withLocation("europe-west4"), withLabels(map[string]string{"team": "b"}))
 	// A PT of another model with the right label still does not protect the pool.
-	e.createPT(ptSpec{name: "a-pro", location: "us-east5", model: "gemini-2.5-pro", labels: map[string]string{"team": "a"}})
+	createPT(e.t, e.ns, "a-pro", 2, withLocation("us-east5"), withModel("gemini-2.5-pro"), withLabels(map[string]string{"team": "a"}))
 	for _, name := range []string{"a-ew1", "b-ew4", "a-pro"} {
 		e.setPTReady(name, true, capacityv1alpha1.ReasonActive, 0)
 	}
@@ -383,8 +383,8 @@ func TestOmittedMeansTheSameEverywhere(t *testing.T) {
 		"kind":       "RegionPool",
 		"metadata":   map[string]any{"namespace": e.ns, "name": "bare"},
 		"spec": map[string]any{
-			"project": poolProject,
-			"model":   poolModel,
+			"project": testProject,
+			"model":   testModel,
 			"regions": []any{map[string]any{"name": "europe-west1"}, map[string]any{"name": "us-central1"}},
 		},
 	}}
@@ -396,7 +396,7 @@ func TestOmittedMeansTheSameEverywhere(t *testing.T) {
 	}
 	rendered := e.waitTable("bare-routing", "exists", func(routingTable) bool { return true }).table.Pools[0]
 
-	handWritten, err := table.Parse([]byte(`{"version": 1, "pools": [{"project": "` + poolProject + `", "model": "` + poolModel + `",
+	handWritten, err := table.Parse([]byte(`{"version": 1, "pools": [{"project": "` + testProject + `", "model": "` + testModel + `",
 		"regions": [{"name": "europe-west1"}, {"name": "us-central1"}]}]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -454,7 +454,7 @@ func TestRegionPoolStallsOnWhatOnlyAPersonFixes(t *testing.T) {
 	for i := 1; i <= table.MaxRegions; i++ {
 		full = append(full, "europe-west"+strconv.Itoa(i))
 	}
-	e.createPT(ptSpec{name: "one-too-many", location: "us-east5"})
+	createPT(e.t, e.ns, "one-too-many", 2, withLocation("us-east5"))
 	e.setPTReady("one-too-many", true, capacityv1alpha1.ReasonActive, 0)
 	e.createPool("full", full)
 

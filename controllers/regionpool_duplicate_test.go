@@ -40,7 +40,7 @@ func TestRegionPoolDuplicateRendersOnlyTheOlder(t *testing.T) {
 	e.waitTable("younger-routing", "exists", func(routingTable) bool { return true })
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		p := e.pool("younger")
-		p.Spec.Model = poolModel
+		p.Spec.Model = testModel
 		return e.cl.Update(ctx, p)
 	}); err != nil {
 		t.Fatal(err)
@@ -54,7 +54,7 @@ func TestRegionPoolDuplicateRendersOnlyTheOlder(t *testing.T) {
 		t.Errorf("status still shows a table: %+v", p.Status)
 	}
 	waitGone(t, e, "younger-routing")
-	if n := e.rec.count("younger", capacityv1alpha1.ReasonDuplicatePool); n != 1 {
+	if n := e.rec.count("younger", eventWarning, capacityv1alpha1.ReasonDuplicatePool); n != 1 {
 		t.Errorf("%d %s events, want 1", n, capacityv1alpha1.ReasonDuplicatePool)
 	}
 	if rt, ok := e.readTable("older-routing"); !ok || rt.table == nil {
@@ -70,7 +70,7 @@ func TestRegionPoolDuplicateRendersOnlyTheOlder(t *testing.T) {
 	}
 	e.waitPool("younger", "renders once the older is gone", isReconciled)
 	e.waitTable("younger-routing", "routes the model", func(rt routingTable) bool {
-		return rt.table.Pools[0].Model == poolModel
+		return rt.table.Pools[0].Model == testModel
 	})
 }
 

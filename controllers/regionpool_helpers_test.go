@@ -2,8 +2,6 @@ package controllers
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,10 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,52 +21,9 @@ import (
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
-// Names the RegionPool tests share.
-const (
-	poolProject = "acme-prod"
-	poolModel   = "gemini-2.5-flash-lite"
-)
-
 // poolWait bounds how long a test waits for the controller to reach a state.
 // It is a deadline against a hung test, never a measurement.
 const poolWait = 30 * time.Second
-
-// poolEventLog keeps the events the RegionPool reconciler records and passes
-// them on to the manager's recorder, which writes them to the API server.
-type poolEventLog struct {
-	next events.EventRecorder
-
-	mu     sync.Mutex
-	events []recordedPoolEvent
-}
-
-type recordedPoolEvent struct {
-	object, eventtype, reason, message string
-}
-
-func (l *poolEventLog) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
-	name := ""
-	if o, ok := regarding.(client.Object); ok {
-		name = o.GetName()
-	}
-	l.mu.Lock()
-	l.events = append(l.events, recordedPoolEvent{object: name, eventtype: eventtype, reason: reason, message: fmt.Sprintf(note, args...)})
-	l.mu.Unlock()
-	l.next.Eventf(regarding, related, eventtype, reason, action, note, args...)
-}
-
-// count is the number of events about object with the reason.
-func (l *poolEventLog) count(object, reason string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, e := range l.events {
-		if e.object == object && e.reason == reason {
-			n++
-		}
-	}
-	return n
-}
 
 // poolEnv is one RegionPool test's world: a namespace of its own and a
 // manager, scoped to it, that runs the RegionPool controller (and no PT
@@ -81,7 +34,7 @@ type poolEnv struct {
 	cl  client.Client // direct, so every read sees the last write
 	mgr ctrl.Manager
 	r   *RegionPoolReconciler
-	rec *poolEventLog
+	rec *eventSpy
 }
 
 // newPoolEnv starts the controller in a new namespace, with the concurrency
@@ -100,7 +53,7 @@ func newPoolEnvAs(t testing.TB, cfg *rest.Config, start bool, namespaces ...stri
 	e := &poolEnv{t: t, ns: namespaces[0], cl: testClient}
 	mgr := newManager(t, cfg, namespaces...)
 	e.mgr = mgr
-	e.rec = &poolEventLog{next: mgr.GetEventRecorder(RegionPoolControllerName)}
+	e.rec = &eventSpy{next: mgr.GetEventRecorder(RegionPoolControllerName)}
 	e.r = &RegionPoolReconciler{Client: mgr.GetClient(), Recorder: e.rec}
 	skip := true
 	if err := e.r.SetupWithManager(mgr, controller.Options{SkipNameValidation: &skip, MaxConcurrentReconciles: 4}); err != nil {
@@ -162,12 +115,12 @@ func poolWithOutput(name string) poolOption {
 	return func(p *capacityv1alpha1.RegionPool) { p.Spec.Output.ConfigMapName = name }
 }
 
-// createPool creates a pool of poolProject and poolModel over regions.
+// createPool creates a pool of testProject and testModel over regions.
 func (e *poolEnv) createPool(name string, regions []string, opts ...poolOption) *capacityv1alpha1.RegionPool {
 	e.t.Helper()
 	p := &capacityv1alpha1.RegionPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
-		Spec:       capacityv1alpha1.RegionPoolSpec{Project: poolProject, Model: poolModel},
+		Spec:       capacityv1alpha1.RegionPoolSpec{Project: testProject, Model: testModel},
 	}
 	for _, r := range regions {
 		p.Spec.Regions = append(p.Spec.Regions, capacityv1alpha1.PoolRegion{Name: r})
@@ -179,35 +132,6 @@ func (e *poolEnv) createPool(name string, regions []string, opts ...poolOption) 
 		e.t.Fatalf("creating pool %s: %v", name, err)
 	}
 	return p
-}
-
-// ptSpec is what a test PT declares.
-type ptSpec struct {
-	name, model, location string
-	gsus                  int64
-	labels                map[string]string
-}
-
-// createPT creates a PT of poolProject (and poolModel unless s.model is set),
-// with no status: it protects nothing until setPTReady.
-func (e *poolEnv) createPT(s ptSpec) *capacityv1alpha1.ProvisionedThroughput {
-	e.t.Helper()
-	if s.model == "" {
-		s.model = poolModel
-	}
-	if s.gsus == 0 {
-		s.gsus = 2
-	}
-	pt := &capacityv1alpha1.ProvisionedThroughput{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: s.name, Labels: s.labels},
-		Spec: capacityv1alpha1.ProvisionedThroughputSpec{
-			Project: poolProject, Location: s.location, Model: s.model, GSUs: s.gsus,
-		},
-	}
-	if err := e.cl.Create(context.Background(), pt); err != nil {
-		e.t.Fatalf("creating PT %s: %v", s.name, err)
-	}
-	return pt
 }
 
 // setPTReady writes the PT's Ready condition (and observed tokens per second

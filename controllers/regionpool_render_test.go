@@ -19,7 +19,7 @@ import (
 func testPool(regions ...string) *capacityv1alpha1.RegionPool {
 	p := &capacityv1alpha1.RegionPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "llm", Name: "flash"},
-		Spec:       capacityv1alpha1.RegionPoolSpec{Project: poolProject, Model: poolModel},
+		Spec:       capacityv1alpha1.RegionPoolSpec{Project: testProject, Model: testModel},
 	}
 	for _, r := range regions {
 		p.Spec.Regions = append(p.Spec.Regions, capacityv1alpha1.PoolRegion{Name: r})
@@ -34,7 +34,7 @@ func testPT(name, location string, gsus int64, ready bool, tokens float64) capac
 	}
 	pt := capacityv1alpha1.ProvisionedThroughput{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "llm", Name: name},
-		Spec:       capacityv1alpha1.ProvisionedThroughputSpec{Project: poolProject, Location: location, Model: poolModel, GSUs: gsus},
+		Spec:       capacityv1alpha1.ProvisionedThroughputSpec{Project: testProject, Location: location, Model: testModel, GSUs: gsus},
 		Status: capacityv1alpha1.ProvisionedThroughputStatus{
 			Conditions: []metav1.Condition{{Type: capacityv1alpha1.ConditionReady, Status: status, Reason: "Test"}},
 		},

@@ -43,14 +43,14 @@ func TestRegionPoolWatchMapsExactly(t *testing.T) {
 	pt := func(model string, labels map[string]string) *capacityv1alpha1.ProvisionedThroughput {
 		return &capacityv1alpha1.ProvisionedThroughput{
 			ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "x", Labels: labels},
-			Spec:       capacityv1alpha1.ProvisionedThroughputSpec{Project: poolProject, Location: "europe-west1", Model: model, GSUs: 1},
+			Spec:       capacityv1alpha1.ProvisionedThroughputSpec{Project: testProject, Location: "europe-west1", Model: model, GSUs: 1},
 		}
 	}
-	otherNS := pt(poolModel, nil)
+	otherNS := pt(testModel, nil)
 	otherNS.Namespace = "elsewhere"
-	otherProject := pt(poolModel, nil)
+	otherProject := pt(testModel, nil)
 	otherProject.Spec.Project = "acme-test"
-	otherPublisher := pt(poolModel, nil)
+	otherPublisher := pt(testModel, nil)
 	otherPublisher.Spec.Publisher = "anthropic"
 
 	for _, tc := range []struct {
@@ -58,11 +58,11 @@ func TestRegionPoolWatchMapsExactly(t *testing.T) {
 		obj  client.Object
 		want []string
 	}{
-		{"unlabelled flash PT", pt(poolModel, nil), []string{"flash"}},
-		{"team-a flash PT", pt(poolModel, map[string]string{"team": "a"}), []string{"flash", "flash-team-a"}},
-		{"team-b flash PT", pt(poolModel, map[string]string{"team": "b"}), []string{"flash"}},
+		{"unlabelled flash PT", pt(testModel, nil), []string{"flash"}},
+		{"team-a flash PT", pt(testModel, map[string]string{"team": "a"}), []string{"flash", "flash-team-a"}},
+		{"team-b flash PT", pt(testModel, map[string]string{"team": "b"}), []string{"flash"}},
 		{"pro PT", pt("gemini-2.5-pro", map[string]string{"team": "a"}), []string{"pro"}},
-		{"versioned model ID", pt(poolModel+"-001", nil), nil},
+		{"versioned model ID", pt(testModel+"-001", nil), nil},
 		{"other namespace", otherNS, nil},
 		{"other project", otherProject, nil},
 		{"other publisher", otherPublisher, nil},

@@ -98,14 +98,14 @@ func TestCachedSourceExpiresAfterTTL(t *testing.T) {
 		t.Fatalf("GSUs = %d, want 2", got)
 	}
 	fake.SetPT(gcpfake.PT{Project: "p", Location: "europe-west1", Publisher: "google", Model: "m", GSUs: 6})
-	clk.Add(ttl - time.Second)
+	clk.Step(ttl - time.Second)
 	if got := gsus(); got != 2 {
 		t.Errorf("GSUs within the TTL = %d, want the cached 2", got)
 	}
 	if calls := fake.Calls("p"); calls != callsPerFetch {
 		t.Errorf("calls within the TTL = %d, want %d", calls, callsPerFetch)
 	}
-	clk.Add(time.Second)
+	clk.Step(time.Second)
 	if got := gsus(); got != 6 {
 		t.Errorf("GSUs after the TTL = %d, want the new 6", got)
 	}
@@ -143,14 +143,14 @@ func TestCachedSourceErrors(t *testing.T) {
 			}
 			fake.SetError("p", nil)
 			if tc.retryAfter > 0 {
-				clk.Add(tc.retryAfter - time.Millisecond)
+				clk.Step(tc.retryAfter - time.Millisecond)
 				if _, err := cached.ProvisionedThroughput(context.Background(), "p"); Code(err) != codes.Unavailable {
 					t.Errorf("within the error TTL got %v, want the cached Unavailable", err)
 				}
 				if calls := fake.Calls("p"); calls != 1 {
 					t.Errorf("calls within the error TTL = %d, want 1", calls)
 				}
-				clk.Add(time.Millisecond)
+				clk.Step(time.Millisecond)
 			}
 			if _, err := cached.ProvisionedThroughput(context.Background(), "p"); err != nil {
 				t.Errorf("after the error TTL: %v", err)

@@ -2,38 +2,22 @@ package gcp
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/regionwarden/regionwarden/internal/gcp/gcpfake"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// clock is a fake clock that tests move by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: t0} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// newClock is a fake clock at t0 that tests move by hand.
+func newClock() *testingclock.FakeClock { return testingclock.NewFakeClock(t0) }
 
 // startFake serves a fake Monitoring on loopback with the clock, and returns a
 // MonitoringSource dialed to it with the same clock.
-func startFake(tb testing.TB, clk *clock) (*gcpfake.MetricServer, *MonitoringSource) {
+func startFake(tb testing.TB, clk *testingclock.FakeClock) (*gcpfake.MetricServer, *MonitoringSource) {
 	tb.Helper()
 	fake := gcpfake.NewMetricServer()
 	fake.SetNow(clk.Now)
