@@ -3,6 +3,7 @@ package controllers
 import (
 	"bytes"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
 	"testing"
@@ -156,11 +157,11 @@ func TestRenderPool(t *testing.T) {
 func TestRenderPoolEndpointsAndHints(t *testing.T) {
 	pool := testPool("europe-west1", "us")
 	rps := int32(30)
-	pool.Spec.Regions[0].Endpoint = "vertex-emulator.llm.svc:8443"
+	pool.Spec.Regions[0].Endpoint = "aiplatform-vialink1.p.googleapis.com:443"
 	pool.Spec.Regions[0].RequestsPerSecond = &rps
 	out := renderPool(pool, []capacityv1alpha1.ProvisionedThroughput{testPT("a", "europe-west1", 2, true, 0)}, nil)
 	ew1 := out.pool.Regions[0]
-	if ew1.Endpoint != "vertex-emulator.llm.svc:8443" || ew1.Capacity.RequestsPerSecond != 30 || ew1.Tier != table.TierProvisioned {
+	if ew1.Endpoint != "aiplatform-vialink1.p.googleapis.com:443" || ew1.Capacity.RequestsPerSecond != 30 || ew1.Tier != table.TierProvisioned {
 		t.Errorf("europe-west1 = %+v, want the endpoint override and the hint kept when provisioned", ew1)
 	}
 	if us := out.pool.Regions[1]; us.Endpoint != "aiplatform.us.rep.googleapis.com:443" {
@@ -199,5 +200,37 @@ func TestRenderPolicy(t *testing.T) {
 	}
 	if got := renderPolicy(capacityv1alpha1.RoutingPolicy{Provisioned: capacityv1alpha1.ProvisionedPolicy{RequestType: capacityv1alpha1.RequestTypeSpillover}}); got.Provisioned.RequestType != table.RequestTypeSpillover {
 		t.Errorf("Spillover renders %q", got.Provisioned.RequestType)
+	}
+}
+
+// TestRenderCallers checks that a pool's callers reach the table in the
+// router's spelling, with the table's defaults where the pool sets none.
+func TestRenderCallers(t *testing.T) {
+	// The table fills in what the pool leaves unset.
+	render := func(c capacityv1alpha1.Callers) table.Callers {
+		p := table.Pool{Callers: renderCallers(c)}
+		p.Default()
+		return p.Callers
+	}
+	got := render(capacityv1alpha1.Callers{})
+	if got.MaxPriority != table.DefaultMaxPriority || len(got.ServiceAccounts) != 0 {
+		t.Errorf("no callers render %+v, want the default ceiling and no ServiceAccount", got)
+	}
+	got = render(capacityv1alpha1.Callers{
+		MaxPriority: capacityv1alpha1.PrioritySheddable,
+		ServiceAccounts: []capacityv1alpha1.CallerServiceAccount{
+			{Name: "chat/frontend", MaxPriority: capacityv1alpha1.PriorityCritical},
+			{Name: "batch/*"},
+		},
+	})
+	want := table.Callers{MaxPriority: table.PrioritySheddable, ServiceAccounts: []table.ServiceAccount{
+		{Namespace: "chat", Name: "frontend", MaxPriority: table.PriorityCritical},
+		{Namespace: "batch", Name: table.AnyServiceAccount, MaxPriority: table.PriorityDefault},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("callers = %+v, want %+v", got, want)
+	}
+	if err := got.Validate(); err != nil {
+		t.Errorf("rendered callers do not validate: %v", err)
 	}
 }

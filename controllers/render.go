@@ -130,6 +130,7 @@ func renderPool(pool *capacityv1alpha1.RegionPool, pts []capacityv1alpha1.Provis
 		Publisher: pool.GetPublisher(),
 		Model:     pool.Spec.Model,
 		Policy:    renderPolicy(pool.Spec.Policy),
+		Callers:   renderCallers(pool.Spec.Callers),
 	}}
 	listed := map[string]bool{}
 	for _, sr := range pool.Spec.Regions {
@@ -274,4 +275,25 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// renderCallers maps a RegionPool's callers to the routing table's: the
+// priorities in the router's spelling (the header's), each ServiceAccount
+// entry "namespace/name" split in two, in the spec's order. An unset
+// priority stays unset for the table to default.
+func renderCallers(c capacityv1alpha1.Callers) table.Callers {
+	out := table.Callers{MaxPriority: tablePriority(c.MaxPriority)}
+	for i := range c.ServiceAccounts {
+		sa := &c.ServiceAccounts[i]
+		ns, name, _ := strings.Cut(sa.Name, "/")
+		out.ServiceAccounts = append(out.ServiceAccounts, table.ServiceAccount{
+			Namespace: ns, Name: name, MaxPriority: tablePriority(sa.MaxPriority),
+		})
+	}
+	return out
+}
+
+// tablePriority is p as the routing table spells it.
+func tablePriority(p capacityv1alpha1.Priority) table.Priority {
+	return table.Priority(strings.ToLower(string(p)))
 }

@@ -67,6 +67,61 @@ type RegionPoolSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Discovery Discovery `json:"discovery,omitempty"`
+
+	// Callers says who may call through the pool and the highest priority
+	// each may claim.
+	// +kubebuilder:default={}
+	// +optional
+	Callers Callers `json:"callers,omitempty"`
+}
+
+// Priority is how a call asks to be treated when the router sheds load
+// (the X-Regionwarden-Priority header): Sheddable calls are shed first,
+// Critical ones last.
+// +kubebuilder:validation:Enum=Critical;Default;Sheddable
+type Priority string
+
+const (
+	PriorityCritical  Priority = "Critical"
+	PriorityDefault   Priority = "Default"
+	PrioritySheddable Priority = "Sheddable"
+)
+
+// Callers says who may call through a pool. A caller never gets a priority
+// above its ceiling: a higher one is lowered to it.
+type Callers struct {
+	// MaxPriority is the highest priority a caller may claim when the router
+	// does not authenticate it as a ServiceAccount: under --caller-auth
+	// forward (the caller's own Google token goes with its call) and none.
+	// +kubebuilder:default=Default
+	// +optional
+	MaxPriority Priority `json:"maxPriority,omitempty"`
+
+	// ServiceAccounts are the Kubernetes ServiceAccounts that may call
+	// through the pool when the router authenticates callers by their
+	// ServiceAccount token (--caller-auth kubernetes). None listed admits
+	// none. An entry naming an account wins over its namespace's "*".
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	// +optional
+	ServiceAccounts []CallerServiceAccount `json:"serviceAccounts,omitempty"`
+}
+
+// CallerServiceAccount admits the ServiceAccounts it names.
+type CallerServiceAccount struct {
+	// Name is a ServiceAccount as "namespace/name", or "namespace/*" for
+	// every ServiceAccount of the namespace.
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?/(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)$`
+	// +kubebuilder:validation:XValidation:rule="self.split('/')[0].size() <= 63",message="the namespace part of name must be at most 63 characters"
+	// +kubebuilder:validation:XValidation:rule="self.split('/')[1].size() <= 253",message="the ServiceAccount part of name must be at most 253 characters"
+	Name string `json:"name"`
+
+	// MaxPriority is the highest priority these callers may claim.
+	// +kubebuilder:default=Default
+	// +optional
+	MaxPriority Priority `json:"maxPriority,omitempty"`
 }
 
 // DiscoveryMode says what the operator does with Provisioned Throughput that

@@ -112,10 +112,11 @@ func TestDefaultsAreAppliedByTheAPIServer(t *testing.T) {
 		{"retry.budgetPercent", deref(r.BudgetPercent), *want.Retry.BudgetPercent},
 		{"retry.minRetriesPerSecond", deref(r.MinRetriesPerSecond), *want.Retry.MinRetriesPerSecond},
 		{"provisioned.requestType", strings.ToLower(string(got.Spec.Policy.Provisioned.RequestType)), string(want.Provisioned.RequestType)},
+		{"callers.maxPriority", strings.ToLower(string(got.Spec.Callers.MaxPriority)), string(table.DefaultMaxPriority)},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
-			t.Errorf("spec.policy.%s defaulted to %v, the routing table's default is %v", c.field, c.got, c.want)
+			t.Errorf("spec.%s defaulted to %v, the routing table's default is %v", c.field, c.got, c.want)
 		}
 	}
 	if got.GetConfigMapName() != pool.GetName()+"-routing" {

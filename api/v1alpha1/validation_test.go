@@ -153,6 +153,24 @@ func TestBadObjectsAreRefused(t *testing.T) {
 		{"endpoint on a private address", goodPool, func(o map[string]any) {
 			set(o, "spec.regions", []any{map[string]any{"name": "europe-west4", "endpoint": "10.0.0.7:443"}})
 		}, "spec.regions[0].endpoint"},
+		{"unknown caller ceiling", goodPool, func(o map[string]any) {
+			set(o, "spec.callers.maxPriority", "Urgent")
+		}, "spec.callers.maxPriority"},
+		{"caller without namespace", goodPool, func(o map[string]any) {
+			set(o, "spec.callers.serviceAccounts", []any{map[string]any{"name": "frontend"}})
+		}, "spec.callers.serviceAccounts[0].name"},
+		{"caller with a wildcard name part", goodPool, func(o map[string]any) {
+			set(o, "spec.callers.serviceAccounts", []any{map[string]any{"name": "chat/front*"}})
+		}, "spec.callers.serviceAccounts[0].name"},
+		{"caller namespace too long", goodPool, func(o map[string]any) {
+			set(o, "spec.callers.serviceAccounts", []any{map[string]any{"name": strings.Repeat("a", 64) + "/x"}})
+		}, "the namespace part of name must be at most 63 characters"},
+		{"caller listed twice", goodPool, func(o map[string]any) {
+			set(o, "spec.callers.serviceAccounts", []any{map[string]any{"name": "chat/*"}, map[string]any{"name": "chat/*", "maxPriority": "Critical"}})
+		}, "spec.callers.serviceAccounts[1]"},
+		{"unknown caller priority", goodPool, func(o map[string]any) {
+			set(o, "spec.callers.serviceAccounts", []any{map[string]any{"name": "chat/*", "maxPriority": "critical"}})
+		}, "spec.callers.serviceAccounts[0].maxPriority"},
 		{"failure rate threshold zero", goodPool, func(o map[string]any) {
 			set(o, "spec.policy.ejection.failureRateThreshold", 0.0)
 		}, "spec.policy.ejection.failureRateThreshold"},

@@ -183,6 +183,7 @@ func (p *Pool) fill() {
 		}
 	}
 	p.Policy.Default()
+	p.Callers.fill()
 }
 
 // SortRegions orders regions provisioned first, then by name.
@@ -338,6 +339,9 @@ func (p *Pool) Validate() error {
 	if err := p.Policy.Validate(); err != nil {
 		return fmt.Errorf("policy.%w", err)
 	}
+	if err := p.Callers.Validate(); err != nil {
+		return fmt.Errorf("callers.%w", err)
+	}
 	return nil
 }
 
@@ -459,6 +463,7 @@ func (t *Table) clone() *Table {
 	c := &Table{Version: t.Version, Pools: make([]Pool, len(t.Pools))}
 	for i, p := range t.Pools {
 		p.Regions = append([]Region(nil), p.Regions...)
+		p.Callers.ServiceAccounts = append([]ServiceAccount(nil), p.Callers.ServiceAccounts...)
 		c.Pools[i] = p
 	}
 	return c

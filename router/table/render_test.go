@@ -43,6 +43,10 @@ var renderCases = []struct {
 				{Name: "us", Endpoint: "127.0.0.1:8443"},
 			},
 			Policy: DefaultPolicy(),
+			Callers: Callers{MaxPriority: PrioritySheddable, ServiceAccounts: []ServiceAccount{
+				{Namespace: "team-a", Name: "chat", MaxPriority: PriorityCritical},
+				{Namespace: "team-b", Name: AnyServiceAccount},
+			}},
 		}}},
 	},
 	{

@@ -57,6 +57,8 @@ type Pool struct {
 	Regions []Region `json:"regions"`
 	// Policy holds every routing knob, defaults filled in.
 	Policy Policy `json:"policy"`
+	// Callers says who may call through the pool, defaults filled in.
+	Callers Callers `json:"callers"`
 }
 
 // Key identifies the pool a request belongs to.
