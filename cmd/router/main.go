@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/regionwarden/regionwarden/internal/tracing"
+	"github.com/regionwarden/regionwarden/router/auth"
 	"github.com/regionwarden/regionwarden/router/metrics"
 	"github.com/regionwarden/regionwarden/router/server"
 	"github.com/regionwarden/regionwarden/router/source"
@@ -61,6 +62,7 @@ type config struct {
 	kubeconfig        string
 	upstreamInsecure  bool
 	allowHosts        []string
+	callerAuth        auth.Mode
 	requestTimeout    time.Duration
 	shutdownGrace     time.Duration
 	maxBodyBytes      int64
@@ -89,7 +91,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.opsListen, "ops-listen", "", "address of /metrics, /debug/pools, /healthz and /readyz; empty serves them on --listen")
 	fs.StringVar(&c.tableFile, "table-file", "", "routing table file, or a mounted ConfigMap folder holding "+table.DataKey+"; followed as the kubelet updates it")
 	fs.StringVar(&c.tableConfigMaps, "table-configmaps", "", "namespace whose ConfigMaps labeled "+source.Selector()+" hold the routing tables (needs get, list, watch on configmaps there)")
-	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig for --table-configmaps; empty uses the in-cluster config")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig for --table-configmaps and --caller-auth=kubernetes; empty uses the in-cluster config")
+	c.callerAuth = auth.ModeForward
+	fs.Func("caller-auth", "how the router knows its callers: forward (default: each caller's own Google token goes with its call, the router has no Google identity), "+
+		"kubernetes (the router calls as itself and admits the ServiceAccounts each RegionPool lists, by their token with the audience "+auth.Audience+"), "+
+		"or none (nobody is checked: emulators and tests only, with --upstream-insecure)", func(v string) (err error) {
+		c.callerAuth, err = auth.ParseMode(v)
+		return err
+	})
 	fs.BoolVar(&c.upstreamInsecure, "upstream-insecure", false, "call regions in plaintext (REST over HTTP/1.1, gRPC over h2c) without credentials: for emulators and tests only")
 	fs.Func("allow-endpoint-host", "a host outside Google's API domains (*.googleapis.com) that routing tables may name as an endpoint, "+
 		"e.g. an emulator's 127.0.0.1; repeat the flag or separate hosts by commas. Tables naming any other host are refused", func(v string) error {
@@ -139,6 +148,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("--write-timeout must be positive, got %s", c.writeTimeout)
 	case c.shutdownGrace < 0:
 		return c, fmt.Errorf("--shutdown-grace must not be negative, got %s", c.shutdownGrace)
+	case c.callerAuth == auth.ModeNone && !c.upstreamInsecure:
+		return c, errors.New("--caller-auth=none lets anyone who reaches the router call as it: it is for emulators and tests only, and needs --upstream-insecure")
 	}
 	if c.tableFile != "" {
 		if err := checkTableFile(c.tableFile); err != nil {
@@ -219,13 +230,17 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 	log.Info("tracing", "on", tracingOn)
 
 	m := metrics.New()
-	opts := upstream.Options{Insecure: c.upstreamInsecure}
-	if !c.upstreamInsecure {
-		if opts.Authorizer, err = upstream.ApplicationDefault(); err != nil {
-			return fmt.Errorf("%w (on GKE, bind the router's ServiceAccount to a Google service account with Workload Identity; elsewhere, set GOOGLE_APPLICATION_CREDENTIALS)", err)
+	var kube kubernetes.Interface
+	if c.tableConfigMaps != "" || c.callerAuth == auth.ModeKubernetes {
+		if kube, err = kubeClient(c.kubeconfig); err != nil {
+			return err
 		}
 	}
-	clients := upstream.New(opts)
+	authn, authorizer, err := callerAuth(c, kube)
+	if err != nil {
+		return err
+	}
+	clients := upstream.New(upstream.Options{Insecure: c.upstreamInsecure, Authorizer: authorizer})
 	defer func() { _ = clients.Close() }()
 	srv, err := server.New(server.Options{
 		Upstream:             clients,
@@ -239,6 +254,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 		MaxBodyBytesInFlight: c.maxBodyInFlight,
 		BodyReadTimeout:      c.bodyReadTimeout,
 		WriteTimeout:         c.writeTimeout,
+		Auth:                 authn,
 	})
 	if err != nil {
 		return err
@@ -249,16 +265,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 	if c.tableFile != "" {
 		src = source.NewFileSource(c.tableFile, source.FileOptions{Logger: log, Observer: m, Endpoints: endpoints})
 	} else {
-		kc, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
-		if err != nil {
-			return fmt.Errorf("kubeconfig: %w", err)
-		}
-		kc.UserAgent = "regionwarden-router"
-		client, err := kubernetes.NewForConfig(kc)
-		if err != nil {
-			return fmt.Errorf("kubernetes client: %w", err)
-		}
-		src = source.NewConfigMapSource(client, c.tableConfigMaps, source.ConfigMapOptions{Logger: log, Observer: m, Endpoints: endpoints})
+		src = source.NewConfigMapSource(kube, c.tableConfigMaps, source.ConfigMapOptions{Logger: log, Observer: m, Endpoints: endpoints})
 	}
 	apply := func(t *table.Table) {
 		if err := srv.Apply(t); err != nil {
@@ -324,7 +331,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 		go func() { serveErr <- gs.Serve(grpcLn) }()
 	}
 	log.Info("router listening", "api", addrs.api, "ops", opsAddr, "grpc", addrs.grpc,
-		"tableFile", c.tableFile, "tableConfigMaps", c.tableConfigMaps, "allowEndpointHosts", c.allowHosts, "clockScale", c.clockScale,
+		"tableFile", c.tableFile, "tableConfigMaps", c.tableConfigMaps, "allowEndpointHosts", c.allowHosts, "callerAuth", c.callerAuth, "clockScale", c.clockScale,
 		"maxBodyBytesInFlight", srv.MaxBodyBytesInFlight())
 	if onListen != nil {
 		onListen(addrs)
@@ -350,6 +357,49 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 // grpcStreamsPerConn is how many calls one gRPC connection carries at once,
 // as Google's endpoints allow: a client needing more opens more connections.
 const grpcStreamsPerConn = 100
+
+// kubeClient is a client of the API server in kubeconfig, or in-cluster.
+func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	kc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	kc.UserAgent = "regionwarden-router"
+	client, err := kubernetes.NewForConfig(kc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return client, nil
+}
+
+// callerAuth is how the router knows its callers and whose credentials its
+// calls carry, by --caller-auth:
+//   - forward: the caller's own token, and never the router's, which has
+//     none (it needs no Google identity at all);
+//   - kubernetes: the router's Application Default Credentials (none under
+//     --upstream-insecure), callers checked by TokenReview through kube;
+//   - none: no credentials; parseFlags allows it only with
+//     --upstream-insecure.
+func callerAuth(c config, kube kubernetes.Interface) (*auth.Authenticator, upstream.Authorizer, error) {
+	var (
+		reviewer   auth.ReviewerInterface
+		authorizer upstream.Authorizer
+	)
+	switch c.callerAuth {
+	case auth.ModeForward:
+		authorizer = auth.Forward{}
+	case auth.ModeKubernetes:
+		reviewer = auth.NewReviewer(kube.AuthenticationV1().TokenReviews(), auth.ReviewerOptions{})
+		if !c.upstreamInsecure {
+			var err error
+			if authorizer, err = upstream.ApplicationDefault(); err != nil {
+				return nil, nil, fmt.Errorf("%w (on GKE, bind the router's ServiceAccount to a Google service account with Workload Identity; elsewhere, set GOOGLE_APPLICATION_CREDENTIALS)", err)
+			}
+		}
+	}
+	authn, err := auth.New(c.callerAuth, reviewer)
+	return authn, authorizer, err
+}
 
 // shutdown stops accepting requests and waits up to grace for those in flight,
 // streams included, to finish; then it closes what is left, which cancels the

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/genai"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
@@ -116,10 +117,14 @@ func kubeletWrite(t *testing.T, dir string, n int, data []byte) {
 	}
 }
 
-type token struct{}
+// token is a caller's token: "caller" when empty.
+type token string
 
-func (token) Token(context.Context) (*auth.Token, error) {
-	return &auth.Token{Value: "caller", Type: "Bearer", Expiry: time.Now().Add(time.Hour)}, nil
+func (tok token) Token(context.Context) (*auth.Token, error) {
+	if tok == "" {
+		tok = "caller"
+	}
+	return &auth.Token{Value: string(tok), Type: "Bearer", Expiry: time.Now().Add(time.Hour)}, nil
 }
 
 // started is a router run by run() in the background.
@@ -139,12 +144,18 @@ func startRun(t *testing.T, args ...string) *started {
 // startRouter runs a router with args on loopback ports.
 func startRouter(t *testing.T, args ...string) *started {
 	t.Helper()
+	return startRouterLogging(t, io.Discard, args...)
+}
+
+// startRouterLogging runs a router with args on loopback ports, logging to log.
+func startRouterLogging(t *testing.T, log io.Writer, args ...string) *started {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &started{done: make(chan error, 1), stop: cancel}
 	addrs := make(chan addresses, 1)
 	go func() {
 		s.done <- run(ctx, append([]string{"--listen", "127.0.0.1:0", "--ops-listen", "127.0.0.1:0", "--upstream-insecure", "--log-format", "text"}, args...),
-			io.Discard, func(a addresses) { addrs <- a })
+			log, func(a addresses) { addrs <- a })
 	}()
 	select {
 	case a := <-addrs:
@@ -176,9 +187,16 @@ func (s *started) waitReady(t *testing.T) {
 
 func (s *started) client(t *testing.T) *genai.Client {
 	t.Helper()
+	return s.clientWith(t, "")
+}
+
+// clientWith is a genai client of the router that sends tok as its bearer
+// token ("caller" when empty).
+func (s *started) clientWith(t *testing.T, tok string) *genai.Client {
+	t.Helper()
 	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
 		Backend: genai.BackendVertexAI, Project: "demo-project", Location: "us-central1",
-		Credentials: auth.NewCredentials(&auth.CredentialsOptions{TokenProvider: token{}}),
+		Credentials: auth.NewCredentials(&auth.CredentialsOptions{TokenProvider: token(tok)}),
 		HTTPOptions: genai.HTTPOptions{BaseURL: "http://" + s.api},
 	})
 	if err != nil {
@@ -320,7 +338,9 @@ func TestGRPCSurface(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = pc.Close() }()
-	resp, err := pc.GenerateContent(context.Background(), &aiplatformpb.GenerateContentRequest{
+	// The caller's own token, which the router forwards (--caller-auth's default).
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer caller")
+	resp, err := pc.GenerateContent(ctx, &aiplatformpb.GenerateContentRequest{
 		Model:    "projects/demo-project/locations/europe-west4/publishers/google/models/gemini-2.5-flash-lite",
 		Contents: []*aiplatformpb.Content{{Role: "user", Parts: []*aiplatformpb.Part{{Data: &aiplatformpb.Part_Text{Text: "hi"}}}}},
 	})

@@ -84,7 +84,9 @@ func startRouter(ctx context.Context, bin string, env *Env) (*httpCaller, error)
 	sc := env.Scenario
 	c.url = fmt.Sprintf("http://%s/v1/projects/%s/locations/%s/publishers/%s/models/%s:generateContent",
 		addr, sc.Project, sc.Regions[0].Name, sc.Publisher, sc.Model)
-	c.headers = http.Header{"Content-Type": {"application/json"}}
+	// The caller's own token, which the router forwards (its default
+	// --caller-auth): the emulated regions take any.
+	c.headers = http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer replay-caller"}}
 	c.body = requestBody(env.Prompt)
 	if err := c.waitReady(ctx, "http://"+addr+"/readyz"); err != nil {
 		_ = c.Close()

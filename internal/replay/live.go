@@ -22,7 +22,7 @@ func LiveRouter(name, baseURL string, onStart func(env *Env)) Policy {
 		c := &httpCaller{
 			env:     env,
 			client:  newHTTPClient(),
-			headers: http.Header{"Content-Type": {"application/json"}},
+			headers: http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer replay-caller"}},
 			body:    requestBody(env.Prompt),
 			exited:  make(chan struct{}),
 			out:     &tailBuffer{max: 1024},

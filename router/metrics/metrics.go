@@ -43,6 +43,8 @@ type Metrics struct {
 	shed            *prometheus.CounterVec
 	inFlight        *prometheus.GaugeVec
 	trafficType     *prometheus.CounterVec
+	callers         *prometheus.CounterVec
+	callerRefusals  *prometheus.CounterVec
 	tableLoads      prometheus.Counter
 	tableRejections *prometheus.CounterVec
 	tableInfo       *prometheus.GaugeVec
@@ -92,6 +94,14 @@ func New() *Metrics {
 			Namespace: Namespace, Name: "traffic_type_total",
 			Help: "Answers by the usageMetadata.trafficType the region reported (PROVISIONED_THROUGHPUT, ON_DEMAND, ...), by pool and region: what share provisioned capacity really served.",
 		}, []string{"pool", "region", "traffic_type"}),
+		callers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "caller_requests_total",
+			Help: "Requests admitted from callers the router authenticated as Kubernetes ServiceAccounts, by pool and the caller's namespace.",
+		}, []string{"pool", "caller_namespace"}),
+		callerRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "caller_refusals_total",
+			Help: "Requests refused for who they came from, by pool and reason (unauthenticated: 401; forbidden: 403, a ServiceAccount the pool does not list; unavailable: 503, the token could not be checked).",
+		}, []string{"pool", "reason"}),
 		tableLoads: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "table_loads_total",
 			Help: "Routing tables that started serving.",
@@ -109,6 +119,7 @@ func New() *Metrics {
 	m.registry.MustRegister(
 		m.requests, m.requestDuration, m.attempts, m.attemptDuration,
 		m.retriesRefused, m.shed, m.inFlight, m.trafficType,
+		m.callers, m.callerRefusals,
 		m.tableLoads, m.tableRejections, m.tableInfo, m.pools,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -193,6 +204,17 @@ func (m *Metrics) Shed(pool string, pr policy.Priority, reason string) {
 	m.shed.WithLabelValues(pool, pr.String(), reason).Inc()
 }
 
+// Caller counts a request admitted from a ServiceAccount of namespace.
+func (m *Metrics) Caller(pool, namespace string) {
+	m.callers.WithLabelValues(pool, namespace).Inc()
+}
+
+// CallerRefused counts a request refused for who it came from; reason is
+// unauthenticated, forbidden or unavailable.
+func (m *Metrics) CallerRefused(pool, reason string) {
+	m.callerRefusals.WithLabelValues(pool, reason).Inc()
+}
+
 // InFlight returns the in-flight gauge of a pool, to Inc and Dec around a request.
 func (m *Metrics) InFlight(pool string) prometheus.Gauge { return m.inFlight.WithLabelValues(pool) }
 
@@ -228,5 +250,6 @@ func (m *Metrics) poolVecs() []interface{ DeletePartialMatch(prometheus.Labels) 
 	return []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		m.requests, m.requestDuration, m.attempts, m.attemptDuration,
 		m.retriesRefused, m.shed, m.inFlight, m.trafficType,
+		m.callers, m.callerRefusals,
 	}
 }

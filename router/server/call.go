@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 
+	"github.com/regionwarden/regionwarden/router/auth"
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream"
@@ -22,7 +23,8 @@ type call struct {
 	ctx    context.Context // the caller's: whether the caller gave up is read on it
 	pool   *poolEntry      // nil until found
 	prio   policy.Priority
-	caller string // the caller's Authorization, for the Authorizer
+	caller string      // the caller's Authorization, for the Authorizer
+	who    auth.Caller // who the call is from, as far as the router knows
 
 	pc      policy.Call
 	att     policy.Attempt

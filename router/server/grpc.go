@@ -76,7 +76,9 @@ func (s *Server) startGRPC(ctx context.Context, method, resource string) (*grpcC
 		return nil, nil, nil, g.end(status.Errorf(codes.NotFound,
 			"no routing pool for project %q, publisher %q, model %q (the location is not used to find a pool)", key.Project, key.Publisher, key.Model))
 	}
-	g.caller = first(md, "authorization")
+	if err := g.authorize(ctx, first(md, "authorization")); err != nil {
+		return nil, nil, nil, g.end(status.Error(err.Code, err.Message))
+	}
 	actx, cancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, forwarded(md)), s.timeout)
 	g.pool.inFlight.Inc()
 	done := func() {

@@ -139,6 +139,10 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		x.fail(http.StatusRequestEntityTooLarge, codes.InvalidArgument, fmt.Sprintf("request body larger than %d bytes", s.maxBody), 0)
 		return
 	}
+	if err := x.authorize(traced, r.Header.Get("Authorization")); err != nil {
+		x.fail(err.Status, err.Code, err.Message, 0)
+		return
+	}
 
 	ctx, cancel := context.WithTimeout(traced, s.timeout)
 	defer cancel()
@@ -164,7 +168,6 @@ func parsePriority(v string) (policy.Priority, error) {
 // one is committed, one fails in a way no retry mends, or the policy refuses
 // another; then it writes the error if no answer was written.
 func (x *exchange) run(ctx context.Context) {
-	x.caller = x.r.Header.Get("Authorization")
 	if err := x.admit(ctx); err != nil {
 		code, msg, retryAfter := x.refusal(err)
 		x.fail(upstream.HTTPStatus(code), code, msg, retryAfter)
@@ -264,6 +267,7 @@ func (x *exchange) finish() {
 		x.s.log.LogAttrs(ctx, level, "request",
 			slog.String("method", x.r.Method), slog.String("path", x.r.URL.Path),
 			slog.String("pool", pool), slog.String("region", x.target.Region.Name),
+			slog.String("callerNamespace", x.who.Namespace),
 			slog.Int("status", x.status), slog.Duration("latency", d))
 	}
 }

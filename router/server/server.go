@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 
+	"github.com/regionwarden/regionwarden/router/auth"
 	"github.com/regionwarden/regionwarden/router/metrics"
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
@@ -113,6 +114,10 @@ type Options struct {
 	// Propagator reads the caller's trace context (W3C traceparent) from its
 	// headers. Default the global one (otel.GetTextMapPropagator).
 	Propagator propagation.TextMapPropagator
+	// Auth decides who each call is from, once its pool is known and before
+	// it is admitted or its body read, and caps the priority it may claim.
+	// Nil checks nobody and caps nothing: tests of routing alone.
+	Auth *auth.Authenticator
 }
 
 // Server routes Vertex AI calls to the regions of their pool. Make one with
@@ -133,6 +138,7 @@ type Server struct {
 	budget       *policy.Budget
 	tracer       trace.Tracer
 	propagator   propagation.TextMapPropagator
+	auth         *auth.Authenticator
 
 	state atomic.Pointer[routing] // nil until the first Apply
 	mu    sync.Mutex              // serializes Apply
@@ -239,6 +245,7 @@ func New(opts Options) (*Server, error) {
 		budget:       policy.NewBudget(),
 		tracer:       opts.TracerProvider.Tracer(tracerName),
 		propagator:   opts.Propagator,
+		auth:         opts.Auth,
 	}
 	s.metrics.WatchPools(s.Snapshots)
 	return s, nil

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	aiplatform "cloud.google.com/go/aiplatform/apiv1"
+	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	routerauth "github.com/regionwarden/regionwarden/router/auth"
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+const generatePath = "/v1/projects/demo-project/locations/us-central1/publishers/google/models/gemini-2.5-flash-lite:generateContent"
+
+// post sends a generateContent request to the router's REST surface with
+// the Authorization authz ("" for none) and returns the status and Google's
+// error status name, if any.
+func post(t *testing.T, s *started, authz string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+s.api+generatePath, strings.NewReader(`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var e struct {
+		Error struct {
+			Code   int    `json:"code"`
+			Status string `json:"status"`
+		} `json:"error"`
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != resp.StatusCode {
+			t.Errorf("%d answer is not Google's error JSON: %s", resp.StatusCode, body)
+		}
+	}
+	return resp.StatusCode, e.Error.Status
+}
+
+// routerCredentials writes a service account key whose token endpoint is a
+// local server, points Application Default Credentials at it, and returns
+// how many tokens the router asked for: the router's own Google identity,
+// were it ever used.
+func routerCredentials(t *testing.T) *atomic.Int64 {
+	t.Helper()
+	var asked atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		asked.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"access_token": "router-own-token", "token_type": "Bearer", "expires_in": 3600}`)
+	}))
+	t.Cleanup(ts.Close)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, err := json.Marshal(map[string]string{
+		"type": "service_account", "project_id": "demo-project", "private_key_id": "k1",
+		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		"client_email": "router@demo-project.iam.gserviceaccount.com", "client_id": "1",
+		"token_uri": ts.URL,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "router-key.json")
+	if err := os.WriteFile(path, sa, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", path)
+	return &asked
+}
+
+// TestForwardModeSendsTheCallersTokenOnly: in the default mode
+// (--caller-auth=forward) a call without a token is answered 401 in Google's
+// error model on both surfaces and never reaches a region; a call with one
+// reaches the region with that token and no other, and the router's own
+// Google identity (here a service account key, found by Application Default
+// Credentials) is never even asked for a token.
+func TestForwardModeSendsTheCallersTokenOnly(t *testing.T) {
+	tokensAsked := routerCredentials(t)
+	a := startRegion(t, "us-central1")
+	dir := t.TempDir()
+	kubeletWrite(t, dir, 1, renderTable(t, a))
+	s := startRun(t, "--table-file", dir, "--grpc-listen", "127.0.0.1:0")
+	s.waitReady(t)
+
+	if code, st := post(t, s, ""); code != http.StatusUnauthorized || st != "UNAUTHENTICATED" {
+		t.Errorf("REST without a token: %d %s, want 401 UNAUTHENTICATED", code, st)
+	}
+	if code, st := post(t, s, "Basic cm91dGVyOnJvdXRlcg=="); code != http.StatusUnauthorized || st != "UNAUTHENTICATED" {
+		t.Errorf("REST with a password: %d %s, want 401 UNAUTHENTICATED", code, st)
+	}
+	pc, err := aiplatform.NewPredictionClient(context.Background(), option.WithEndpoint(s.grpc), option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = pc.Close() }()
+	req := &aiplatformpb.GenerateContentRequest{
+		Model:    "projects/demo-project/locations/us-central1/publishers/google/models/gemini-2.5-flash-lite",
+		Contents: []*aiplatformpb.Content{{Role: "user", Parts: []*aiplatformpb.Part{{Data: &aiplatformpb.Part_Text{Text: "hi"}}}}},
+	}
+	if _, err := pc.GenerateContent(context.Background(), req); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("gRPC without a token: %v, want Unauthenticated", err)
+	}
+	if n := a.Calls(); n != 0 {
+		t.Fatalf("the region saw %d calls without a caller's token", n)
+	}
+
+	if got, err := answer(s.clientWith(t, "caller-token-1")); err != nil || got != "us-central1" {
+		t.Fatalf("REST with a token: %q, %v", got, err)
+	}
+	if got := a.Last().Auth; len(got) != 1 || got[0] != "Bearer caller-token-1" {
+		t.Errorf("the region saw Authorization %q over REST, want the caller's token alone", got)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer caller-token-2")
+	if _, err := pc.GenerateContent(ctx, req); err != nil {
+		t.Fatalf("gRPC with a token: %v", err)
+	}
+	if got := a.Last().Auth; len(got) != 1 || got[0] != "Bearer caller-token-2" {
+		t.Errorf("the region saw authorization %q over gRPC, want the caller's token alone", got)
+	}
+	for _, c := range a.Seen() {
+		for _, v := range c.Auth {
+			if strings.Contains(v, "router-own-token") {
+				t.Errorf("the router's own token reached the region: %q", v)
+			}
+		}
+	}
+	if n := tokensAsked.Load(); n != 0 {
+		t.Errorf("the router asked for its own Google token %d times in forward mode", n)
+	}
+}
+
+// syncBuffer is a buffer safe for the router's logger and the test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestKubernetesModeAdmitsListedServiceAccounts runs the router with
+// --caller-auth=kubernetes against a real API server, as a user allowed only
+// to create TokenReviews: a ServiceAccount the pool lists is admitted, and its
+// token never reaches the region; one it does not list is answered 403, a
+// token for another audience 401, both in Google's error model and before
+// any region is called. Metrics and the debug log name the caller's
+// namespace.
+func TestKubernetesModeAdmitsListedServiceAccounts(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Skip("KUBEBUILDER_ASSETS is unset: run with KUBEBUILDER_ASSETS=\"$(hack/setup-envtest.sh)\" to test against a real API server")
+	}
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("test API server: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	admin, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "router-tokenreview"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}}},
+	}, metav1.CreateOptions{}))
+	must(admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "router-tokenreview"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "router-tokenreview"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "regionwarden-router"}},
+	}, metav1.CreateOptions{}))
+	user, err := env.AddUser(envtest.User{Name: "regionwarden-router"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	must(admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "chat"}}, metav1.CreateOptions{}))
+	tokenOf := func(name string, audiences ...string) string {
+		t.Helper()
+		must(admin.CoreV1().ServiceAccounts("chat").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}))
+		tr, err := admin.CoreV1().ServiceAccounts("chat").CreateToken(ctx, name, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{Audiences: audiences}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	frontend := tokenOf("frontend", routerauth.Audience)
+	admin2 := tokenOf("admin", routerauth.Audience)
+	apiServers := tokenOf("batch")
+
+	a := startRegion(t, "us-central1")
+	b, err := table.Render(&table.Table{Pools: []table.Pool{{
+		Project: "demo-project", Publisher: "google", Model: "gemini-2.5-flash-lite",
+		Regions: []table.Region{a.TableRegion(0)},
+		Callers: table.Callers{ServiceAccounts: []table.ServiceAccount{{Namespace: "chat", Name: "frontend", MaxPriority: table.PriorityCritical}}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kubeletWrite(t, dir, 1, b)
+	var logs syncBuffer
+	s := startRouterLogging(t, &logs, "--allow-endpoint-host", "127.0.0.1", "--table-file", dir,
+		"--caller-auth", "kubernetes", "--kubeconfig", kubeconfig, "--log-level", "debug")
+	s.waitReady(t)
+
+	if got, err := answer(s.clientWith(t, frontend)); err != nil || got != "us-central1" {
+		t.Fatalf("a listed ServiceAccount: %q, %v", got, err)
+	}
+	if got := a.Last().Auth; len(got) != 0 {
+		t.Errorf("the region saw Authorization %q; a caller's ServiceAccount token must stay with the router", got)
+	}
+	calls := a.Calls()
+	if code, st := post(t, s, "Bearer "+admin2); code != http.StatusForbidden || st != "PERMISSION_DENIED" {
+		t.Errorf("a ServiceAccount the pool does not list: %d %s, want 403 PERMISSION_DENIED", code, st)
+	}
+	if code, st := post(t, s, "Bearer "+apiServers); code != http.StatusUnauthorized || st != "UNAUTHENTICATED" {
+		t.Errorf("a token for the API server's audience: %d %s, want 401 UNAUTHENTICATED", code, st)
+	}
+	if code, st := post(t, s, ""); code != http.StatusUnauthorized {
+		t.Errorf("no token: %d %s, want 401", code, st)
+	}
+	if a.Calls() != calls {
+		t.Error("a refused call reached the region")
+	}
+
+	m := s.metrics(t)
+	for _, want := range []string{
+		`regionwarden_router_caller_requests_total{caller_namespace="chat",pool="demo-project/google/gemini-2.5-flash-lite"} 1`,
+		`regionwarden_router_caller_refusals_total{pool="demo-project/google/gemini-2.5-flash-lite",reason="forbidden"} 1`,
+		`regionwarden_router_caller_refusals_total{pool="demo-project/google/gemini-2.5-flash-lite",reason="unauthenticated"} 2`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grep(m, "caller_"))
+		}
+	}
+	eventually(t, "the debug log names the caller's namespace", func() bool {
+		return strings.Contains(logs.String(), "callerNamespace=chat")
+	})
+	if strings.Contains(logs.String(), frontend) {
+		t.Error("the log holds a caller's token")
+	}
+}
