@@ -51,6 +51,7 @@ type config struct {
 	portkey   string
 	pkScale   float64
 	pkScens   string
+	routers   int
 	verbose   bool
 }
 
@@ -69,6 +70,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.portkey, "portkey-dir", defaultPortkeyDir(), "folder where the Portkey gateway is installed from npm")
 	fs.Float64Var(&c.pkScale, "portkey-scale", 6, "the fastest scale the Portkey gateway keeps up with (Node.js needs milliseconds of CPU per call); it replays in a pass of its own at this scale")
 	fs.StringVar(&c.pkScens, "portkey-scenarios", strings.Join(portkeyScenarios, ","), "scenarios to replay the Portkey gateway in, comma-separated; empty means all")
+	fs.IntVar(&c.routers, "routers", 3, "routers of the columns that share capacity, in the "+replay.ScenarioManyRouters+" scenario; 1 leaves them out")
 	fs.BoolVar(&c.verbose, "v", false, "print the policies' diagnostics")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -124,9 +126,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if cfg.duration > 0 {
 			dur = min(dur, cfg.duration)
 		}
+		cols := forScenario(policies, sc.Name, cfg.pkScens)
+		if sc.Name == replay.ScenarioManyRouters && cfg.routers > 1 {
+			// Several routers on the same regions: the store is killed in the
+			// middle of the provisioned region's outage.
+			for _, o := range replay.ReplicaColumns(cfg.routers, sc.Duration.Duration/2) {
+				cols = append(cols, replay.Replicas(o))
+			}
+		}
 		fmt.Fprintf(stdout, "== %s: %s of scenario time at scale %g (about %s real), %d policies\n",
-			sc.Name, dur, scale, time.Duration(float64(dur)/scale).Round(time.Second), len(policies))
-		rep, err := replay.Run(ctx, sc, forScenario(policies, sc.Name, cfg.pkScens), replay.Options{
+			sc.Name, dur, scale, time.Duration(float64(dur)/scale).Round(time.Second), len(cols))
+		rep, err := replay.Run(ctx, sc, cols, replay.Options{
 			Seed: cfg.seed, Scale: cfg.scale, Duration: cfg.duration,
 			ProgressEvery: 5 * time.Second, Progress: progress(stdout), Logf: logf,
 		})
@@ -285,6 +295,7 @@ var portkeyScenarios = []string{
 	replay.ScenarioProvisionedDown,
 	replay.ScenarioProvisionedSlow,
 	replay.ScenarioTotalOutage,
+	replay.ScenarioManyRouters,
 }
 
 // scenarioOrder is the order in which the page tells the incident
@@ -297,6 +308,7 @@ var scenarioOrder = []string{
 	replay.ScenarioProvisionedDown,
 	replay.ScenarioProvisionedSlow,
 	replay.ScenarioTotalOutage,
+	replay.ScenarioManyRouters,
 }
 
 // scenarioRank is a scenario file's place in scenarioOrder.

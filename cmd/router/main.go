@@ -34,6 +34,7 @@ import (
 	"github.com/regionwarden/regionwarden/router/auth"
 	"github.com/regionwarden/regionwarden/router/metrics"
 	"github.com/regionwarden/regionwarden/router/server"
+	"github.com/regionwarden/regionwarden/router/share"
 	"github.com/regionwarden/regionwarden/router/source"
 	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream"
@@ -75,6 +76,9 @@ type config struct {
 	logFormat         string
 	clockScale        float64
 	seed              uint64
+	replicas          int
+	peersService      string
+	shareStore        string
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -122,6 +126,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.logFormat, "log-format", "json", "json or text")
 	fs.Float64Var(&c.clockScale, "clock-scale", 1, "for replays only: the routing policy's clock runs this many times faster than real time")
 	fs.Uint64Var(&c.seed, "seed", 0, "for replays only: seed of the policy's random choices; 0 picks one")
+	fs.IntVar(&c.replicas, "replicas", 1, "how many routers meter the same regions, outside a cluster: each meters 1/N of every region's capacity")
+	fs.StringVar(&c.peersService, "peers-service", "", "the router's own Service, in namespace POD_NAMESPACE: the routers are counted from its EndpointSlices (needs get, list, watch on endpointslices there); POD_NAME ranks this router among them")
+	fs.StringVar(&c.shareStore, "share-store", "", "redis://host:port/db of a Redis or Valkey server through which the routers share capacity by their demand; empty: each takes 1/N")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -134,6 +141,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, errors.New("give one routing table source, not both --table-file and --table-configmaps")
 	case c.clockScale <= 0:
 		return c, fmt.Errorf("--clock-scale must be positive, got %v", c.clockScale)
+	case c.replicas < 1:
+		return c, fmt.Errorf("--replicas must be at least 1, got %d", c.replicas)
+	case c.peersService != "" && os.Getenv("POD_NAMESPACE") == "":
+		return c, errors.New("--peers-service needs POD_NAMESPACE, the router's namespace (the downward API's metadata.namespace)")
 	case c.requestTimeout <= 0:
 		return c, fmt.Errorf("--request-timeout must be positive, got %s", c.requestTimeout)
 	case c.maxBodyBytes <= 0:
@@ -231,7 +242,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 
 	m := metrics.New()
 	var kube kubernetes.Interface
-	if c.tableConfigMaps != "" || c.callerAuth == auth.ModeKubernetes {
+	if c.tableConfigMaps != "" || c.peersService != "" || c.callerAuth == auth.ModeKubernetes {
 		if kube, err = kubeClient(c.kubeconfig); err != nil {
 			return err
 		}
@@ -242,7 +253,13 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 	}
 	clients := upstream.New(upstream.Options{Insecure: c.upstreamInsecure, Authorizer: authorizer})
 	defer func() { _ = clients.Close() }()
-	srv, err := server.New(server.Options{
+	var srv *server.Server
+	shares, counter, err := newShares(c, kube, func(t *table.Table) error { return srv.Apply(t) }, log)
+	if err != nil {
+		return err
+	}
+	srv, err = server.New(server.Options{
+		Shares:               shares,
 		Upstream:             clients,
 		Metrics:              m,
 		Logger:               log,
@@ -268,7 +285,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 		src = source.NewConfigMapSource(kube, c.tableConfigMaps, source.ConfigMapOptions{Logger: log, Observer: m, Endpoints: endpoints})
 	}
 	apply := func(t *table.Table) {
-		if err := srv.Apply(t); err != nil {
+		if err := shares.SetTable(t); err != nil {
 			log.Error("routing table applied in part", "error", err)
 		}
 	}
@@ -282,6 +299,14 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 	defer stopSource()
 	srcErr := make(chan error, 1)
 	go func() { srcErr <- src.Run(srcCtx) }()
+	go func() { _ = shares.Run(srcCtx) }()
+	if counter != nil {
+		go func() {
+			if err := counter.Run(srcCtx); err != nil {
+				log.Error("counting the routers", "error", err)
+			}
+		}()
+	}
 
 	apiLn, err := net.Listen("tcp", c.listen)
 	if err != nil {
@@ -428,4 +453,33 @@ func shutdown(log *slog.Logger, servers []*http.Server, gs *grpc.Server, grace t
 			_ = hs.Close()
 		}
 	}
+}
+
+// newShares makes the controller of this router's share of each pool's
+// capacity: 1/--replicas, or 1/N with N counted from the EndpointSlices of
+// --peers-service (then returned, to run), and with --share-store by demand.
+// Its intervals run at the policy's clock scale.
+func newShares(c config, client kubernetes.Interface, apply func(*table.Table) error, log *slog.Logger) (*share.Controller, *share.EndpointSliceCounter, error) {
+	o := share.Options{
+		Apply:    apply,
+		Replicas: share.Static(c.replicas),
+		Now:      server.ScaledClock(c.clockScale),
+		Interval: time.Duration(float64(share.DefaultInterval) / c.clockScale),
+		Logger:   log,
+	}
+	if c.shareStore != "" {
+		x, err := share.NewExchange(share.ExchangeOptions{URL: c.shareStore, Epoch: time.Duration(float64(share.DefaultEpoch) / c.clockScale)})
+		if err != nil {
+			return nil, nil, fmt.Errorf("--share-store: %w", err)
+		}
+		o.Store = x
+	}
+	var counter *share.EndpointSliceCounter
+	var ctl *share.Controller
+	if c.peersService != "" {
+		counter = share.NewEndpointSliceCounter(client, os.Getenv("POD_NAMESPACE"), c.peersService, os.Getenv("POD_NAME"), func() { ctl.Changed() })
+		o.Replicas = counter
+	}
+	ctl = share.New(o)
+	return ctl, counter, nil
 }

@@ -164,6 +164,8 @@ func Checks(rep *Report) []Check {
 				Pass:     f.Requests > 0 && f.AttemptsPerRequest <= MaxOutageAttempts && f.BackAfter() >= 0 && f.BackAfter() <= MaxOutageRecovery,
 			}
 		})
+	case ScenarioManyRouters:
+		cs = append(cs, replicaChecks(rep)...)
 	}
 	return cs
 }

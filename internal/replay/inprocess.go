@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	aiplatform "cloud.google.com/go/aiplatform/apiv1"
@@ -207,9 +208,13 @@ func (c *routerCaller) Call(caller context.Context, deadline time.Duration) Call
 	}
 }
 
-// Close closes the region clients.
+// Close closes the region clients, and the selector if it holds resources
+// of its own (io.Closer).
 func (c *routerCaller) Close() error {
 	var errs []error
+	if cl, ok := c.r.(io.Closer); ok {
+		errs = append(errs, cl.Close())
+	}
 	for _, pc := range c.clients {
 		errs = append(errs, pc.Close())
 	}

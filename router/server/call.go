@@ -46,8 +46,12 @@ type call struct {
 
 // admit starts the policy call under ctx and picks its first attempt: the
 // call's admission, which takes its places in the pool's and the region's
-// in-flight counts. An error is the policy's refusal.
+// in-flight counts. An error is the policy's refusal. The call counts in the
+// pool's demand either way.
 func (c *call) admit(ctx context.Context) error {
+	if d := c.pool.demand; d != nil {
+		d.Add(c.s.now().UnixNano())
+	}
 	c.pc = c.pool.router.Start(c.s.request(ctx, c.prio))
 	return c.next()
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/regionwarden/regionwarden/router/auth"
 	"github.com/regionwarden/regionwarden/router/metrics"
 	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/share"
 	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream"
 )
@@ -118,6 +119,11 @@ type Options struct {
 	// it is admitted or its body read, and caps the priority it may claim.
 	// Nil checks nobody and caps nothing: tests of routing alone.
 	Auth *auth.Authenticator
+	// Shares, when set, is the router's share of each pool's capacity: it
+	// applies the source's tables to the server scaled by the shares, counts
+	// each pool's calls (admitted or refused) as its demand, and /debug/pools
+	// shows the shares in force. Nil: the router meters whole capacities.
+	Shares *share.Controller
 }
 
 // Server routes Vertex AI calls to the regions of their pool. Make one with
@@ -139,6 +145,7 @@ type Server struct {
 	tracer       trace.Tracer
 	propagator   propagation.TextMapPropagator
 	auth         *auth.Authenticator
+	shares       *share.Controller
 
 	state atomic.Pointer[routing] // nil until the first Apply
 	mu    sync.Mutex              // serializes Apply
@@ -158,6 +165,7 @@ type poolEntry struct {
 	label    string     // metric label: project/publisher/model
 	inFlight prometheus.Gauge
 	series   *series
+	demand   *share.Demand // the pool's calls, for its share; nil without shares
 
 	// calls counts the requests holding the entry; once the pool has left
 	// the table (retired), the last of them deletes its metric series.
@@ -246,6 +254,7 @@ func New(opts Options) (*Server, error) {
 		tracer:       opts.TracerProvider.Tracer(tracerName),
 		propagator:   opts.Propagator,
 		auth:         opts.Auth,
+		shares:       opts.Shares,
 	}
 	s.metrics.WatchPools(s.Snapshots)
 	return s, nil
@@ -318,7 +327,18 @@ func (s *Server) Apply(t *table.Table) error {
 			}
 		}
 	}
-	s.log.Info("routing table applied", "hash", next.hash, "pools", len(next.pools))
+	// A share that moves applies the same pools with other capacities, up to
+	// a few times a second: logged at debug level. A change of pools is news.
+	level := slog.LevelDebug
+	if len(old) != len(next.pools) {
+		level = slog.LevelInfo
+	}
+	for key := range next.pools {
+		if old[key] == nil {
+			level = slog.LevelInfo
+		}
+	}
+	s.log.Log(context.Background(), level, "routing table applied", "hash", next.hash, "pools", len(next.pools))
 	return errors.Join(errs...)
 }
 
@@ -342,7 +362,7 @@ func (s *Server) entry(router *policy.Pool, tp table.Pool, label string) *poolEn
 	// shared with the source.
 	tp.Regions = append([]table.Region(nil), tp.Regions...)
 	tp.Default()
-	return &poolEntry{
+	e := &poolEntry{
 		router:   router,
 		table:    tp,
 		label:    label,
@@ -350,6 +370,10 @@ func (s *Server) entry(router *policy.Pool, tp table.Pool, label string) *poolEn
 		series:   newSeries(s.metrics, label, tp.Regions),
 		s:        s,
 	}
+	if s.shares != nil {
+		e.demand = s.shares.Demand(tp.Key())
+	}
+	return e
 }
 
 // keySeed spreads the server's seed over pools.
@@ -470,15 +494,23 @@ func (s *Server) bounded(h http.Handler) http.Handler {
 
 // debugPools is the body of /debug/pools.
 type debugPools struct {
-	// TableHash is the hash of the table applied last; "" before the first.
+	// TableHash is the hash of the table applied last, as its source gave it
+	// (the ConfigMap's annotation), before shares scaled it; "" before the
+	// first.
 	TableHash string            `json:"tableHash"`
 	Pools     []policy.Snapshot `json:"pools"`
+	// Shares are the shares of the pools' capacity this router meters, and
+	// where they come from; absent when the router meters whole capacities.
+	Shares []share.PoolShare `json:"shares,omitempty"`
 }
 
 func (s *Server) serveDebugPools(w http.ResponseWriter, _ *http.Request) {
 	d := debugPools{Pools: s.Snapshots()}
 	if st := s.state.Load(); st != nil {
 		d.TableHash = st.hash
+	}
+	if s.shares != nil {
+		d.TableHash, d.Shares = s.shares.TableHash(), s.shares.Shares()
 	}
 	if d.Pools == nil {
 		d.Pools = []policy.Snapshot{}

@@ -58,7 +58,11 @@ func TestAllocateSumsToOne(t *testing.T) {
 			if rnd.IntN(4) > 0 {
 				d = rnd.ExpFloat64() * 100
 			}
-			peers = append(peers, Peer{ID: fmt.Sprintf("r%d", i), Replicas: c, Demand: d})
+			prev := 0.0
+			if rnd.IntN(2) == 0 {
+				prev = rnd.Float64() / float64(p)
+			}
+			peers = append(peers, Peer{ID: fmt.Sprintf("r%d", i), Replicas: c, Demand: d, Share: prev})
 		}
 		sum := float64(n-p) / float64(n)
 		for _, pr := range peers {
@@ -71,8 +75,79 @@ func TestAllocateSumsToOne(t *testing.T) {
 			}
 			sum += s
 		}
-		if math.Abs(sum-1) > 1e-9 {
+		if sum > 1+1e-9 || (!sticky(peers) && math.Abs(sum-1) > 1e-9) {
 			t.Fatalf("shares of %+v add up to %v", peers, sum)
 		}
+	}
+}
+
+// TestPartCallsAddUp: the routers of one snapshot hand out the whole calls of
+// a region by largest remainder: together with the absent routers' static
+// parts, rounded down, they take exactly the floor of the region's calls,
+// never more, and none of them takes more than its share rounded up.
+func TestPartCallsAddUp(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for range 5000 {
+		p := 1 + rnd.IntN(6)
+		n := p + rnd.IntN(3)
+		var peers []Peer
+		for i := range p {
+			peers = append(peers, Peer{ID: fmt.Sprintf("r%d", i), Replicas: n, Demand: rnd.ExpFloat64() * 10})
+		}
+		k := rnd.Float64() * 30
+		total := float64(n-p) * floor(k/float64(n))
+		for _, pr := range peers {
+			part, ok := DemandPart(peers, pr.ID)
+			if !ok {
+				t.Fatal("router missing from its own snapshot")
+			}
+			c := part.Calls(k)
+			if k >= 1 && c > math.Ceil(k*part.Share)+float64(n-p)+1e-9 {
+				t.Fatalf("router %s of %+v takes %v of %v calls with share %v", pr.ID, peers, c, k, part.Share)
+			}
+			total += c
+		}
+		want := floor(k)
+		if k < 1 {
+			want = k * float64(p) / float64(n)
+			total -= float64(n-p) * floor(k/float64(n))
+		}
+		if math.Abs(total-want) > 1e-9 {
+			t.Fatalf("%d routers of %d, %+v: %v calls of %v handed out, want %v", p, n, peers, total, k, want)
+		}
+	}
+}
+
+// TestAllocateSticky: routers keep the shares they took while their demand
+// shares stay within the band, and all take new ones when one leaves it.
+func TestAllocateSticky(t *testing.T) {
+	peers := []Peer{{ID: "a", Replicas: 3, Demand: 36, Share: 1.0 / 3}, {ID: "b", Replicas: 3, Demand: 31, Share: 1.0 / 3}, {ID: "c", Replicas: 3, Demand: 33, Share: 1.0 / 3}}
+	if s, _ := Allocate(peers, "a"); s != 1.0/3 {
+		t.Errorf("noise of 3 points moved a's share to %v, want it kept at 1/3", s)
+	}
+	peers[0].Demand = 80 // a's clients grew: 80 of 144
+	if s, _ := Allocate(peers, "a"); math.Abs(s-80.0/144) > 1e-9 {
+		t.Errorf("a's demand share went to 0.56: share %v, want 0.56", s)
+	}
+	if s, _ := Allocate(peers, "b"); math.Abs(s-31.0/144) > 1e-9 {
+		t.Errorf("b's share %v, want 31/144: every router moves together", s)
+	}
+}
+
+func TestPartCalls(t *testing.T) {
+	even := []Peer{{ID: "a", Replicas: 3, Demand: 1}, {ID: "b", Replicas: 3, Demand: 1}, {ID: "c", Replicas: 3, Demand: 1}}
+	var got []float64
+	for _, id := range []string{"a", "b", "c"} {
+		p, _ := DemandPart(even, id)
+		got = append(got, p.Calls(5))
+	}
+	if fmt.Sprint(got) != "[2 2 1]" {
+		t.Errorf("5 calls over 3 even routers: %v, want [2 2 1]", got)
+	}
+	if c := StaticPart(3).Calls(5); c != 1 {
+		t.Errorf("a static third of 5 calls: %v, want 1 (rounded down: no ranks)", c)
+	}
+	if c := StaticPart(3).Calls(0.6); math.Abs(c-0.2) > 1e-12 {
+		t.Errorf("a static third of 0.6 calls: %v, want 0.2, paced", c)
 	}
 }

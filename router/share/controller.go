@@ -78,19 +78,22 @@ type Controller struct {
 	applied  time.Time            // when a table was last applied
 	replicas int                  // the replica count of the last recompute
 	labels   map[table.Key]string // pool labels of tbl
+	hash     string               // tbl's hash
 }
 
 // poolShare is one pool's share state. Guarded by Controller.mu.
 type poolShare struct {
-	samples []sample // targets of the last GrowDelay, oldest first
-	applied float64  // replica share in force; 0 before the first apply
+	samples []sample   // target parts of the last GrowDelay, oldest first
+	applied table.Pool // the pool as metered now; no regions before the first apply
+	share   float64    // the replica share in force
+	taken   float64    // the share the last store epoch gave; 0: none
 	source  string
 }
 
-// sample is a target replica share and when it was computed.
+// sample is a target part and when it was computed.
 type sample struct {
-	at    time.Time
-	share float64
+	at   time.Time
+	part Part
 }
 
 // New returns a controller. It applies nothing until SetTable.
@@ -137,7 +140,7 @@ func (c *Controller) Changed() {
 func (c *Controller) SetTable(t *table.Table) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.tbl = t
+	c.tbl, c.hash = t, t.Hash()
 	meters := map[table.Key]*Demand{}
 	c.labels = map[table.Key]string{}
 	old := *c.demand.Load()
@@ -154,7 +157,7 @@ func (c *Controller) SetTable(t *table.Table) error {
 			delete(c.pools, k)
 		}
 	}
-	c.recompute(c.o.Now())
+	c.recompute(c.o.Now(), true)
 	return c.applyLocked()
 }
 
@@ -172,7 +175,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-c.wake:
 		}
 		c.mu.Lock()
-		changed := c.recompute(c.o.Now())
+		changed := c.recompute(c.o.Now(), false)
 		var err error
 		if changed {
 			err = c.applyLocked()
@@ -192,11 +195,15 @@ func (c *Controller) exchangeOnce(ctx context.Context) {
 	}
 	c.mu.Lock()
 	nowNs := c.o.Now().UnixNano()
-	demand := make(map[string]float64, len(c.labels))
+	demand := make(map[string]Entry, len(c.labels))
 	meters := *c.demand.Load()
 	for k, l := range c.labels {
 		if m := meters[k]; m != nil {
-			demand[l] = m.Rate(nowNs)
+			e := Entry{Demand: m.Rate(nowNs)}
+			if ps := c.pools[k]; ps != nil {
+				e.Share = ps.taken
+			}
+			demand[l] = e
 		}
 	}
 	c.mu.Unlock()
@@ -220,28 +227,31 @@ func (c *Controller) exchangeOnce(ctx context.Context) {
 	c.exchange, c.peers = c.o.Now(), peers
 }
 
-// recompute computes every pool's target replica share at now and the share
-// to apply, and reports whether a table must be applied. Caller must hold
-// c.mu.
-func (c *Controller) recompute(now time.Time) bool {
+// recompute computes every pool's target part at now and the pool to
+// apply, and reports whether a table must be applied. force takes every
+// pool as computed (a new table). Caller must hold c.mu.
+func (c *Controller) recompute(now time.Time, force bool) bool {
 	if c.tbl == nil {
 		return false
 	}
 	n := c.o.Replicas.Replicas()
 	c.replicas = n
-	static := 1 / float64(n)
 	fresh := c.o.Store != nil && !c.exchange.IsZero() && now.Sub(c.exchange) <= c.o.MaxAge
 	changed := false
-	for k, l := range c.labels {
+	for i := range c.tbl.Pools {
+		pool := &c.tbl.Pools[i]
+		k := pool.Key()
 		ps := c.pools[k]
 		if ps == nil {
 			ps = &poolShare{}
 			c.pools[k] = ps
 		}
-		target, src := static, c.o.Replicas.Source()
+		target, src := staticPart(c.o.Replicas), c.o.Replicas.Source()
+		ps.taken = 0
 		if fresh {
-			if s, ok := Allocate(c.peers[l], c.o.Store.ID()); ok {
-				target, src = s, "demand exchanged through the share store"
+			if p, ok := DemandPart(c.peers[c.labels[k]], c.o.Store.ID()); ok {
+				target, src = p, "demand exchanged through the share store"
+				ps.taken = p.Share
 			} else {
 				src += " (not in the store's last epoch)"
 			}
@@ -249,21 +259,22 @@ func (c *Controller) recompute(now time.Time) bool {
 			src += " (share store: no exchange in " + c.o.MaxAge.String() + ")"
 		}
 		ps.source = src
-		s := ps.push(now, target, c.o.GrowDelay)
-		switch {
-		case ps.applied == 0, s < ps.applied:
-			ps.applied, changed = s, true
-		case s > ps.applied*(1+MinGrowth) && now.Sub(c.applied) >= MinApplyInterval:
-			ps.applied, changed = s, true
+		next, share := ps.push(now, *pool, target, c.o.GrowDelay)
+		switch cmp := compare(next, ps.applied); {
+		case force, cmp == notComparable, cmp == smaller:
+		case cmp == larger && now.Sub(c.applied) >= MinApplyInterval:
+		default:
+			continue
 		}
+		ps.applied, ps.share, changed = next, share, true
 	}
 	return changed
 }
 
-// push records target at now and returns the smallest target of the last
-// grow delay: the share that may apply.
-func (ps *poolShare) push(now time.Time, target float64, grow time.Duration) float64 {
-	ps.samples = append(ps.samples, sample{at: now, share: target})
+// push records target at now and returns the pool scaled by the smallest
+// targets of the last grow delay, region by region: what may apply.
+func (ps *poolShare) push(now time.Time, pool table.Pool, target Part, grow time.Duration) (table.Pool, float64) {
+	ps.samples = append(ps.samples, sample{at: now, part: target})
 	// Keep the newest sample older than the window too: it was the target
 	// when the window began.
 	cut := 0
@@ -271,26 +282,87 @@ func (ps *poolShare) push(now time.Time, target float64, grow time.Duration) flo
 		cut = i
 	}
 	ps.samples = ps.samples[cut:]
-	low := target
-	for _, s := range ps.samples {
-		low = min(low, s.share)
+	out := Scale(pool, target)
+	share := target.Share
+	for _, sm := range ps.samples {
+		out = lower(out, Scale(pool, sm.part))
+		share = min(share, sm.part.Share)
 	}
-	return low
+	return out, share
 }
 
-// applyLocked applies the table scaled by each pool's share. Caller must hold
-// c.mu, so that tables are applied in the order they were computed.
+// lower is a with every capacity and limit the lower of a's and b's. a and
+// b are the same pool scaled by two parts.
+func lower(a, b table.Pool) table.Pool {
+	a.Regions = append([]table.Region(nil), a.Regions...)
+	for i := range a.Regions {
+		ca, cb := &a.Regions[i].Capacity, b.Regions[i].Capacity
+		ca.RequestsPerSecond = min(ca.RequestsPerSecond, cb.RequestsPerSecond)
+		ca.TokensPerSecond = min(ca.TokensPerSecond, cb.TokensPerSecond)
+	}
+	ac, bc := &a.Policy.Concurrency, b.Policy.Concurrency
+	ac.RegionInitialLimit = min(ac.RegionInitialLimit, bc.RegionInitialLimit)
+	ac.RegionMaxLimit = min(ac.RegionMaxLimit, bc.RegionMaxLimit)
+	return a
+}
+
+// How a newly computed pool compares with the one in force.
+const (
+	same          = iota
+	smaller       // some capacity or limit is lower: apply at once
+	larger        // none is lower and one grew by more than MinGrowth
+	notComparable // a new table, or nothing applied yet
+)
+
+// compare tells how next compares with cur, region by region.
+func compare(next, cur table.Pool) int {
+	if len(next.Regions) != len(cur.Regions) {
+		return notComparable
+	}
+	out := same
+	grew := func(n, c float64) bool { return n > c*(1+MinGrowth) }
+	for i := range next.Regions {
+		if next.Regions[i].Name != cur.Regions[i].Name {
+			return notComparable
+		}
+		n, c := next.Regions[i].Capacity, cur.Regions[i].Capacity
+		if n.RequestsPerSecond < c.RequestsPerSecond || n.TokensPerSecond < c.TokensPerSecond {
+			return smaller
+		}
+		if grew(n.RequestsPerSecond, c.RequestsPerSecond) || grew(n.TokensPerSecond, c.TokensPerSecond) {
+			out = larger
+		}
+	}
+	nc, cc := next.Policy.Concurrency, cur.Policy.Concurrency
+	if nc.RegionInitialLimit < cc.RegionInitialLimit || nc.RegionMaxLimit < cc.RegionMaxLimit {
+		return smaller
+	}
+	if nc != cc && out == same {
+		out = larger
+	}
+	return out
+}
+
+// applyLocked applies the table, each pool as it is metered now. Caller must
+// hold c.mu, so that tables are applied in the order they were computed.
 func (c *Controller) applyLocked() error {
 	if c.tbl == nil {
 		return nil
 	}
 	t := &table.Table{Version: c.tbl.Version, Pools: make([]table.Pool, len(c.tbl.Pools))}
 	for i := range c.tbl.Pools {
-		p := &c.tbl.Pools[i]
-		t.Pools[i] = Scale(*p, Of(p, c.pools[p.Key()].applied))
+		t.Pools[i] = c.pools[c.tbl.Pools[i].Key()].applied
 	}
 	c.applied = c.o.Now()
 	return c.o.Apply(t)
+}
+
+// TableHash is the hash of the source's table, before shares scaled it; ""
+// before the first.
+func (c *Controller) TableHash() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hash
 }
 
 // PoolShare is the share in force for one pool, for /debug/pools.
@@ -333,7 +405,7 @@ func (c *Controller) Shares() []PoolShare {
 			cs = table.DefaultCapacityShare
 		}
 		out = append(out, PoolShare{
-			Pool: label(k), Share: Of(p, ps.applied), CapacityShare: cs, ReplicaShare: ps.applied,
+			Pool: label(k), Share: Of(p, ps.share), CapacityShare: cs, ReplicaShare: ps.share,
 			Replicas: c.replicas, Source: ps.source, Demand: meters[k].Rate(now), StoreError: c.storeErr,
 		})
 	}

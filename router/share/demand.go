@@ -6,9 +6,11 @@ import (
 )
 
 // DemandWindow is the span over which a router's demand is counted: long
-// enough that a few calls a second give a steady number, short enough that
-// the share follows a client moving to another replica within seconds.
-const DemandWindow = 2 * time.Second
+// enough that a few calls a second give a steady number (Poisson noise of a
+// rate r over w seconds is sqrt(r×w)/(r×w): 12% at 7 calls a second), short
+// enough that the share follows a client moving to another router within
+// seconds.
+const DemandWindow = 10 * time.Second
 
 // Bucket layout of a demand word: the top demandTagBits hold the bucket's
 // index in time (modulo 2^24), the rest its count.

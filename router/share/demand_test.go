@@ -8,11 +8,11 @@ import (
 func TestDemandRate(t *testing.T) {
 	var d Demand
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
-	// 20 calls a second for three seconds.
-	for i := range 60 {
+	// 20 calls a second for twelve seconds.
+	for i := range 240 {
 		d.Add(t0 + int64(i)*int64(50*time.Millisecond))
 	}
-	now := t0 + int64(3*time.Second)
+	now := t0 + int64(12*time.Second)
 	if got := d.Rate(now); got < 19 || got > 21 {
 		t.Errorf("rate = %v, want about 20", got)
 	}

@@ -3,7 +3,6 @@ package share
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/regionwarden/regionwarden/internal/testenv"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -28,15 +28,8 @@ import (
 // terminates. Each change that moves the count must move the routers' shares
 // within 2 s; shrinking is at once, growing waits for the grow delay.
 func TestEndpointSliceShares(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("KUBEBUILDER_ASSETS is unset: run with KUBEBUILDER_ASSETS=\"$(hack/setup-envtest.sh)\" to test against a real API server")
-	}
 	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("test API server: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := testenv.Start(t, env)
 	admin, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +112,7 @@ func TestEndpointSliceShares(t *testing.T) {
 	var routers []*Controller
 	for range 2 {
 		var c *Controller
-		counter := NewEndpointSliceCounter(client, ns, svc, func() { c.Changed() })
+		counter := NewEndpointSliceCounter(client, ns, svc, "", func() { c.Changed() })
 		var a applied
 		c = New(Options{Apply: a.apply, Replicas: counter})
 		if err := c.SetTable(&table.Table{Version: table.Version, Pools: []table.Pool{testPool()}}); err != nil {

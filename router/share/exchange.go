@@ -68,8 +68,8 @@ type Exchange struct {
 //
 // KEYS[1]: the key prefix. ARGV[1]: epoch length in microseconds; ARGV[2]:
 // the router's ID; ARGV[3]: the replicas it counts; then pairs of pool and
-// demand. Returns the epoch number, then per pool a flat HGETALL of the
-// closed epoch (field ID, value "replicas demand"). Microseconds since 1970
+// entry ("demand share"). Returns the epoch number, then per pool a flat
+// HGETALL of the closed epoch (field ID, value "replicas demand share"). Microseconds since 1970
 // fit a Lua number (a double) exactly until the year 2255.
 var exchangeScript = redis.NewScript(`
 local t = redis.call('TIME')
@@ -86,6 +86,13 @@ for i = 4, #ARGV, 2 do
 end
 return out
 `)
+
+// quiet discards go-redis's own log lines: a store that is down would log a
+// dial failure four times a second. The controller logs the store's state
+// once per change instead.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // NewExchange returns an exchange with the store at o.URL. It does not
 // connect until the first exchange.
@@ -121,6 +128,7 @@ func NewExchange(o ExchangeOptions) (*Exchange, error) {
 	ro.MaxRetries = -1
 	ro.PoolSize, ro.MinIdleConns = 2, 1
 	ro.ContextTimeoutEnabled = true
+	redis.SetLogger(quiet{})
 	return &Exchange{rdb: redis.NewClient(ro), id: o.ID, epoch: o.Epoch, timeout: o.Timeout, prefix: o.KeyPrefix}, nil
 }
 
@@ -130,10 +138,18 @@ func (x *Exchange) ID() string { return x.id }
 // Close closes the connections to the store.
 func (x *Exchange) Close() error { return x.rdb.Close() }
 
-// Exchange publishes demand (calls per second by pool) and the replicas this
-// router counts into the current epoch, and returns the previous epoch's
-// entries by pool. It takes at most the exchange's timeout.
-func (x *Exchange) Exchange(ctx context.Context, replicas int, demand map[string]float64) (map[string][]Peer, error) {
+// Entry is what a router publishes for one pool.
+type Entry struct {
+	// Demand is its calls per second, admitted and refused.
+	Demand float64
+	// Share is the share it took from the last epoch, 0 if none.
+	Share float64
+}
+
+// Exchange publishes this router's entries by pool, with the replicas it
+// counts, into the current epoch, and returns the previous epoch's entries
+// by pool. It takes at most the exchange's timeout.
+func (x *Exchange) Exchange(ctx context.Context, replicas int, demand map[string]Entry) (map[string][]Peer, error) {
 	ctx, cancel := context.WithTimeout(ctx, x.timeout)
 	defer cancel()
 	pools := make([]string, 0, len(demand))
@@ -143,7 +159,8 @@ func (x *Exchange) Exchange(ctx context.Context, replicas int, demand map[string
 	sort.Strings(pools)
 	args := []any{x.epoch.Microseconds(), x.id, replicas}
 	for _, p := range pools {
-		args = append(args, p, strconv.FormatFloat(demand[p], 'g', 6, 64))
+		e := demand[p]
+		args = append(args, p, strconv.FormatFloat(e.Demand, 'g', 6, 64)+" "+strconv.FormatFloat(e.Share, 'g', 9, 64))
 	}
 	res, err := exchangeScript.Run(ctx, x.rdb, []string{x.prefix}, args...).Slice()
 	if err != nil {
@@ -167,19 +184,23 @@ func (x *Exchange) Exchange(ctx context.Context, replicas int, demand map[string
 	return out, nil
 }
 
-// parsePeers reads a flat HGETALL of ID, "replicas demand" pairs.
+// parsePeers reads a flat HGETALL of ID, "replicas demand share" pairs.
 func parsePeers(fields []any) ([]Peer, error) {
 	peers := make([]Peer, 0, len(fields)/2)
 	for i := 0; i+1 < len(fields); i += 2 {
 		id, _ := fields[i].(string)
 		val, _ := fields[i+1].(string)
-		n, d, ok := strings.Cut(val, " ")
-		replicas, err1 := strconv.Atoi(n)
-		demand, err2 := strconv.ParseFloat(d, 64)
-		if !ok || err1 != nil || err2 != nil || replicas < 1 || !(demand >= 0) {
-			return nil, fmt.Errorf("entry %q of %q is not \"replicas demand\"", val, id)
+		f := strings.Fields(val)
+		if len(f) != 3 {
+			return nil, fmt.Errorf("entry %q of %q is not \"replicas demand share\"", val, id)
 		}
-		peers = append(peers, Peer{ID: id, Replicas: replicas, Demand: demand})
+		replicas, err1 := strconv.Atoi(f[0])
+		demand, err2 := strconv.ParseFloat(f[1], 64)
+		share, err3 := strconv.ParseFloat(f[2], 64)
+		if err1 != nil || err2 != nil || err3 != nil || replicas < 1 || !(demand >= 0) || !(share >= 0 && share <= 1) {
+			return nil, fmt.Errorf("entry %q of %q is not \"replicas demand share\"", val, id)
+		}
+		peers = append(peers, Peer{ID: id, Replicas: replicas, Demand: demand, Share: share})
 	}
 	sort.Slice(peers, func(i, j int) bool { return peers[i].ID < peers[j].ID })
 	return peers, nil

@@ -46,7 +46,7 @@ func TestExchangeSnapshotIsShared(t *testing.T) {
 	var last [3][]Peer
 	for range 8 {
 		for i, x := range xs {
-			got, err := x.Exchange(ctx, 3, map[string]float64{"p/google/m": demand[i]})
+			got, err := x.Exchange(ctx, 3, map[string]Entry{"p/google/m": {Demand: demand[i]}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,25 +104,28 @@ func TestDemandShareAndStoreLoss(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = c.Run(ctx) }()
 	}
-	// 200 calls a second, split 70/20/10.
+	// Calls split 70/20/10: every 10 ms, 7, 2 and 1 calls (from one loop,
+	// so that a busy machine cannot skew the split).
 	load, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
-	for i, c := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tick := time.NewTicker(time.Duration(float64(5*time.Millisecond) / split[i]))
-			defer tick.Stop()
-			for {
-				select {
-				case <-load.Done():
-					return
-				case now := <-tick.C:
-					c.Demand(key).Add(now.UnixNano())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-load.Done():
+				return
+			case now := <-tick.C:
+				for i, c := range cs {
+					for range int(split[i] * 10) {
+						c.Demand(key).Add(now.UnixNano())
+					}
 				}
 			}
-		}()
-	}
+		}
+	}()
 	shares := func() []float64 {
 		var out []float64
 		for _, c := range cs {

@@ -3,6 +3,7 @@ package share
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,16 @@ type Counter interface {
 	Source() string
 }
 
+// Ranker is a Counter that also knows this router's place among the
+// routers it counts, 0 to Replicas()-1, the same order for every router, so
+// that a static share can hand out whole calls by rank (Part) instead of
+// rounding them down.
+type Ranker interface {
+	Counter
+	// Rank is this router's place, and false when it does not know it.
+	Rank() (int, bool)
+}
+
 // Static is a replica count that never changes: --replicas outside a cluster.
 type Static int
 
@@ -30,6 +41,21 @@ func (n Static) Replicas() int { return max(int(n), 1) }
 
 // Source names the flag.
 func (n Static) Source() string { return "--replicas " + strconv.Itoa(n.Replicas()) }
+
+// StaticRank is a replica count that never changes, with this router's place
+// among them: routers started with --replicas N --replica-index I.
+type StaticRank struct{ N, Index int }
+
+// Replicas is N, at least one.
+func (s StaticRank) Replicas() int { return Static(s.N).Replicas() }
+
+// Source names the flags.
+func (s StaticRank) Source() string {
+	return fmt.Sprintf("--replicas %d --replica-index %d", s.Replicas(), s.Index)
+}
+
+// Rank is Index when it is within [0, N).
+func (s StaticRank) Rank() (int, bool) { return s.Index, s.Index >= 0 && s.Index < s.Replicas() }
 
 // EndpointSliceCounter counts the routers behind a Service from its
 // EndpointSlices, which it watches in one namespace (RBAC: get, list, watch on
@@ -56,10 +82,12 @@ type EndpointSliceCounter struct {
 	client    kubernetes.Interface
 	namespace string
 	service   string
+	self      string
 	onChange  func()
 
-	n  atomic.Int64
-	mu sync.Mutex
+	n    atomic.Int64
+	rank atomic.Int64 // this router's place among the counted pods; -1: unknown
+	mu   sync.Mutex
 	// wasReady holds the endpoints seen ready, by key: one that is not ready
 	// now was ready before (a failing or lost replica), not starting.
 	// Guarded by mu.
@@ -67,12 +95,21 @@ type EndpointSliceCounter struct {
 }
 
 // NewEndpointSliceCounter counts the endpoints of Service service in
-// namespace. onChange, if set, is called (from the watch's goroutine; it must
-// not block) each time the count changes.
-func NewEndpointSliceCounter(client kubernetes.Interface, namespace, service string, onChange func()) *EndpointSliceCounter {
-	c := &EndpointSliceCounter{client: client, namespace: namespace, service: service, onChange: onChange, wasReady: map[string]bool{}}
+// namespace. self is this router's pod name (POD_NAME), which ranks it among
+// the counted pods by name; empty leaves it unranked. onChange, if set, is
+// called (from the watch's goroutine; it must not block) each time the count
+// or the rank changes.
+func NewEndpointSliceCounter(client kubernetes.Interface, namespace, service, self string, onChange func()) *EndpointSliceCounter {
+	c := &EndpointSliceCounter{client: client, namespace: namespace, service: service, self: self, onChange: onChange, wasReady: map[string]bool{}}
 	c.n.Store(1)
+	c.rank.Store(-1)
 	return c
+}
+
+// Rank is this router's place among the counted pods, by name.
+func (c *EndpointSliceCounter) Rank() (int, bool) {
+	r := c.rank.Load()
+	return int(r), r >= 0
 }
 
 // Replicas is the last count, at least one.
@@ -145,9 +182,18 @@ func (c *EndpointSliceCounter) recount(objs []any) {
 		}
 	}
 	n := int64(max(len(counted), 1))
-	old := c.n.Swap(n)
+	rank := int64(-1)
+	if c.self != "" && counted["Pod/"+c.namespace+"/"+c.self] {
+		keys := make([]string, 0, len(counted))
+		for k := range counted {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		rank = int64(sort.SearchStrings(keys, "Pod/"+c.namespace+"/"+c.self))
+	}
+	old, oldRank := c.n.Swap(n), c.rank.Swap(rank)
 	c.mu.Unlock()
-	if old != n && c.onChange != nil {
+	if (old != n || oldRank != rank) && c.onChange != nil {
 		c.onChange()
 	}
 }

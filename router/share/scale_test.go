@@ -18,7 +18,7 @@ func testPool() table.Pool {
 
 func TestScale(t *testing.T) {
 	p := testPool()
-	got := Scale(p, 1.0/3)
+	got := Scale(p, StaticPart(3))
 	if err := got.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -39,10 +39,10 @@ func TestScale(t *testing.T) {
 	if capacityOf(p, "europe-west4").RequestsPerSecond != 6 {
 		t.Error("Scale modified its argument")
 	}
-	if one := Scale(p, 1); capacityOf(one, "europe-west4").RequestsPerSecond != 6 {
+	if one := Scale(p, StaticPart(1)); capacityOf(one, "europe-west4").RequestsPerSecond != 6 {
 		t.Error("a share of one changed the pool")
 	}
-	tiny := Scale(p, 0)
+	tiny := Scale(p, Part{self: -1})
 	if tiny.Policy.Concurrency.RegionInitialLimit != 1 || capacityOf(tiny, "europe-west4").RequestsPerSecond <= 0 {
 		t.Errorf("a share of zero gave %+v: a router keeps some capacity and one call per region", tiny)
 	}

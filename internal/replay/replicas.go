@@ -1,0 +1,329 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/regionwarden/regionwarden/internal/redisserver"
+	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/share"
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// ShareMode says how the routers of a Replicas column share the regions'
+// capacity.
+type ShareMode uint8
+
+const (
+	// ShareNone: every router meters each region's whole capacity, as
+	// routers did before router/share.
+	ShareNone ShareMode = iota
+	// ShareStatic: each router meters 1/N of it.
+	ShareStatic
+	// ShareDemand: the routers exchange their demand through a real Redis
+	// server and each meters its part by demand.
+	ShareDemand
+)
+
+// ReplicaOptions describe a column of several routers.
+type ReplicaOptions struct {
+	// N is the number of routers, at least one.
+	N int
+	// Split is the part of the calls each router receives (as keep-alive and
+	// gRPC pin clients to routers); nil spreads them evenly. Its length is N;
+	// it need not add up to one.
+	Split []float64
+	// Share is how the routers share capacity.
+	Share ShareMode
+	// KillStoreAt, when positive, kills the Redis server at that scenario
+	// time, as a crash would (ShareDemand only).
+	KillStoreAt time.Duration
+}
+
+// Name is the column's name: the routers, their share and the split.
+func (o ReplicaOptions) Name() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d routers, ", o.N)
+	switch o.Share {
+	case ShareNone:
+		b.WriteString("no share")
+	case ShareStatic:
+		b.WriteString("static share")
+	case ShareDemand:
+		b.WriteString("demand share")
+	}
+	if o.Split == nil {
+		b.WriteString(", calls even")
+	} else {
+		parts := make([]string, len(o.Split))
+		for i, s := range o.Split {
+			parts[i] = fmt.Sprintf("%g", s)
+		}
+		b.WriteString(", calls " + strings.Join(parts, "/"))
+	}
+	if o.KillStoreAt > 0 {
+		b.WriteString(", store killed at " + fmtDuration(o.KillStoreAt))
+	}
+	return b.String()
+}
+
+// Replicas is N routers in process against the same regions, each with the
+// adaptive policy and its own share of the capacity (router/share, applied
+// through the policy's Update as the router binary does), each call sent to
+// one of them by the split. With ShareDemand a real redis-server runs for the
+// column (hack/install-redis.sh); without one the column is skipped.
+func Replicas(o ReplicaOptions) Policy {
+	return InProcess(o.Name(), func(env *Env) (Selector, error) { return newReplicated(env, o) })
+}
+
+// replicated sends each call to one of several routers.
+type replicated struct {
+	routers []*replica
+	cum     []float64 // cumulative split, ending at 1
+	env     *Env
+
+	mu  sync.Mutex // guards rnd
+	rnd *rand.Rand
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	store  *redisserver.Server
+	closed []func() error
+}
+
+// replica is one router: its policy and its share controller (nil under
+// ShareNone).
+type replica struct {
+	pool  *policy.Pool
+	ctl   *share.Controller
+	meter *share.Demand
+}
+
+func newReplicated(env *Env, o ReplicaOptions) (_ *replicated, err error) {
+	if o.N < 1 || (o.Split != nil && len(o.Split) != o.N) {
+		return nil, fmt.Errorf("replicas: %d routers with a split of %d", o.N, len(o.Split))
+	}
+	split := o.Split
+	if split == nil {
+		split = make([]float64, o.N)
+		for i := range split {
+			split[i] = 1
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &replicated{env: env, cancel: cancel, rnd: rand.New(rand.NewPCG(env.Seed, 0x5ba7e))}
+	defer func() {
+		if err != nil {
+			_ = r.Close()
+		}
+	}()
+	var total float64
+	for _, s := range split {
+		total += s
+	}
+	for _, s := range split {
+		prev := 0.0
+		if len(r.cum) > 0 {
+			prev = r.cum[len(r.cum)-1]
+		}
+		r.cum = append(r.cum, prev+s/total)
+	}
+	if o.Share == ShareDemand {
+		if r.store, err = redisserver.Start(ctx); err != nil {
+			if errors.Is(err, redisserver.ErrNotInstalled) {
+				return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+			}
+			return nil, err
+		}
+	}
+	scale := env.Clock.Scale()
+	tbl := &table.Table{Version: table.Version, Pools: []table.Pool{env.Pool}}
+	for i := range o.N {
+		// Each router has its own seed, as separate processes would.
+		p, err := policy.New(env.Pool, policy.Options{Now: env.Now, Seed: env.Seed + uint64(i)*0x9e3779b9, Logger: env.logger()})
+		if err != nil {
+			return nil, err
+		}
+		rep := &replica{pool: p}
+		r.routers = append(r.routers, rep)
+		if o.Share == ShareNone {
+			continue
+		}
+		opts := share.Options{
+			Apply: func(t *table.Table) error { return p.Update(t.Pools[0]) },
+			// Each router knows its place, as routers in a cluster do from
+			// their Service's EndpointSlices and POD_NAME.
+			Replicas: share.StaticRank{N: o.N, Index: i},
+			Now:      env.Now,
+			// The ticker runs in real time: an exchange every 250 ms of
+			// scenario time. Ages and delays are read on the scenario clock.
+			Interval: time.Duration(float64(share.DefaultInterval) / scale),
+			Logger:   env.logger(),
+		}
+		if r.store != nil {
+			x, err := share.NewExchange(share.ExchangeOptions{
+				URL: r.store.URL(), ID: fmt.Sprintf("router-%d", i),
+				Epoch: time.Duration(float64(share.DefaultEpoch) / scale),
+			})
+			if err != nil {
+				return nil, err
+			}
+			r.closed = append(r.closed, x.Close)
+			opts.Store = x
+		}
+		rep.ctl = share.New(opts)
+		if err := rep.ctl.SetTable(tbl); err != nil {
+			return nil, err
+		}
+		rep.meter = rep.ctl.Demand(env.Pool.Key())
+		r.wg.Add(1)
+		go func() { defer r.wg.Done(); _ = rep.ctl.Run(ctx) }()
+	}
+	if r.store != nil && o.KillStoreAt > 0 {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			for env.Clock.Elapsed() < o.KillStoreAt {
+				if env.Clock.Sleep(ctx, 100*time.Millisecond) != nil {
+					return
+				}
+			}
+			env.logger().Info("share store killed", "at", env.Clock.Elapsed())
+			r.store.Kill()
+		}()
+	}
+	return r, nil
+}
+
+// Start sends the call to a router drawn by the split and counts it in that
+// router's demand, admitted or not.
+func (r *replicated) Start(deadline time.Time) Selection {
+	r.mu.Lock()
+	x := r.rnd.Float64()
+	r.mu.Unlock()
+	i := 0
+	for i < len(r.cum)-1 && x >= r.cum[i] {
+		i++
+	}
+	rep := r.routers[i]
+	if rep.meter != nil {
+		rep.meter.Add(r.env.Now().UnixNano())
+	}
+	return adaptive{rep.pool}.Start(deadline)
+}
+
+// Shares is each router's share in force, in router order (1 under ShareNone).
+func (r *replicated) Shares() []float64 {
+	out := make([]float64, len(r.routers))
+	for i, rep := range r.routers {
+		out[i] = 1
+		if rep.ctl != nil {
+			out[i] = rep.ctl.Shares()[0].Share
+		}
+	}
+	return out
+}
+
+// Close stops the share controllers and the store.
+func (r *replicated) Close() error {
+	r.cancel()
+	r.wg.Wait()
+	var errs []error
+	for _, c := range r.closed {
+		errs = append(errs, c())
+	}
+	if r.store != nil {
+		r.store.Kill()
+	}
+	return errors.Join(errs...)
+}
+
+// ScenarioManyRouters is the scenario of several routers: the provisioned
+// region down for four minutes behind three pay-as-you-go regions.
+const ScenarioManyRouters = "many-routers"
+
+// Targets of the routers sharing capacity.
+const (
+	// MaxSharedSecondsOver is the longest run of seconds a region may receive
+	// more than its capacity from routers that share it.
+	MaxSharedSecondsOver = 1
+	// MaxShareLoss is how much lower than one router's success the routers
+	// sharing capacity may be, in points.
+	MaxShareLoss = 0.005
+)
+
+// SplitSkewed is the uneven spread of calls over three routers that
+// keep-alive makes: 70/20/10.
+var SplitSkewed = []float64{0.7, 0.2, 0.1}
+
+// ReplicaColumns are the columns of n routers that the many-routers scenario
+// is replayed with: no share (each router meters whole capacities,
+// as before router/share), the static share and the demand share with calls
+// spread evenly and (for three routers) 70/20/10, and the demand share with
+// the store killed at killAt.
+func ReplicaColumns(n int, killAt time.Duration) []ReplicaOptions {
+	cols := []ReplicaOptions{{N: n, Share: ShareNone}, {N: n, Share: ShareStatic}}
+	skew := SplitSkewed
+	if n != len(skew) {
+		skew = nil
+	}
+	if skew != nil {
+		cols = append(cols, ReplicaOptions{N: n, Share: ShareStatic, Split: skew})
+	}
+	cols = append(cols, ReplicaOptions{N: n, Share: ShareDemand})
+	if skew != nil {
+		cols = append(cols, ReplicaOptions{N: n, Share: ShareDemand, Split: skew})
+	}
+	cols = append(cols, ReplicaOptions{N: n, Share: ShareDemand, KillStoreAt: killAt})
+	if skew != nil {
+		cols = append(cols, ReplicaOptions{N: n, Share: ShareDemand, Split: skew, KillStoreAt: killAt})
+	}
+	return cols
+}
+
+// replicaChecks are the targets of the columns of several routers that share
+// capacity: no region over its capacity for more than MaxSharedSecondsOver in
+// a row, and success within MaxShareLoss of one router's.
+func replicaChecks(rep *Report) []Check {
+	var one *Result
+	for _, r := range rep.Results {
+		if r.Policy == NameRegionwarden && r.Skipped == "" {
+			one = r
+		}
+	}
+	var cs []Check
+	for _, r := range rep.Results {
+		if !strings.Contains(r.Policy, " routers, ") || strings.Contains(r.Policy, "no share") {
+			continue
+		}
+		over := Check{Target: fmt.Sprintf("under %s no region receives more than its capacity for longer than %d s in a row", r.Policy, MaxSharedSecondsOver)}
+		succ := Check{Target: fmt.Sprintf("%s serves within %.1f points of one router", r.Policy, 100*MaxShareLoss)}
+		if r.Skipped != "" {
+			over.Measured, over.Skipped = "skipped", true
+			succ.Measured, succ.Skipped = "skipped", true
+			cs = append(cs, over, succ)
+			continue
+		}
+		worst := 0
+		var parts []string
+		for _, rl := range r.Regions {
+			parts = append(parts, fmt.Sprintf("%s %d s", rl.Name, rl.LongestOver))
+			worst = max(worst, rl.LongestOver)
+		}
+		over.Measured, over.Pass = "longest run over capacity: "+strings.Join(parts, ", "), worst <= MaxSharedSecondsOver
+		if one == nil {
+			succ.Measured, succ.Skipped = "one router not replayed", true
+		} else {
+			d := r.SuccessRate() - one.SuccessRate()
+			succ.Measured = fmt.Sprintf("%s against %s (%+.2f points)", pct(r.SuccessRate()), pct(one.SuccessRate()), 100*d)
+			succ.Pass = d >= -MaxShareLoss
+		}
+		cs = append(cs, over, succ)
+	}
+	return cs
+}
