@@ -296,11 +296,9 @@ func (e *healthEnv) waitCached() {
 		return out
 	}
 	live := versions(testClient)
-	for deadline := time.Now().Add(poolWait); !maps.Equal(versions(e.mgr.GetClient()), live); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			e.t.Fatal("the manager's cache never caught up with the API server")
-		}
-	}
+	waitUntil(e.t, poolWait, "the manager's cache to catch up with the API server",
+		func() map[string]string { return versions(e.mgr.GetClient()) },
+		func(cached map[string]string) bool { return maps.Equal(cached, live) })
 }
 
 // read reads the object back as a GitOps tool does: unstructured, as the

@@ -51,28 +51,25 @@ func TestPTEventsOnce(t *testing.T) {
 
 	// The API server holds them: one Event per distinct report, none repeated
 	// as a series.
-	deadline := time.Now().Add(time.Minute)
-	for {
+	byReason := waitUntil(t, time.Minute, "Mismatch twice and Observed once in the API server", func() map[string]int {
 		var list eventsv1.EventList
 		if err := e.cl.List(context.Background(), &list, client.InNamespace(e.ns)); err != nil {
 			t.Fatal(err)
 		}
 		byReason := map[string]int{}
 		for _, ev := range list.Items {
-			if ev.Regarding.Name != "pt" || ev.Regarding.Kind != "ProvisionedThroughput" {
-				continue
+			if ev.Regarding.Name == "pt" && ev.Regarding.Kind == "ProvisionedThroughput" {
+				byReason[ev.Reason]++
+				if ev.Series != nil {
+					byReason["series"]++
+				}
 			}
-			byReason[ev.Reason]++
-			if ev.Series != nil {
-				t.Errorf("event %s/%s repeated as a series of %d", ev.Reason, ev.Note, ev.Series.Count)
-			}
 		}
-		if byReason[capacityv1alpha1.ReasonMismatch] == 2 && byReason[capacityv1alpha1.ReasonObserved] == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("events in the API server: %v, want Mismatch 2 and Observed 1", byReason)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return byReason
+	}, func(byReason map[string]int) bool {
+		return byReason[capacityv1alpha1.ReasonMismatch] == 2 && byReason[capacityv1alpha1.ReasonObserved] == 1
+	})
+	if byReason["series"] > 0 {
+		t.Errorf("%d events repeated as a series, want none: %v", byReason["series"], byReason)
 	}
 }

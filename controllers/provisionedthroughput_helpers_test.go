@@ -246,21 +246,10 @@ func (e *ptEnv) reconcile(name string) reconcile.Result {
 	return res
 }
 
-// waitFor polls the PT until ok holds. The deadline only keeps a broken
-// controller from hanging the run; nothing is asserted about time.
+// waitFor waits until ok holds of the PT.
 func (e *ptEnv) waitFor(name string, what string, ok func(*capacityv1alpha1.ProvisionedThroughput) bool) *capacityv1alpha1.ProvisionedThroughput {
 	e.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		pt := e.get(name)
-		if ok(pt) {
-			return pt
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s never got %s; status: %+v", name, what, pt.Status)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return waitUntil(e.t, time.Minute, name+" to get "+what, func() *capacityv1alpha1.ProvisionedThroughput { return e.get(name) }, ok)
 }
 
 // waitReconciled waits for the manager's first reconcile of a new PT.

@@ -26,17 +26,10 @@ func TestPTMetricsDeletedWithObject(t *testing.T) {
 	if err := e.cl.Delete(context.Background(), e.get("gone")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		_, ok := metricValue(t, "regionwarden_provisionedthroughput_observed_gsus", map[string]string{"namespace": e.ns, "name": "gone"})
-		if !ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the deleted object's series is still served")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitUntil(t, time.Minute, "the deleted object's series to go", func() bool {
+		_, served := metricValue(t, "regionwarden_provisionedthroughput_observed_gsus", map[string]string{"namespace": e.ns, "name": "gone"})
+		return served
+	}, func(served bool) bool { return !served })
 	for _, m := range []string{"observed_gsus", "utilization", "spillover_ratio"} {
 		if _, ok := metricValue(t, "regionwarden_provisionedthroughput_"+m, map[string]string{"namespace": e.ns, "name": "gone"}); ok {
 			t.Errorf("%s of the deleted object is still served", m)
@@ -74,13 +67,9 @@ func TestPTConditionSeriesFollowStatus(t *testing.T) {
 	if err := e.cl.Delete(context.Background(), e.get("pt")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for len(conditionSeries(t, e.ns, "pt", "")) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the deleted object's condition series are still served: %v", conditionSeries(t, e.ns, "pt", ""))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitUntil(t, time.Minute, "the deleted object's condition series to go",
+		func() map[string]float64 { return conditionSeries(t, e.ns, "pt", "") },
+		func(series map[string]float64) bool { return len(series) == 0 })
 }
 
 // conditionSeries returns the object's condition series of type typ (every

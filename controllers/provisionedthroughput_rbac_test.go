@@ -113,22 +113,23 @@ func (e *ptEnv) waitForEventSeries(name, reason string) eventsv1.Event {
 
 func (e *ptEnv) waitForEventWhere(name, reason, what string, ok func(eventsv1.Event) bool) eventsv1.Event {
 	e.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	var found eventsv1.Event
+	waitUntil(e.t, time.Minute, name+" to get "+what+" with reason "+reason, func() []eventsv1.Event {
 		var list eventsv1.EventList
 		if err := e.cl.List(context.Background(), &list, client.InNamespace(e.ns)); err != nil {
 			e.t.Fatal(err)
 		}
-		for _, ev := range list.Items {
+		return list.Items
+	}, func(events []eventsv1.Event) bool {
+		for _, ev := range events {
 			if ev.Regarding.Name == name && ev.Reason == reason && ok(ev) {
-				return ev
+				found = ev
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s never got %s with reason %s; events: %+v", name, what, reason, list.Items)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
+	return found
 }
 
 // managerRoles reads the ClusterRole (the operator's kinds, cluster-wide) and

@@ -223,23 +223,20 @@ func runScale(b *testing.B) {
 	b.StartTimer()
 	start := time.Now()
 	e.start()
-	converged := 0
-	for deadline := start.Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+	converged := waitUntil(b, 5*time.Minute, "every pool to converge", func() int {
 		var pools capacityv1alpha1.RegionPoolList
 		if err := testClient.List(ctx, &pools, client.InNamespace(e.ns)); err != nil {
 			b.Fatal(err)
 		}
-		converged = 0
+		n := 0
 		for i := range pools.Items {
 			p := &pools.Items[i]
 			if isReconciled(p) && len(p.Status.ProtectedRegions) == len(ptLocations) && p.Status.TableHash != "" {
-				converged++
+				n++
 			}
 		}
-		if converged == scalePools {
-			break
-		}
-	}
+		return n
+	}, func(n int) bool { return n == scalePools })
 	elapsed := time.Since(start)
 	b.StopTimer()
 	close(stop)

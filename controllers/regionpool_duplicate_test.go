@@ -100,10 +100,7 @@ func TestOlderThan(t *testing.T) {
 // waitGone waits until ConfigMap name no longer exists.
 func waitGone(t *testing.T, e *poolEnv, name string) {
 	t.Helper()
-	for deadline := time.Now().Add(poolWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if _, ok := e.readTable(name); !ok {
-			return
-		}
-	}
-	t.Fatalf("ConfigMap %s was never deleted", name)
+	waitUntil(t, poolWait, "ConfigMap "+name+" to be deleted",
+		func() bool { _, found := e.readTable(name); return found },
+		func(found bool) bool { return !found })
 }

@@ -174,18 +174,10 @@ func (e *poolEnv) pool(name string) *capacityv1alpha1.RegionPool {
 	return p
 }
 
-// waitPool polls the pool until ok holds, and fails the test at poolWait.
+// waitPool waits until ok holds of the pool.
 func (e *poolEnv) waitPool(name, what string, ok func(*capacityv1alpha1.RegionPool) bool) *capacityv1alpha1.RegionPool {
 	e.t.Helper()
-	var last *capacityv1alpha1.RegionPool
-	for deadline := time.Now().Add(poolWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		last = e.pool(name)
-		if ok(last) {
-			return last
-		}
-	}
-	e.t.Fatalf("pool %s: never %s; last status: %+v", name, what, last.Status)
-	return nil
+	return waitUntil(e.t, poolWait, "pool "+name+" "+what, func() *capacityv1alpha1.RegionPool { return e.pool(name) }, ok)
 }
 
 // routingTable is a routing-table ConfigMap and the table it holds.
@@ -221,19 +213,12 @@ func (e *poolEnv) readTable(name string) (routingTable, bool) {
 	return routingTable{cm: cm, table: tb}, true
 }
 
-// waitTable polls ConfigMap name until it holds a table for which ok holds.
+// waitTable waits until ConfigMap name holds a table for which ok holds.
 func (e *poolEnv) waitTable(name, what string, ok func(routingTable) bool) routingTable {
 	e.t.Helper()
-	var last routingTable
-	for deadline := time.Now().Add(poolWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		rt, found := e.readTable(name)
-		if found && rt.table != nil && ok(rt) {
-			return rt
-		}
-		last = rt
-	}
-	e.t.Fatalf("ConfigMap %s: never %s; last: %+v", name, what, last.cm)
-	return routingTable{}
+	return waitUntil(e.t, poolWait, "ConfigMap "+name+" "+what,
+		func() routingTable { rt, _ := e.readTable(name); return rt },
+		func(rt routingTable) bool { return rt.table != nil && ok(rt) })
 }
 
 // isReconciled reports whether the pool's status describes its current spec.

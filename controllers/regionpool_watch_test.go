@@ -28,17 +28,13 @@ func TestRegionPoolWatchMapsExactly(t *testing.T) {
 	e.createPool("shared-name", regions, poolWithModel("gemini-2.0-flash"), poolWithOutput("flash-routing"))
 	e.waitPool("shared-name", "is seen", func(*capacityv1alpha1.RegionPool) bool { return true })
 	// The cache may lag the API server; wait until it holds all four pools.
-	waitCache := func() {
-		for range 500 {
-			var l capacityv1alpha1.RegionPoolList
-			if err := e.mgr.GetClient().List(context.Background(), &l, client.InNamespace(e.ns)); err == nil && len(l.Items) == 4 {
-				return
-			}
-			sleepBriefly()
+	waitUntil(t, poolWait, "the cache to hold the four pools", func() int {
+		var l capacityv1alpha1.RegionPoolList
+		if err := e.mgr.GetClient().List(context.Background(), &l, client.InNamespace(e.ns)); err != nil {
+			return -1
 		}
-		t.Fatal("the cache never held the four pools")
-	}
-	waitCache()
+		return len(l.Items)
+	}, func(n int) bool { return n == 4 })
 
 	pt := func(model string, labels map[string]string) *capacityv1alpha1.ProvisionedThroughput {
 		return &capacityv1alpha1.ProvisionedThroughput{
@@ -141,5 +137,3 @@ func TestPTRoutingChanged(t *testing.T) {
 func eventUpdate(oldObj, newObj client.Object) event.UpdateEvent {
 	return event.UpdateEvent{ObjectOld: oldObj, ObjectNew: newObj}
 }
-
-func sleepBriefly() { time.Sleep(10 * time.Millisecond) }

@@ -2,12 +2,14 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -48,6 +50,24 @@ func TestMain(m *testing.M) {
 		testClient, err = client.New(cfg, client.Options{Scheme: testScheme})
 		return err
 	}))
+}
+
+// waitUntil polls get until ok holds of what it returns, and returns that.
+// Past timeout the test fails, saying what it waited for and what get last
+// returned. The timeout only keeps a broken controller from hanging the run:
+// nothing is asserted about time. It polls a thousandth of the timeout apart
+// (20 ms at least), so a long wait, such as a benchmark's, does not load the
+// API server it measures. It is the controller tests' one way to wait, on
+// gomega's Eventually.
+func waitUntil[T any](t testing.TB, timeout time.Duration, what string, get func() T, ok func(T) bool) T {
+	t.Helper()
+	var last T
+	NewWithT(t).Eventually(func() bool {
+		last = get()
+		return ok(last)
+	}).WithTimeout(timeout).WithPolling(max(20*time.Millisecond, timeout/1000)).Should(BeTrue(),
+		func() string { return fmt.Sprintf("never %s; last: %+v", what, last) })
+	return last
 }
 
 // newManager returns a manager for the tests of namespaces, through cfg:

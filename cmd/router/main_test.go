@@ -17,6 +17,7 @@ import (
 	aiplatform "cloud.google.com/go/aiplatform/apiv1"
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
 	"cloud.google.com/go/auth"
+	. "github.com/onsi/gomega"
 	"google.golang.org/api/option"
 	"google.golang.org/genai"
 	"google.golang.org/grpc"
@@ -229,13 +230,7 @@ func (s *started) metrics(t *testing.T) string {
 // eventually polls cond until it holds: the file watch is asynchronous.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	NewWithT(t).Eventually(cond).WithTimeout(20*time.Second).WithPolling(20*time.Millisecond).Should(BeTrue(), "never: %s", what)
 }
 
 // TestTableSwappedOnDisk: a table swapped the way the kubelet updates a

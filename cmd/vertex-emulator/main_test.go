@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	. "github.com/onsi/gomega"
 )
 
 const scenarioFile = "../../test/scenarios/provisioned-region-incident.yaml"
@@ -49,23 +51,21 @@ func TestRunServesUntilCancelled(t *testing.T) {
 
 	// Wait for the addresses file: it is written once everything listens.
 	var addrs Addresses
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if b, err := os.ReadFile(addrFile); err == nil {
-			if err := json.Unmarshal(b, &addrs); err != nil {
-				t.Fatalf("addresses file: %v", err)
-			}
-			break
-		}
+	NewWithT(t).Eventually(func() error {
 		select {
 		case err := <-done:
 			t.Fatalf("run ended early: %v\n%s", err, out.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no addresses file; output:\n%s", out.String())
+		b, err := os.ReadFile(addrFile)
+		if err != nil {
+			return err
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		if err := json.Unmarshal(b, &addrs); err != nil {
+			t.Fatalf("addresses file: %v", err)
+		}
+		return nil
+	}).WithTimeout(10*time.Second).WithPolling(10*time.Millisecond).Should(Succeed(), func() string { return "no addresses file; output:\n" + out.String() })
 	if len(addrs.Regions) != 4 || addrs.Monitoring == "" || addrs.Regions["europe-west1"].Tier != "provisioned" {
 		t.Fatalf("addresses %+v", addrs)
 	}

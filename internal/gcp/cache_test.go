@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -181,13 +181,8 @@ func (g gatedSource) ProvisionedThroughput(ctx context.Context, project string) 
 // only keeps a broken cache from hanging the test run.
 func waitJoined(t *testing.T, c *CachedSource, project string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for c.joined(project) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d callers joined the call in flight", c.joined(project), n)
-		}
-		runtime.Gosched()
-	}
+	NewWithT(t).Eventually(func() int { return c.joined(project) }).WithTimeout(time.Minute).WithPolling(time.Millisecond).
+		Should(BeNumerically(">=", n), "callers that joined the call in flight")
 }
 
 func TestCachedSourceSharesACallInFlight(t *testing.T) {
