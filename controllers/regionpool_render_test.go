@@ -170,7 +170,7 @@ func TestRenderPoolEndpointsAndHints(t *testing.T) {
 }
 
 func TestRenderPolicy(t *testing.T) {
-	if got := renderPolicy(capacityv1alpha1.RoutingPolicy{}); !got.Equal(table.DefaultPolicy()) {
+	if got := renderPolicy(capacityv1alpha1.RoutingPolicy{}, nil); !got.Equal(table.DefaultPolicy()) {
 		t.Errorf("an empty policy renders %+v, want table.DefaultPolicy %+v", got, table.DefaultPolicy())
 	}
 	zero, three, forty := int32(0), int32(3), int32(40)
@@ -184,8 +184,9 @@ func TestRenderPolicy(t *testing.T) {
 		},
 		Retry:       capacityv1alpha1.RetryPolicy{MaxAttempts: 4, BudgetPercent: &forty, MinRetriesPerSecond: &three},
 		Provisioned: capacityv1alpha1.ProvisionedPolicy{RequestType: capacityv1alpha1.RequestTypeDedicated},
-	})
+	}, &forty)
 	want := table.DefaultPolicy()
+	want.CapacityShare = 40
 	want.Ejection = table.Ejection{
 		FailureRateThreshold: 0.8, MinRequests: 5,
 		Interval:          table.Duration{Duration: 3 * time.Second},
@@ -198,7 +199,7 @@ func TestRenderPolicy(t *testing.T) {
 	if !got.Equal(want) {
 		t.Errorf("policy = %v, want %v", got, want)
 	}
-	if got := renderPolicy(capacityv1alpha1.RoutingPolicy{Provisioned: capacityv1alpha1.ProvisionedPolicy{RequestType: capacityv1alpha1.RequestTypeSpillover}}); got.Provisioned.RequestType != table.RequestTypeSpillover {
+	if got := renderPolicy(capacityv1alpha1.RoutingPolicy{Provisioned: capacityv1alpha1.ProvisionedPolicy{RequestType: capacityv1alpha1.RequestTypeSpillover}}, nil); got.Provisioned.RequestType != table.RequestTypeSpillover {
 		t.Errorf("Spillover renders %q", got.Provisioned.RequestType)
 	}
 }

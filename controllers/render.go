@@ -129,7 +129,7 @@ func renderPool(pool *capacityv1alpha1.RegionPool, pts []capacityv1alpha1.Provis
 		Project:   pool.Spec.Project,
 		Publisher: pool.GetPublisher(),
 		Model:     pool.Spec.Model,
-		Policy:    renderPolicy(pool.Spec.Policy),
+		Policy:    renderPolicy(pool.Spec.Policy, pool.Spec.CapacityShare),
 		Callers:   renderCallers(pool.Spec.Callers),
 	}}
 	listed := map[string]bool{}
@@ -193,9 +193,10 @@ func renderPool(pool *capacityv1alpha1.RegionPool, pts []capacityv1alpha1.Provis
 // table.Policy.Default gives it the default a hand-written table that omits
 // it gets. The concurrency limits are not in the API: they are always the
 // table's defaults.
-func renderPolicy(p capacityv1alpha1.RoutingPolicy) table.Policy {
+func renderPolicy(p capacityv1alpha1.RoutingPolicy, capacityShare *int32) table.Policy {
 	e, r := p.Ejection, p.Retry
 	out := table.Policy{
+		CapacityShare: intPtrValue(capacityShare),
 		Ejection: table.Ejection{
 			FailureRateThreshold: e.FailureRateThreshold,
 			MinRequests:          int(e.MinRequests),
@@ -296,4 +297,12 @@ func renderCallers(c capacityv1alpha1.Callers) table.Callers {
 // tablePriority is p as the routing table spells it.
 func tablePriority(p capacityv1alpha1.Priority) table.Priority {
 	return table.Priority(strings.ToLower(string(p)))
+}
+
+// intPtrValue is *v, or 0 (the table's default) when v is nil.
+func intPtrValue(v *int32) int {
+	if v == nil {
+		return 0
+	}
+	return int(*v)
 }

@@ -68,6 +68,18 @@ type RegionPoolSpec struct {
 	// +optional
 	Discovery Discovery `json:"discovery,omitempty"`
 
+	// CapacityShare is the percentage, 1 to 100, of every region's capacity
+	// (Provisioned Throughput and pay-as-you-go quotas alike) that this
+	// cluster's routers may use together, when several clusters route to the
+	// same orders: 60 and 40 for two clusters that share them. Each router
+	// of the cluster meters its own part of it. A lost cluster's share does
+	// not move by itself: raise the others' (see docs/architecture.md).
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	CapacityShare *int32 `json:"capacityShare,omitempty"`
+
 	// Callers says who may call through the pool and the highest priority
 	// each may claim.
 	// +kubebuilder:default={}
@@ -459,6 +471,18 @@ func (p *RegionPool) GetConfigMapName() string {
 		return p.Spec.Output.ConfigMapName
 	}
 	return p.Name + "-routing"
+}
+
+// DefaultCapacityShare is spec.capacityShare when unset: the whole capacity.
+// It is router/table's default too (a test compares them).
+const DefaultCapacityShare = 100
+
+// GetCapacityShare returns the cluster's capacity share in percent, defaulted.
+func (p *RegionPool) GetCapacityShare() int {
+	if v := p.Spec.CapacityShare; v != nil && *v > 0 {
+		return int(*v)
+	}
+	return DefaultCapacityShare
 }
 
 // GetDiscoveryMode returns the discovery mode, defaulted to Protect.

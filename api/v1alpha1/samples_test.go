@@ -113,6 +113,8 @@ func TestDefaultsAreAppliedByTheAPIServer(t *testing.T) {
 		{"retry.minRetriesPerSecond", deref(r.MinRetriesPerSecond), *want.Retry.MinRetriesPerSecond},
 		{"provisioned.requestType", strings.ToLower(string(got.Spec.Policy.Provisioned.RequestType)), string(want.Provisioned.RequestType)},
 		{"callers.maxPriority", strings.ToLower(string(got.Spec.Callers.MaxPriority)), string(table.DefaultMaxPriority)},
+		{"capacityShare", deref(got.Spec.CapacityShare), want.CapacityShare},
+		{"GetCapacityShare of an unset share", (&capacityv1alpha1.RegionPool{}).GetCapacityShare(), table.DefaultCapacityShare},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

@@ -401,6 +401,11 @@ func (in *RegionPoolSpec) DeepCopyInto(out *RegionPoolSpec) {
 	in.Policy.DeepCopyInto(&out.Policy)
 	out.Output = in.Output
 	in.Discovery.DeepCopyInto(&out.Discovery)
+	if in.CapacityShare != nil {
+		in, out := &in.CapacityShare, &out.CapacityShare
+		*out = new(int32)
+		**out = **in
+	}
 	in.Callers.DeepCopyInto(&out.Callers)
 }
 
