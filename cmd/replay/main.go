@@ -110,7 +110,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer cleanup()
 
-	notes = append(notes, machineNote(), retryBudgetNote)
+	notes = append(notes, machineNote(), policyNote)
 	begin := time.Now()
 	var reports []*replay.Report
 	for _, f := range files {
@@ -319,6 +319,12 @@ func scenarioRank(path string) int {
 	return len(scenarioOrder)
 }
 
-// retryBudgetNote says how regionwarden keeps retries within headroom and
-// what it still loses in the provisioned-region incident.
-const retryBudgetNote = "regionwarden counts each region's capacity over a sliding second, as the regions count their quota, and charges a call to a PT its expected tokens when it starts, so it sends no region more than it takes and a retry finds headroom where the table says there is some. The retry budget (10% of calls plus one retry a second) does not bound one kind of retry: the fallback of a provisioned region that fails intermittently while it answers most of its calls, whose 504s come in runs of six that could outrun the budget. The few calls regionwarden still loses in the provisioned-region incident had both attempts (maxAttempts 2) fail, or were shed when no region had headroom; none fail for want of a region. The Portkey gateway retries every failure on every target, with no budget; regionwarden's budget is what holds the retry surge to about one attempt per call."
+// policyNote says what regionwarden does in the scenarios, and what it still
+// loses.
+const policyNote = "How regionwarden gets its numbers. It counts each region's capacity over a sliding second, as the regions count their quota, and charges a call to a PT its expected tokens when it starts, so it sends no region more than it takes and a retry finds headroom where the table says there is some. " +
+	"A provisioned region failing intermittently (the incident's runs of six 504s) keeps its first attempts, and its failed calls fall back to another region outside the retry budget (10% of calls plus one retry a second). " +
+	"A provisioned region failing at or over the ejection threshold (provisioned-region-down, total-outage) is demoted, never removed: the regions that answer take first attempts up to their quotas, it takes what they have no room for and a probe every half second, and it gets its full share back after seven probes in a row succeed. " +
+	"Each region's throttle (the SRE book's client-side adaptive throttling) counts failures as well as 429s, so when every region fails every region's share falls together and attempts per call fall under one. " +
+	"A region that answers within the deadline may hold its capacity times the deadline in flight (Little's law), whatever its adaptive limit (provisioned-region-slow). " +
+	"The calls regionwarden still loses are shed when no region had headroom, or had both attempts (maxAttempts 2) fail; none fail for want of a region. " +
+	"The Portkey gateway retries every failure on every target, with no budget."
