@@ -1,8 +1,11 @@
 package controllers
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 )
 
@@ -45,3 +48,36 @@ const (
 	eventNormal  = corev1.EventTypeNormal
 	eventWarning = corev1.EventTypeWarning
 )
+
+// eventBuffer holds the events of one reconcile until its status is written.
+// An event announces a change of status; recorded before the write, it would
+// be recorded again by the reconcile that makes the same change after one
+// that died before its write (the operator killed or restarted, a conflict),
+// since the status it reads back does not have the change yet. Recorded after
+// the write, each change is announced once: a reconcile whose write fails
+// records nothing, and the one that writes the change records it.
+type eventBuffer struct {
+	events []bufferedEvent
+}
+
+type bufferedEvent struct {
+	regarding, related                 runtime.Object
+	eventtype, reason, action, message string
+}
+
+// Eventf keeps the event; the message is formatted now, from the values the
+// reconcile has at this point.
+func (b *eventBuffer) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	b.events = append(b.events, bufferedEvent{regarding, related, eventtype, reason, action, fmt.Sprintf(note, args...)})
+}
+
+// flush records the kept events on rec, in order; a nil rec records none.
+func (b *eventBuffer) flush(rec events.EventRecorder) {
+	if rec == nil {
+		return
+	}
+	for _, e := range b.events {
+		rec.Eventf(e.regarding, e.related, e.eventtype, e.reason, e.action, "%s", e.message)
+	}
+	b.events = nil
+}

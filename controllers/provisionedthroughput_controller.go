@@ -81,13 +81,19 @@ func (r *ProvisionedThroughputReconciler) Reconcile(ctx context.Context, req ctr
 	}
 
 	before := pt.DeepCopy()
+	// This reconcile's events wait for its status write (see eventBuffer):
+	// it works on a copy of the reconciler that records into the buffer.
+	events, work := &eventBuffer{}, *r
+	work.Recorder = events
 	defer func() {
 		traceConditions(ctx, pt.Status.Conditions)
 		if err := r.patchStatus(ctx, before, pt); err != nil {
 			retErr = errors.Join(retErr, err)
+			return
 		}
+		events.flush(r.Recorder)
 	}()
-	return r.reconcile(ctx, pt)
+	return work.reconcile(ctx, pt)
 }
 
 // verification is the outcome of asking GCP about one object.

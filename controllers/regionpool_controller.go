@@ -91,13 +91,19 @@ func (r *RegionPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 
 	before := pool.DeepCopy()
+	// This reconcile's events wait for its status write (see eventBuffer):
+	// it works on a copy of the reconciler that records into the buffer.
+	events, work := &eventBuffer{}, *r
+	work.Recorder = events
 	defer func() {
 		traceConditions(ctx, pool.Status.Conditions)
 		if err := r.patchStatus(ctx, before, pool); err != nil {
 			retErr = errors.Join(retErr, err)
+			return
 		}
+		events.flush(r.Recorder)
 	}()
-	return r.reconcile(ctx, pool)
+	return work.reconcile(ctx, pool)
 }
 
 func (r *RegionPoolReconciler) reader() client.Reader {

@@ -1,8 +1,10 @@
 package controllers
 
 import (
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -34,6 +36,15 @@ func TestReconcileTraced(t *testing.T) {
 	e.gcpShows(4, 3000, nil)
 	e.create("traced", 4)
 	e.waitReconciled("traced")
+	// The reconcile's span ends after its status write, which the test may
+	// see first.
+	for deadline := time.Now().Add(poolWait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if slices.ContainsFunc(rec.Ended(), func(s sdktrace.ReadOnlySpan) bool {
+			return s.Name() == "reconcile ProvisionedThroughput" && attr(s, "k8s.namespace.name") == e.ns
+		}) {
+			break
+		}
+	}
 
 	byID := map[string]sdktrace.ReadOnlySpan{}
 	for _, s := range rec.Ended() {
