@@ -207,6 +207,7 @@ type tableSource interface {
 	Run(ctx context.Context) error
 	Subscribe(fn func(*table.Table)) (unsubscribe func())
 	Current() *table.Table
+	Refusals() []source.Refusal
 }
 
 // addresses are where the router listens; grpc is "" without --grpc-listen.
@@ -253,12 +254,15 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 	}
 	clients := upstream.New(upstream.Options{Insecure: c.upstreamInsecure, Authorizer: authorizer})
 	defer func() { _ = clients.Close() }()
+	// The source is made below, before anything is served.
+	var src tableSource
 	var srv *server.Server
 	shares, counter, err := newShares(c, kube, func(t *table.Table) error { return srv.Apply(t) }, log)
 	if err != nil {
 		return err
 	}
 	srv, err = server.New(server.Options{
+		Refusals:             func() []source.Refusal { return src.Refusals() },
 		Shares:               shares,
 		Upstream:             clients,
 		Metrics:              m,
@@ -277,7 +281,6 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 		return err
 	}
 
-	var src tableSource
 	endpoints := table.AllowHosts(c.allowHosts...)
 	if c.tableFile != "" {
 		src = source.NewFileSource(c.tableFile, source.FileOptions{Logger: log, Observer: m, Endpoints: endpoints})

@@ -24,6 +24,7 @@ import (
 	"github.com/regionwarden/regionwarden/router/metrics"
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/share"
+	"github.com/regionwarden/regionwarden/router/source"
 	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream"
 )
@@ -124,6 +125,9 @@ type Options struct {
 	// each pool's calls (admitted or refused) as its demand, and /debug/pools
 	// shows the shares in force. Nil: the router meters whole capacities.
 	Shares *share.Controller
+	// Refusals are the table source's standing refusals, which /debug/pools
+	// shows beside the table being served. Default none.
+	Refusals func() []source.Refusal
 }
 
 // Server routes Vertex AI calls to the regions of their pool. Make one with
@@ -146,6 +150,7 @@ type Server struct {
 	propagator   propagation.TextMapPropagator
 	auth         *auth.Authenticator
 	shares       *share.Controller
+	refusals     func() []source.Refusal
 
 	state atomic.Pointer[routing] // nil until the first Apply
 	mu    sync.Mutex              // serializes Apply
@@ -255,6 +260,7 @@ func New(opts Options) (*Server, error) {
 		propagator:   opts.Propagator,
 		auth:         opts.Auth,
 		shares:       opts.Shares,
+		refusals:     opts.Refusals,
 	}
 	s.metrics.WatchPools(s.Snapshots)
 	return s, nil
@@ -497,15 +503,21 @@ type debugPools struct {
 	// TableHash is the hash of the table applied last, as its source gave it
 	// (the ConfigMap's annotation), before shares scaled it; "" before the
 	// first.
-	TableHash string            `json:"tableHash"`
-	Pools     []policy.Snapshot `json:"pools"`
+	TableHash string `json:"tableHash"`
+	// RefusedTables are the tables refused and not replaced since by a good
+	// one from the same origin: what they would change is not served.
+	RefusedTables []source.Refusal  `json:"refusedTables"`
+	Pools         []policy.Snapshot `json:"pools"`
 	// Shares are the shares of the pools' capacity this router meters, and
 	// where they come from; absent when the router meters whole capacities.
 	Shares []share.PoolShare `json:"shares,omitempty"`
 }
 
 func (s *Server) serveDebugPools(w http.ResponseWriter, _ *http.Request) {
-	d := debugPools{Pools: s.Snapshots()}
+	d := debugPools{Pools: s.Snapshots(), RefusedTables: []source.Refusal{}}
+	if s.refusals != nil {
+		d.RefusedTables = s.refusals()
+	}
 	if st := s.state.Load(); st != nil {
 		d.TableHash = st.hash
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -168,6 +169,8 @@ func (s *ConfigMapSource) update(obj any) {
 		s.Reject(cmOrigin(key), reason, err)
 		return
 	}
+	// A duplicate pool is decided by publishLocked, against the others.
+	s.accepted(cmOrigin(key), ReasonRead, ReasonVersion, ReasonInvalid, ReasonEndpoint, ReasonNotOwned)
 	e.pools = t.Pools
 	s.publishLocked()
 }
@@ -209,6 +212,7 @@ func (s *ConfigMapSource) delete(obj any) {
 		return
 	}
 	delete(s.entries, key)
+	s.accepted(cmOrigin(key))
 	s.publishLocked()
 }
 
@@ -240,6 +244,17 @@ func (s *ConfigMapSource) publishLocked() {
 			}
 			owner[p.Key()] = k
 			merged.Pools = append(merged.Pools, p)
+		}
+	}
+	// A ConfigMap none of whose pools is a duplicate any more is no longer
+	// refused as one.
+	stillDup := map[string]bool{}
+	for id := range dups {
+		stillDup[strings.SplitN(id, "|", 2)[0]] = true
+	}
+	for id := range s.dups {
+		if k := strings.SplitN(id, "|", 2)[0]; !stillDup[k] {
+			s.accepted(cmOrigin(k), ReasonDuplicatePool)
 		}
 	}
 	s.dups = dups

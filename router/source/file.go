@@ -164,6 +164,7 @@ func (s *FileSource) Reload() {
 		s.Reject(s.origin, reason, err)
 		return
 	}
+	s.accepted(s.origin)
 	s.Publish(s.origin, t)
 }
 

@@ -1,11 +1,16 @@
 package source
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -58,6 +63,25 @@ type Store struct {
 	mu     sync.Mutex // guards subs, next and serializes Publish
 	subs   map[int]func(*table.Table)
 	nextID int
+
+	rmu      sync.Mutex         // guards refusals
+	refusals map[string]Refusal // standing refusals by origin and reason
+}
+
+// Refusal is a table refused from an origin that has not supplied a good
+// table since: what it would have changed is not served, the last good
+// table is. An older router reading a table of a newer format version shows
+// one here until it is upgraded.
+type Refusal struct {
+	// Origin is where the table came from: configmap:<namespace>/<name> or
+	// file:<path>.
+	Origin string `json:"origin"`
+	// Reason is one of the Reason constants.
+	Reason string `json:"reason"`
+	// Error says why, naming the field at fault.
+	Error string `json:"error"`
+	// Since is when the origin was first refused for this reason.
+	Since time.Time `json:"since"`
 }
 
 // NewStore returns an empty store. A nil logger logs to slog.Default(); a nil
@@ -66,7 +90,7 @@ func NewStore(log *slog.Logger, obs Observer) *Store {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Store{log: log, obs: obs, subs: map[int]func(*table.Table){}}
+	return &Store{log: log, obs: obs, subs: map[int]func(*table.Table){}, refusals: map[string]Refusal{}}
 }
 
 // Current is the table being served, or nil before the first good load. The
@@ -124,13 +148,57 @@ func (s *Store) Publish(origin string, t *table.Table) bool {
 	return true
 }
 
-// Reject logs and reports a refused table. The table being served is untouched.
+// Reject logs and reports a refused table, and keeps it among the standing
+// refusals until the origin supplies a good table or goes away. The table
+// being served is untouched.
 func (s *Store) Reject(origin, reason string, err error) {
 	s.log.Error("routing table refused, the last good table keeps serving",
 		"origin", origin, "reason", reason, "error", err, "serving", s.Hash())
+	s.standing(origin, reason, err)
 	if s.obs != nil {
 		s.obs.Rejected(origin, reason, err)
 	}
+}
+
+// standing records a refusal of origin for reason, keeping the time it
+// was first refused for that reason.
+func (s *Store) standing(origin, reason string, err error) {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	key := origin + "\x00" + reason
+	r, ok := s.refusals[key]
+	if !ok {
+		r = Refusal{Origin: origin, Reason: reason, Since: time.Now()}
+	}
+	r.Error = err.Error()
+	s.refusals[key] = r
+}
+
+// accepted ends the standing refusals of origin, for the reasons given or,
+// with none given, for every reason: the origin supplied a good table, or
+// went away.
+func (s *Store) accepted(origin string, reasons ...string) {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	for key, r := range s.refusals {
+		if r.Origin == origin && (len(reasons) == 0 || slices.Contains(reasons, r.Reason)) {
+			delete(s.refusals, key)
+		}
+	}
+}
+
+// Refusals are the standing refusals, by origin and reason.
+func (s *Store) Refusals() []Refusal {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	out := make([]Refusal, 0, len(s.refusals))
+	for _, r := range s.refusals {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b Refusal) int {
+		return cmp.Or(strings.Compare(a.Origin, b.Origin), strings.Compare(a.Reason, b.Reason))
+	})
+	return out
 }
 
 // parse reads one table document whose endpoints must be ones endpoints
@@ -139,9 +207,13 @@ func parse(data []byte, endpoints table.Endpoints) (*table.Table, string, error)
 	var head struct {
 		Version int `json:"version"`
 	}
+	// A table of another version is judged by its version alone: its other
+	// fields may be ones this build does not know, as they are in a newer
+	// format.
 	if err := json.Unmarshal(data, &head); err == nil && head.Version != table.Version {
-		_, err := table.Parse(data, endpoints)
-		return nil, ReasonVersion, err
+		return nil, ReasonVersion, fmt.Errorf("routing table: version: unsupported version %d (this build reads %d): "+
+			"the last good table keeps serving until the router is upgraded or the table is written in version %d",
+			head.Version, table.Version, table.Version)
 	}
 	t, err := table.Parse(data, endpoints)
 	var offGoogle *table.EndpointError
