@@ -67,6 +67,7 @@ func (r *RegionPoolReconciler) discover(ctx context.Context, pool *capacityv1alp
 	r.warnNewlyUndeclared(pool, before, undeclared)
 	setDiscoveredMetric(pool, undeclared)
 	setCapacityDeclared(pool, undeclared, err)
+	r.setCapacitySaturated(pool)
 
 	out := discovery{requeue: requeue}
 	if mode == capacityv1alpha1.DiscoveryProtect {
@@ -152,6 +153,36 @@ func setCapacityDeclared(pool *capacityv1alpha1.RegionPool, undeclared []capacit
 	}
 }
 
+// setCapacitySaturated sets CapacitySaturated from status.discovered: True
+// when a region's answers have shown it at or over SaturationThreshold for
+// SaturationPeriod, measured between GCP's own answers (an outage of GCP
+// neither starts nor ends a saturation), with a Warning event when it turns
+// True. Messages name regions and times, never the moving utilization, so an
+// unchanged state records no event.
+func (r *RegionPoolReconciler) setCapacitySaturated(pool *capacityv1alpha1.RegionPool) {
+	const cond = capacityv1alpha1.ConditionCapacitySaturated
+	if pool.Status.LastDiscoveryTime == nil {
+		setCondition(pool, cond, metav1.ConditionUnknown, capacityv1alpha1.ReasonSourceUnavailable, "GCP has not answered yet: the utilization of the provisioned regions is unknown")
+		return
+	}
+	var saturated []string
+	for _, d := range pool.Status.Discovered {
+		if s := d.SaturatedSince; s != nil && d.MissingSince == nil && d.LastSeenTime.Sub(s.Time) >= capacityv1alpha1.SaturationPeriod {
+			saturated = append(saturated, fmt.Sprintf("%s (%d GSUs, since %s)", d.Name, d.GSUs, s.UTC().Format(time.RFC3339)))
+		}
+	}
+	if len(saturated) == 0 {
+		setConditionWithEvent(r.Recorder, pool, eventNormal, ActionReconcile, cond, metav1.ConditionFalse, capacityv1alpha1.ReasonHeadroom,
+			fmt.Sprintf("no provisioned region has stayed at or over %.0f%% utilization for %s (status.discovered[].utilization, every cluster and caller together)",
+				100*capacityv1alpha1.SaturationThreshold, capacityv1alpha1.SaturationPeriod))
+		return
+	}
+	setConditionWithEvent(r.Recorder, pool, eventWarning, ActionReconcile, cond, metav1.ConditionTrue, capacityv1alpha1.ReasonSaturated,
+		fmt.Sprintf("Provisioned Throughput at or over %.0f%% of its token limit for %s or more, every cluster and caller together: %s; "+
+			"buy more GSUs, or move traffic or spec.capacityShare, before calls spill over or are refused",
+			100*capacityv1alpha1.SaturationThreshold, capacityv1alpha1.SaturationPeriod, strings.Join(saturated, ", ")))
+}
+
 // discoveryOff forgets what discovery knew: nothing is asked, so nothing is
 // protected on GCP's word.
 func discoveryOff(pool *capacityv1alpha1.RegionPool, msg string) {
@@ -159,6 +190,7 @@ func discoveryOff(pool *capacityv1alpha1.RegionPool, msg string) {
 	pool.Status.LastDiscoveryTime = nil
 	forgetDiscoveryMetrics(pool.Namespace, pool.Name)
 	setCondition(pool, capacityv1alpha1.ConditionCapacityDeclared, metav1.ConditionUnknown, capacityv1alpha1.ReasonDiscoveryOff, msg)
+	setCondition(pool, capacityv1alpha1.ConditionCapacitySaturated, metav1.ConditionUnknown, capacityv1alpha1.ReasonDiscoveryOff, msg)
 }
 
 // discoveryInterval is the pool's interval, or the reconciler's override.
@@ -183,9 +215,15 @@ func mergeDiscovered(pool *capacityv1alpha1.RegionPool, prev []capacityv1alpha1.
 	for _, sr := range pool.Spec.Regions {
 		i := slices.IndexFunc(prev, func(d capacityv1alpha1.DiscoveredRegion) bool { return d.Name == sr.Name })
 		if f, ok := facts.Lookup(sr.Name, pool.GetPublisher(), pool.Spec.Model); ok && f.GSUs > 0 {
-			d := capacityv1alpha1.DiscoveredRegion{Name: sr.Name, GSUs: f.GSUs, TokensPerSecond: f.TokensPerSecond, LastSeenTime: *at}
+			d := capacityv1alpha1.DiscoveredRegion{Name: sr.Name, GSUs: f.GSUs, TokensPerSecond: f.TokensPerSecond, LastSeenTime: *at, Utilization: f.Utilization()}
 			if i >= 0 {
 				d.ProvisionedThroughput = prev[i].ProvisionedThroughput
+			}
+			if d.Utilization >= capacityv1alpha1.SaturationThreshold {
+				d.SaturatedSince = at.DeepCopy()
+				if i >= 0 && prev[i].SaturatedSince != nil {
+					d.SaturatedSince = prev[i].SaturatedSince.DeepCopy()
+				}
 			}
 			out = append(out, d)
 			continue

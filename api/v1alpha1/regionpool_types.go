@@ -368,6 +368,17 @@ type DiscoveredRegion struct {
 	// that did not report it; empty while GCP reports it.
 	// +optional
 	MissingSince *metav1.Time `json:"missingSince,omitempty"`
+	// Utilization is the dedicated tokens per second GCP counted over its
+	// last 5-minute window, over TokensPerSecond: how full the order is, with
+	// every cluster and caller that uses it counted, as GCP counts it. 1 is
+	// full; absent when GCP reports no token limit.
+	// +optional
+	Utilization float64 `json:"utilization,omitempty"`
+	// SaturatedSince is the time of the first of an unbroken run of GCP
+	// answers with utilization at or over SaturationThreshold; empty when the
+	// last answer was under it.
+	// +optional
+	SaturatedSince *metav1.Time `json:"saturatedSince,omitempty"`
 	// ProvisionedThroughput names the objects that declare the capacity;
 	// empty when none does: the capacity is undeclared.
 	// +optional
@@ -376,7 +387,8 @@ type DiscoveredRegion struct {
 
 // RegionPoolStatus is what the operator rendered.
 type RegionPoolStatus struct {
-	// Conditions: Ready, CapacityDeclared, Reconciling and Stalled.
+	// Conditions: Ready, CapacityDeclared, CapacitySaturated, Reconciling and
+	// Stalled.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -523,6 +535,27 @@ const (
 	ReasonDeclared = "Declared"
 	// ReasonDiscoveryOff: discovery makes no GCP calls.
 	ReasonDiscoveryOff = "DiscoveryOff"
+)
+
+// Headroom of the pool's Provisioned Throughput, from GCP's answers to
+// discovery.
+const (
+	// ConditionCapacitySaturated is True when a provisioned region's
+	// utilization, as GCP counts it, has stayed at or over
+	// SaturationThreshold for SaturationPeriod: capacity to buy, or a share
+	// to move, before callers see 429s or spillover.
+	ConditionCapacitySaturated = "CapacitySaturated"
+	// ReasonSaturated: a region has stayed over the threshold.
+	ReasonSaturated = "Saturated"
+	// ReasonHeadroom: no region has.
+	ReasonHeadroom = "Headroom"
+	// SaturationThreshold is the utilization at which a region counts as
+	// saturated.
+	SaturationThreshold = 0.9
+	// SaturationPeriod is how long GCP's answers must show a region
+	// saturated: three 5-minute windows of Monitoring, so that one busy
+	// window (a batch job, a retry storm) is not capacity to buy.
+	SaturationPeriod = 15 * time.Minute
 )
 
 // GetConditions returns the status conditions.
