@@ -13,8 +13,6 @@ import (
 	"sync"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,8 +77,10 @@ func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
 }
 
 // dryRunApply applies every object with server-side apply as a dry run and
-// returns the refusals by object. Namespaces are created for real first, since
-// a dry run cannot place objects in a namespace that does not exist.
+// returns the refusals by object. Namespaces are applied for real first, with
+// their labels, since a dry run cannot place objects in a namespace that does
+// not exist, and Pod Security admission judges workloads by the labels of the
+// namespace they are in.
 func dryRunApply(t *testing.T, objs []*unstructured.Unstructured) map[string]error {
 	t.Helper()
 	c, err := client.New(cfg, client.Options{})
@@ -90,14 +90,18 @@ func dryRunApply(t *testing.T, objs []*unstructured.Unstructured) map[string]err
 	ctx := context.Background()
 	for _, o := range objs {
 		if o.GetKind() == "Namespace" {
-			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.GetName()}}
-			if err := c.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
-				t.Fatalf("creating namespace %s: %v", o.GetName(), err)
+			ns := o.DeepCopy()
+			ns.SetManagedFields(nil)
+			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(ns), client.FieldOwner("manifests-test"), client.ForceOwnership); err != nil {
+				t.Fatalf("applying namespace %s: %v", o.GetName(), err)
 			}
 		}
 	}
 	refused := map[string]error{}
 	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			continue
+		}
 		o.SetManagedFields(nil)
 		key := o.GetKind() + "/" + o.GetName()
 		err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("manifests-test"), client.ForceOwnership, client.DryRunAll)
@@ -106,6 +110,26 @@ func dryRunApply(t *testing.T, objs []*unstructured.Unstructured) map[string]err
 		}
 	}
 	return refused
+}
+
+// podSecurityViolations applies objs as dryRunApply does and returns what
+// Pod Security admission said against them: the warnings about workloads
+// whose pod template breaks their namespace's level, and the refusals.
+func podSecurityViolations(t *testing.T, objs []*unstructured.Unstructured) []string {
+	t.Helper()
+	warnings.take()
+	var out []string
+	for key, err := range dryRunApply(t, objs) {
+		if strings.Contains(err.Error(), "violates PodSecurity") {
+			out = append(out, key+": "+err.Error())
+		}
+	}
+	for _, w := range warnings.take() {
+		if strings.Contains(w, "violate PodSecurity") {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // TestDefaultManifestsApply renders config/default and shows the API server
@@ -121,20 +145,36 @@ func TestDefaultManifestsApply(t *testing.T) {
 			t.Errorf("config/default renders no %s; kinds: %v", want, kinds)
 		}
 	}
-	warnings.take()
 	for key, err := range dryRunApply(t, objs) {
 		t.Errorf("the API server refused %s: %v", key, err)
 	}
-	for _, w := range warnings.take() {
-		if strings.Contains(w, "violate PodSecurity") {
-			t.Errorf("a workload breaks the restricted Pod Security Standard: %s", w)
+	for _, v := range podSecurityViolations(t, objs) {
+		t.Errorf("a workload breaks the restricted Pod Security Standard: %s", v)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" && o.GetLabels()["pod-security.kubernetes.io/warn"] != "restricted" {
+			t.Errorf("namespace %s is not labeled to warn about workloads that break the restricted Pod Security Standard: %v", o.GetName(), o.GetLabels())
 		}
+	}
+}
+
+// TestPodSecurityCatchesPrivilegedFixture shows the Pod Security check bites:
+// a privileged Deployment, in a namespace labeled as config/default's is,
+// is caught.
+func TestPodSecurityCatchesPrivilegedFixture(t *testing.T) {
+	v := podSecurityViolations(t, kustomize(t, filepath.Join("testdata", "privileged")))
+	if len(v) == 0 {
+		t.Fatal("a privileged Deployment in a restricted namespace drew no Pod Security warning")
+	}
+	if !strings.Contains(strings.Join(v, "\n"), "privileged") {
+		t.Errorf("the warning does not name what is forbidden: %v", v)
 	}
 }
 
 // TestRouterMayOnlyReadConfigMaps checks the router's least privilege: it
 // reads ConfigMaps (its routing tables) and EndpointSlices (to count the
-// routers of its Service) in its own namespace and can do nothing else.
+// routers of its Service) in its own namespace and can do nothing else, and
+// has no Google identity (its callers' own tokens go with their calls).
 func TestRouterMayOnlyReadConfigMaps(t *testing.T) {
 	objs := kustomize(t, filepath.Join("..", "..", "config", "default"))
 	found := false
