@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
@@ -49,8 +50,10 @@ func run() error {
 		enableLeaderElection bool
 		leaderElectionNS     string
 		watchNamespace       string
+		secureMetrics        bool
 	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" turns it off.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address the Prometheus metrics endpoint binds to; \"0\" turns it off.")
+	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, only to callers the API server authenticates and authorizes for GET /metrics (TokenReview and SubjectAccessReview). False serves plain HTTP to anyone: for local runs only.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	flag.BoolVar(&enableLeaderElection, "leader-elect", false, "Elect a leader, so that only one of several replicas reconciles at a time.")
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election lease (default: the pod's namespace).")
@@ -88,12 +91,8 @@ func run() error {
 	log.Info("tracing", "on", tracingOn)
 
 	mgrOpts := ctrl.Options{
-		Scheme: scheme,
-		Metrics: metricsserver.Options{
-			BindAddress: metricsAddr,
-			// HTTP/2 stays off on the metrics endpoint (CVE-2023-44487, CVE-2023-39325).
-			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
-		},
+		Scheme:                  scheme,
+		Metrics:                 metricsOptions(metricsAddr, secureMetrics),
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          enableLeaderElection,
 		LeaderElectionID:        "manager.capacity.regionwarden.io",
@@ -162,6 +161,25 @@ func run() error {
 
 	log.Info("starting the manager")
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// metricsOptions serves the metrics on addr. When secure, over HTTPS (a
+// self-signed certificate) and only to callers the API server authenticates
+// and authorizes for GET /metrics, as for any other resource: the caller's
+// token is reviewed (TokenReview) and its access to the non-resource URL
+// /metrics checked (SubjectAccessReview); config/rbac's metrics-reader
+// ClusterRole grants it.
+func metricsOptions(addr string, secure bool) metricsserver.Options {
+	o := metricsserver.Options{
+		BindAddress:   addr,
+		SecureServing: secure,
+		// HTTP/2 stays off on the metrics endpoint (CVE-2023-44487, CVE-2023-39325).
+		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+	}
+	if secure {
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
 }
 
 // watchedNamespaces is the manager cache's namespaces for --watch-namespace, a

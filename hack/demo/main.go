@@ -164,7 +164,7 @@ func run(ctx context.Context, o options) error {
 	}
 	if err := procs.start(ctx, work, "manager", filepath.Join(o.bin, "manager"), []string{"KUBECONFIG=" + kubeconfigPath},
 		"--gcp-monitoring-endpoint="+emu.MonitoringAddr(), "--gcp-insecure",
-		"--metrics-bind-address="+managerMetrics, "--health-probe-bind-address=0"); err != nil {
+		"--metrics-bind-address="+managerMetrics, "--metrics-secure=false", "--health-probe-bind-address=0"); err != nil {
 		return err
 	}
 

@@ -183,6 +183,10 @@ func TestRouterMayOnlyReadConfigMaps(t *testing.T) {
 			continue
 		}
 		switch o.GetKind() {
+		case "ServiceAccount":
+			if len(o.GetAnnotations()) != 0 {
+				t.Errorf("the router's ServiceAccount carries %v; in the default mode it needs no Google identity", o.GetAnnotations())
+			}
 		case "ClusterRole", "ClusterRoleBinding":
 			t.Errorf("the router has cluster-wide RBAC: %s %s", o.GetKind(), o.GetName())
 		case "Role":
@@ -204,11 +208,18 @@ func TestRouterMayOnlyReadConfigMaps(t *testing.T) {
 }
 
 // TestOperatorIsClusterWideOnlyForItsKinds checks the operator's least
-// privilege: its ClusterRoles grant only its own API group; ConfigMaps,
+// privilege: its ClusterRoles grant only its own API group, and what its
+// authenticated metrics endpoint needs (create TokenReviews and
+// SubjectAccessReviews; GET /metrics for whoever scrapes it); ConfigMaps,
 // events and leases come from Roles in its namespace.
 func TestOperatorIsClusterWideOnlyForItsKinds(t *testing.T) {
 	objs := kustomize(t, filepath.Join("..", "..", "config", "default"))
 	clusterRoles := 0
+	allowed := map[string]bool{
+		"[authentication.k8s.io] [tokenreviews] [create]":        true,
+		"[authorization.k8s.io] [subjectaccessreviews] [create]": true,
+		"[] [] [get] [/metrics]":                                 true,
+	}
 	for _, o := range objs {
 		if o.GetKind() != "ClusterRole" {
 			continue
@@ -216,9 +227,17 @@ func TestOperatorIsClusterWideOnlyForItsKinds(t *testing.T) {
 		clusterRoles++
 		rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
 		for _, r := range rules {
-			groups := fmt.Sprint(r.(map[string]any)["apiGroups"])
-			if groups != "[capacity.regionwarden.io]" {
-				t.Errorf("ClusterRole %s grants %v on API groups %s; want only capacity.regionwarden.io cluster-wide", o.GetName(), r.(map[string]any)["resources"], groups)
+			rule := r.(map[string]any)
+			groups := fmt.Sprint(rule["apiGroups"])
+			if groups == "[capacity.regionwarden.io]" {
+				continue
+			}
+			what := fmt.Sprint(rule["apiGroups"], " ", rule["resources"], " ", rule["verbs"])
+			if rule["nonResourceURLs"] != nil {
+				what = fmt.Sprint("[] [] ", rule["verbs"], " ", rule["nonResourceURLs"])
+			}
+			if !allowed[what] {
+				t.Errorf("ClusterRole %s grants %s; want only capacity.regionwarden.io cluster-wide, and the metrics endpoint's reviews", o.GetName(), what)
 			}
 		}
 	}
