@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 	"github.com/regionwarden/regionwarden/controllers"
+	"github.com/regionwarden/regionwarden/internal/command"
 	"github.com/regionwarden/regionwarden/internal/gcp"
 	"github.com/regionwarden/regionwarden/internal/tracing"
 )
@@ -37,13 +37,12 @@ func init() {
 }
 
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
-		os.Exit(1)
-	}
+	command.Main("manager", func(ctx context.Context, _ []string) error { return run(ctx) })
 }
 
-func run() error {
+// run parses the flags (the standard library's, which the logger's options
+// join) and runs the manager until ctx ends.
+func run(ctx context.Context) error {
 	var (
 		metricsAddr          string
 		probeAddr            string
@@ -160,7 +159,7 @@ func run() error {
 	// End of the RegionPool controller.
 
 	log.Info("starting the manager")
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
 }
 
 // metricsOptions serves the metrics on addr. When secure, over HTTPS (a

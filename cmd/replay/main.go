@@ -15,27 +15,20 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/regionwarden/regionwarden/internal/command"
 	"github.com/regionwarden/regionwarden/internal/emulator"
 	"github.com/regionwarden/regionwarden/internal/replay"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "replay:", err)
-		os.Exit(1)
-	}
+	command.Main("replay", func(ctx context.Context, args []string) error { return run(ctx, args, os.Stdout, os.Stderr) })
 }
 
 // config is the command line.

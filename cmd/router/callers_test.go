@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -14,12 +13,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	aiplatform "cloud.google.com/go/aiplatform/apiv1"
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
+	"github.com/onsi/gomega/gbytes"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -33,6 +32,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/regionwarden/regionwarden/internal/testenv"
 	routerauth "github.com/regionwarden/regionwarden/router/auth"
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -172,24 +172,6 @@ func TestForwardModeSendsTheCallersTokenOnly(t *testing.T) {
 	}
 }
 
-// syncBuffer is a buffer safe for the router's logger and the test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestKubernetesModeAdmitsListedServiceAccounts runs the router with
 // --caller-auth=kubernetes against a real API server, as a user allowed only
 // to create TokenReviews: a ServiceAccount the pool lists is admitted, and its
@@ -198,15 +180,8 @@ func (s *syncBuffer) String() string {
 // any region is called. Metrics and the debug log name the caller's
 // namespace.
 func TestKubernetesModeAdmitsListedServiceAccounts(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("KUBEBUILDER_ASSETS is unset: run with KUBEBUILDER_ASSETS=\"$(hack/setup-envtest.sh)\" to test against a real API server")
-	}
 	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("test API server: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := testenv.Start(t, env)
 	admin, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -264,8 +239,8 @@ func TestKubernetesModeAdmitsListedServiceAccounts(t *testing.T) {
 	}
 	dir := t.TempDir()
 	kubeletWrite(t, dir, 1, b)
-	var logs syncBuffer
-	s := startRouterLogging(t, &logs, "--allow-endpoint-host", "127.0.0.1", "--table-file", dir,
+	logs := gbytes.NewBuffer() // safe for the writer and the test at once
+	s := startRouterLogging(t, logs, "--allow-endpoint-host", "127.0.0.1", "--table-file", dir,
 		"--caller-auth", "kubernetes", "--kubeconfig", kubeconfig, "--log-level", "debug")
 	s.waitReady(t)
 
@@ -300,9 +275,9 @@ func TestKubernetesModeAdmitsListedServiceAccounts(t *testing.T) {
 		}
 	}
 	eventually(t, "the debug log names the caller's namespace", func() bool {
-		return strings.Contains(logs.String(), "callerNamespace=chat")
+		return strings.Contains(string(logs.Contents()), "callerNamespace=chat")
 	})
-	if strings.Contains(logs.String(), frontend) {
+	if strings.Contains(string(logs.Contents()), frontend) {
 		t.Error("the log holds a caller's token")
 	}
 }

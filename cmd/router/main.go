@@ -20,16 +20,15 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/regionwarden/regionwarden/internal/command"
 	"github.com/regionwarden/regionwarden/internal/tracing"
 	"github.com/regionwarden/regionwarden/router/auth"
 	"github.com/regionwarden/regionwarden/router/metrics"
@@ -41,16 +40,7 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stderr, nil)
-	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "router:", err)
-		os.Exit(1)
-	}
+	command.Main("router", func(ctx context.Context, args []string) error { return run(ctx, args, os.Stderr, nil) })
 }
 
 // config is the command line.

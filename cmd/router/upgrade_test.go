@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/onsi/gomega/gbytes"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -102,7 +103,7 @@ func TestOlderRouterKeepsItsTable(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	log := &syncBuffer{}
+	log := gbytes.NewBuffer() // safe for the router's logger and the test at once
 	s := startRouterLogging(t, log, "--allow-endpoint-host", "127.0.0.1", "--table-configmaps", ns, "--kubeconfig", kubeconfig)
 	c := s.client(t)
 	eventually(t, "routing to us-central1", func() bool {
@@ -129,7 +130,7 @@ func TestOlderRouterKeepsItsTable(t *testing.T) {
 		!strings.Contains(refused[0].Error, fmt.Sprintf("unsupported version %d", table.Version+1)) {
 		t.Errorf("/debug/pools refusedTables = %+v, want the ConfigMap refused for its version", refused)
 	}
-	if l := log.String(); !strings.Contains(l, "the last good table keeps serving") || !strings.Contains(l, "unsupported version") {
+	if l := string(log.Contents()); !strings.Contains(l, "the last good table keeps serving") || !strings.Contains(l, "unsupported version") {
 		t.Errorf("the log does not say the table was refused for its version:\n%s", l)
 	}
 

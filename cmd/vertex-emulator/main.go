@@ -15,23 +15,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
+	"github.com/regionwarden/regionwarden/internal/command"
 	"github.com/regionwarden/regionwarden/internal/emulator"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "vertex-emulator:", err)
-		os.Exit(1)
-	}
+	command.Main("vertex-emulator", func(ctx context.Context, args []string) error { return run(ctx, args, os.Stdout, os.Stderr) })
 }
 
 // config is the command line.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,32 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gbytes"
 )
 
 const scenarioFile = "../../test/scenarios/provisioned-region-incident.yaml"
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestRunServesUntilCancelled(t *testing.T) {
 	dir := t.TempDir()
@@ -42,11 +23,11 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	statsFile := filepath.Join(dir, "stats.json")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out syncBuffer
+	out := gbytes.NewBuffer() // safe for the writer and the test at once
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--scenario", scenarioFile, "--seed", "3", "--scale", "1",
-			"--addresses-file", addrFile, "--stats-file", statsFile}, &out, io.Discard)
+			"--addresses-file", addrFile, "--stats-file", statsFile}, out, io.Discard)
 	}()
 
 	// Wait for the addresses file: it is written once everything listens.
@@ -54,7 +35,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	NewWithT(t).Eventually(func() error {
 		select {
 		case err := <-done:
-			t.Fatalf("run ended early: %v\n%s", err, out.String())
+			t.Fatalf("run ended early: %v\n%s", err, string(out.Contents()))
 		default:
 		}
 		b, err := os.ReadFile(addrFile)
@@ -65,13 +46,13 @@ func TestRunServesUntilCancelled(t *testing.T) {
 			t.Fatalf("addresses file: %v", err)
 		}
 		return nil
-	}).WithTimeout(10*time.Second).WithPolling(10*time.Millisecond).Should(Succeed(), func() string { return "no addresses file; output:\n" + out.String() })
+	}).WithTimeout(10*time.Second).WithPolling(10*time.Millisecond).Should(Succeed(), func() string { return "no addresses file; output:\n" + string(out.Contents()) })
 	if len(addrs.Regions) != 4 || addrs.Monitoring == "" || addrs.Regions["europe-west1"].Tier != "provisioned" {
 		t.Fatalf("addresses %+v", addrs)
 	}
 	for name, r := range addrs.Regions {
-		if !strings.Contains(out.String(), r.GRPC) || !strings.Contains(out.String(), r.REST) {
-			t.Errorf("%s's addresses are not printed:\n%s", name, out.String())
+		if !strings.Contains(string(out.Contents()), r.GRPC) || !strings.Contains(string(out.Contents()), r.REST) {
+			t.Errorf("%s's addresses are not printed:\n%s", name, string(out.Contents()))
 		}
 	}
 
@@ -91,8 +72,8 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	if !strings.Contains(out.String(), "final stats:") {
-		t.Errorf("no final stats printed:\n%s", out.String())
+	if !strings.Contains(string(out.Contents()), "final stats:") {
+		t.Errorf("no final stats printed:\n%s", string(out.Contents()))
 	}
 	var st struct {
 		Regions []struct {

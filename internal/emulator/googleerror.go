@@ -3,6 +3,7 @@ package emulator
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 
 	rpccode "google.golang.org/genproto/googleapis/rpc/code"
 	"google.golang.org/grpc/codes"
@@ -19,35 +20,31 @@ import (
 // (https://cloud.google.com/apis/design/errors), with the HTTP status that
 // the google.rpc.Code enum documents for the code ("HTTP Mapping").
 
+// googleHTTPStatus is the HTTP status of each google.rpc.Code, grouped by
+// status as the enum's documentation gives them. UNKNOWN, INTERNAL and
+// DATA_LOSS, and codes it does not know, are 500.
+var googleHTTPStatus = map[int][]codes.Code{
+	200: {codes.OK},
+	400: {codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange},
+	401: {codes.Unauthenticated},
+	403: {codes.PermissionDenied},
+	404: {codes.NotFound},
+	409: {codes.AlreadyExists, codes.Aborted},
+	429: {codes.ResourceExhausted},
+	499: {codes.Canceled}, // Client Closed Request
+	501: {codes.Unimplemented},
+	503: {codes.Unavailable},
+	504: {codes.DeadlineExceeded},
+}
+
 // httpStatus is the HTTP status google.rpc.Code documents for c.
 func httpStatus(c codes.Code) int {
-	switch c {
-	case codes.OK:
-		return http.StatusOK
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
-		return http.StatusBadRequest
-	case codes.Unauthenticated:
-		return http.StatusUnauthorized
-	case codes.PermissionDenied:
-		return http.StatusForbidden
-	case codes.NotFound:
-		return http.StatusNotFound
-	case codes.AlreadyExists, codes.Aborted:
-		return http.StatusConflict
-	case codes.ResourceExhausted:
-		return http.StatusTooManyRequests
-	case codes.Canceled:
-		return 499 // Client Closed Request: no constant in net/http
-	case codes.Unimplemented:
-		return http.StatusNotImplemented
-	case codes.Unavailable:
-		return http.StatusServiceUnavailable
-	case codes.DeadlineExceeded:
-		return http.StatusGatewayTimeout
-	default:
-		// UNKNOWN, INTERNAL and DATA_LOSS.
-		return http.StatusInternalServerError
+	for status, cs := range googleHTTPStatus {
+		if slices.Contains(cs, c) {
+			return status
+		}
 	}
+	return http.StatusInternalServerError
 }
 
 // statusName is c's name in the google.rpc.Code enum, as a REST error's
