@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,83 @@ func TestWriteMarkdown(t *testing.T) {
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("page lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestFaultSpan finds a scenario's faults and what the regions without one
+// can carry: the shared quotas' 18 of 40 calls a second while the provisioned
+// region is down, nothing when every region is.
+func TestFaultSpan(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		dur      time.Duration
+		want     Span
+		wantCarr float64
+	}{
+		{ScenarioProvisionedDown, 4 * time.Minute, Span{2 * time.Minute, 150 * time.Second}, 0.45},
+		{ScenarioTotalOutage, 4 * time.Minute, Span{2 * time.Minute, 140 * time.Second}, 0},
+		{ScenarioTotalOutage, 130 * time.Second, Span{2 * time.Minute, 130 * time.Second}, 0},
+		{ScenarioTotalOutage, time.Minute, Span{}, 0},
+	} {
+		sc, err := emulator.LoadScenario("../../test/scenarios/" + tc.name + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp, carry := faultSpan(sc, tc.dur)
+		if sp != tc.want || math.Abs(carry-tc.wantCarr) > 1e-9 {
+			t.Errorf("%s cut to %s: faults %+v carrying %v, want %+v carrying %v", tc.name, tc.dur, sp, carry, tc.want, tc.wantCarr)
+		}
+	}
+}
+
+// TestFaultChecks judges the failure shapes' targets on known results, and
+// writes how every policy did while the faults lasted.
+func TestFaultChecks(t *testing.T) {
+	fault := Span{2 * time.Minute, 150 * time.Second}
+	in := func(success, attempts float64, back time.Duration) SpanResult {
+		return SpanResult{Span: fault, Requests: 1200, Success: success, AttemptsPerRequest: attempts, Baseline: 1, RecoveredAfter: back + bucketWidth}
+	}
+	for _, tc := range []struct {
+		scenario string
+		r        Result
+		want     bool
+	}{
+		{ScenarioProvisionedDown, Result{Requests: 9000, Fault: in(0.44, 0.75, 3*time.Second)}, true},
+		{ScenarioProvisionedDown, Result{Requests: 9000, Fault: in(0.42, 0.75, 3*time.Second)}, false},   // under 95% of 45%
+		{ScenarioProvisionedDown, Result{Requests: 9000, Fault: in(0.44, 1.2, 3*time.Second)}, false},    // too many attempts
+		{ScenarioProvisionedDown, Result{Requests: 9000, NoRegions: 1, Fault: in(0.44, 0.75, 0)}, false}, // "no regions"
+		{ScenarioProvisionedSlow, Result{Requests: 9000, Succeeded: 9000, Fault: in(1, 1, 0)}, true},
+		{ScenarioProvisionedSlow, Result{Requests: 9000, Succeeded: 8999, Fault: in(1, 1, 0)}, false},
+		{ScenarioProvisionedSlow, Result{Requests: 9000, Succeeded: 9000, Shed: 1, Fault: in(1, 1, 0)}, false},
+		{ScenarioTotalOutage, Result{Requests: 9000, Fault: in(0, 0.6, 3*time.Second)}, true},
+		{ScenarioTotalOutage, Result{Requests: 9000, Fault: in(0, 1.01, 3*time.Second)}, false},
+		{ScenarioTotalOutage, Result{Requests: 9000, Fault: in(0, 0.6, 11*time.Second)}, false},
+	} {
+		r := tc.r
+		r.Policy = NameRegionwarden
+		rep := &Report{Scenario: tc.scenario, Duration: 4 * time.Minute, Scale: 10, Rate: 40, Fault: fault, FaultCarry: 0.45, Results: []*Result{&r}}
+		cs := Checks(rep)
+		if len(cs) != 1 || cs[0].Pass != tc.want {
+			t.Errorf("%s with %+v: checks %+v, want one that passes: %v", tc.scenario, r, cs, tc.want)
+		}
+	}
+	rep := &Report{Scenario: ScenarioProvisionedDown, Duration: 4 * time.Minute, Scale: 10, Rate: 40, Fault: fault, FaultCarry: 0.45, Results: []*Result{
+		{Policy: NameAllowlist, Requests: 9000, Fault: in(0.3, 1.2, 12*time.Second)},
+		{Policy: NameRegionwarden, Requests: 9000, Fault: in(0.44, 0.75, 3*time.Second)},
+	}}
+	var b strings.Builder
+	if err := WriteMarkdown(&b, Page{Reports: []*Report{rep}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"While the faults last, from 2m to 2m30s (the regions without a fault can carry 45.00% of the calls):",
+		"| " + NameAllowlist + " | 1200 | 30.00% | 1.200 | 100.00% | 12s |",
+		"| " + NameRegionwarden + " | 1200 | 44.00% | 0.750 | 100.00% | 3s |",
+		"44.00% served (97.78% of what they can carry), 0.750 attempts per call, 0 \"no regions\" (met)",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("page lacks %q:\n%s", want, b.String())
 		}
 	}
 }

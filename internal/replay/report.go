@@ -240,6 +240,7 @@ func writeReport(b *strings.Builder, rep *Report, chartDir string) {
 	}
 	b.WriteString("\n")
 	writeRegions(b, rep)
+	writeFault(b, rep)
 	writePhases(b, rep)
 	writeChecks(b, rep)
 	if chartDir != "" {
@@ -275,6 +276,29 @@ func writeRegions(b *strings.Builder, rep *Report) {
 			fmt.Fprintf(b, " %d calls, peak %d/s, over %d s (%d s) |", rl.Requests, rl.Peak, rl.SecondsOver, rl.LongestOver)
 		}
 		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+}
+
+// writeFault writes how each policy did while the scenario's faults lasted,
+// and how soon after them its success was back.
+func writeFault(b *strings.Builder, rep *Report) {
+	f := rep.Fault
+	if f.To == 0 {
+		return
+	}
+	fmt.Fprintf(b, "While the faults last, from %s to %s (the regions without a fault can carry %s of the calls):\n\n", fmtDuration(f.From), fmtDuration(f.To), pct(rep.FaultCarry))
+	b.WriteString("| Policy | Calls | Success during | Attempts per call during | Success in the 2 min before | Back to that after |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|\n")
+	for _, r := range rep.Results {
+		if r.Skipped != "" {
+			continue
+		}
+		back := "not within the replay"
+		if r.Fault.BackAfter() >= 0 {
+			back = fmtDuration(r.Fault.BackAfter())
+		}
+		fmt.Fprintf(b, "| %s | %d | %s | %.3f | %s | %s |\n", r.Policy, r.Fault.Requests, pct(r.Fault.Success), r.Fault.AttemptsPerRequest, pct(r.Fault.Baseline), back)
 	}
 	b.WriteString("\n")
 }
