@@ -55,9 +55,13 @@ type RegionSnapshot struct {
 	TimesDemoted int64     `json:"timesDemoted"`
 	// ThrottleProbability is the share of calls the 429 throttle turns away.
 	ThrottleProbability float64 `json:"throttleProbability"`
-	// InFlight is the region's calls in flight; Limit is its adaptive limit.
-	InFlight int64 `json:"inFlight"`
-	Limit    int64 `json:"limit,omitempty"`
+	// InFlight is the region's calls in flight; Limit is its adaptive (AIMD)
+	// limit. While Answering (not failing, demoted or throttled), a region
+	// admits calls beyond Limit up to its capacity × (the call's deadline +
+	// 1 s): slow is not overloaded.
+	InFlight  int64 `json:"inFlight"`
+	Limit     int64 `json:"limit,omitempty"`
+	Answering bool  `json:"answering"`
 }
 
 // Demotion says since when and why a provisioned region is demoted.
@@ -111,6 +115,7 @@ func (p *Pool) Snapshot() Snapshot {
 			ThrottleProbability: r.throttleP(now, st),
 			InFlight:            r.inFlight.Load(),
 			Limit:               int64(r.limit.get()),
+			Answering:           r.answering(now, st),
 		}
 		if d := r.demoted.Load(); d != nil {
 			rs.Demotion = &Demotion{

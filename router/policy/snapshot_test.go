@@ -27,7 +27,7 @@ func TestSnapshotJSON(t *testing.T) {
 	if got.Policy != "adaptive" || len(got.Regions) != 4 || got.RetryBudget == nil {
 		t.Fatalf("snapshot %s", b)
 	}
-	for _, key := range []string{"name", "tier", "ejected", "ejectedUntil", "timesEjected", "failureRate", "timesDemoted", "throttleProbability", "inFlight", "limit"} {
+	for _, key := range []string{"name", "tier", "ejected", "ejectedUntil", "timesEjected", "failureRate", "timesDemoted", "throttleProbability", "inFlight", "limit", "answering"} {
 		if _, ok := got.Regions[0][key]; !ok {
 			t.Errorf("region has no %q: %s", key, b)
 		}
