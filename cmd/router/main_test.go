@@ -45,6 +45,8 @@ func TestFlagErrors(t *testing.T) {
 		{"folder without the table", []string{"--table-file", t.TempDir()}, "routing.json"},
 		{"zero clock scale", []string{"--table-file", file, "--clock-scale", "0"}, "--clock-scale"},
 		{"stray argument", []string{"--table-file", file, "extra"}, "unexpected arguments"},
+		{"no caller checks against Google", []string{"--table-file", file, "--caller-auth", "none"}, "needs --upstream-insecure"},
+		{"unknown caller auth", []string{"--table-file", file, "--caller-auth", "mtls"}, "not a caller authentication mode"},
 		{"endpoint host with a path", []string{"--table-file", file, "--allow-endpoint-host", "127.0.0.1/x"}, "not a host"},
 		{"empty endpoint host", []string{"--table-file", file, "--allow-endpoint-host", "a,,b"}, "not a host"},
 	}
@@ -60,7 +62,7 @@ func TestFlagErrors(t *testing.T) {
 	if _, err := parseFlags([]string{"-h"}, &help); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v", err)
 	}
-	for _, f := range []string{"--table-file", "--table-configmaps", "--upstream-insecure", "--allow-endpoint-host", "--clock-scale", "for replays only", "--shutdown-grace"} {
+	for _, f := range []string{"--table-file", "--table-configmaps", "--upstream-insecure", "--allow-endpoint-host", "--caller-auth", "--clock-scale", "for replays only", "--shutdown-grace"} {
 		if !strings.Contains(help.String(), strings.TrimPrefix(f, "-")) {
 			t.Errorf("-h does not mention %s", f)
 		}
