@@ -42,21 +42,8 @@ func TestTablesFromConfigMaps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err = admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	mustCreate(err)
-	_, err = admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "router"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}},
-	}, metav1.CreateOptions{})
-	mustCreate(err)
-	_, err = admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "router"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "router"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "regionwarden-router"}},
-	}, metav1.CreateOptions{})
-	mustCreate(err)
-	user, err := env.AddUser(envtest.User{Name: "regionwarden-router"}, nil)
-	mustCreate(err)
+	user := testenv.RoleUser(t, env, admin, ns, "regionwarden-router",
+		[]rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}})
 	kc, err := user.KubeConfig()
 	mustCreate(err)
 	// The router reaches the API server through a proxy that the test cuts

@@ -13,7 +13,9 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -120,4 +122,30 @@ func Namespace(t testing.TB, c client.Client) string {
 		t.Fatalf("creating a namespace: %v", err)
 	}
 	return ns.Name
+}
+
+// RoleUser creates namespace ns through admin, a Role there with rules,
+// bound to a new user called name, and returns that user: a test acts as a
+// component with exactly the RBAC its manifests grant.
+func RoleUser(t testing.TB, env *envtest.Environment, admin kubernetes.Interface, ns, name string, rules []rbacv1.PolicyRule) *envtest.AuthenticatedUser {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating namespace %s: %v", ns, err)
+	}
+	if _, err := admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating Role %s: %v", name, err)
+	}
+	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating RoleBinding %s: %v", name, err)
+	}
+	user, err := env.AddUser(envtest.User{Name: name}, nil)
+	if err != nil {
+		t.Fatalf("adding user %s: %v", name, err)
+	}
+	return user
 }

@@ -37,27 +37,9 @@ func TestEndpointSliceShares(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	must := func(_ any, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	const ns, svc = "regionwarden-system", "regionwarden-router"
-	must(admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))
-	must(admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "router"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}}},
-	}, metav1.CreateOptions{}))
-	must(admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "router"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "router"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "regionwarden-router"}},
-	}, metav1.CreateOptions{}))
-	user, err := env.AddUser(envtest.User{Name: "regionwarden-router"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	user := testenv.RoleUser(t, env, admin, ns, "regionwarden-router",
+		[]rbacv1.PolicyRule{{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}}})
 	client, err := kubernetes.NewForConfig(user.Config())
 	if err != nil {
 		t.Fatal(err)
