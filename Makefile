@@ -45,6 +45,11 @@ generate: controller-gen ## Generate deepcopy code.
 docs: manifests ## Generate the CRD reference (docs/crd-reference.md) from the CRDs.
 	go run ./hack/crd-docs -o docs/crd-reference.md config/crd/bases/*.yaml
 
+.PHONY: chart-crds
+chart-crds: manifests ## Copy the CRDs into the Helm chart (charts/regionwarden/crds), where Helm installs them from.
+	rm -f charts/regionwarden/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/regionwarden/crds/
+
 .PHONY: fmt
 fmt: ## Run go fmt.
 	go fmt ./...
@@ -62,8 +67,8 @@ prometheus-rule: ## Generate config/prometheus/prometheusrule.yaml from the aler
 	@hack/prometheus-rule.sh
 
 .PHONY: verify
-verify: generate manifests docs prometheus-rule ## Regenerate code, manifests, the CRD reference and the PrometheusRule; fail if the committed tree differs.
-	@hack/verify-clean.sh api config docs/crd-reference.md
+verify: generate manifests docs chart-crds prometheus-rule ## Regenerate code, manifests, the CRD reference, the chart's CRDs and the PrometheusRule; fail if the committed tree differs.
+	@hack/verify-clean.sh api config docs/crd-reference.md charts/regionwarden/crds
 
 .PHONY: envtest
 envtest: ## Build (once) the test control plane: kube-apiserver and etcd from Go sources.
