@@ -24,6 +24,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -266,6 +269,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 		BodyReadTimeout:      c.bodyReadTimeout,
 		WriteTimeout:         c.writeTimeout,
 		Auth:                 authn,
+		TracerProvider:       tracerProvider(tracingOn),
 	})
 	if err != nil {
 		return err
@@ -475,4 +479,14 @@ func newShares(c config, client kubernetes.Interface, apply func(*table.Table) e
 	}
 	ctl = share.New(o)
 	return ctl, counter, nil
+}
+
+// tracerProvider is the global provider tracing.Setup installed when tracing
+// is on, and otherwise one that makes the server start no span at all, so a
+// call pays nothing for tracing it does not do.
+func tracerProvider(on bool) trace.TracerProvider {
+	if on {
+		return otel.GetTracerProvider()
+	}
+	return noop.NewTracerProvider()
 }

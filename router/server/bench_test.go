@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/regionwarden/regionwarden/internal/tracing/tracingtest"
 	"github.com/regionwarden/regionwarden/router/server"
@@ -69,7 +70,9 @@ func newRig(b *testing.B) *rig {
 // when not nil, traces its calls, with the W3C propagator.
 func serveRouter(b *testing.B, pt *fakeRegion, tp trace.TracerProvider) string {
 	b.Helper()
-	uo, so := upstream.Options{Insecure: true}, server.Options{Logger: quietLogger(), Seed: 1}
+	// Without a provider, tracing is off as in the router binary without
+	// OTEL_* settings.
+	uo, so := upstream.Options{Insecure: true}, server.Options{Logger: quietLogger(), Seed: 1, TracerProvider: noop.NewTracerProvider()}
 	if tp != nil {
 		uo.Propagator, so.Propagator, so.TracerProvider = propagation.TraceContext{}, propagation.TraceContext{}, tp
 	}

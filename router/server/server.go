@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/codes"
 
 	"github.com/regionwarden/regionwarden/router/auth"
@@ -111,7 +112,9 @@ type Options struct {
 	// TracerProvider makes the spans of calls (a server span per call, a
 	// client span per attempt). Default the global one
 	// (otel.GetTracerProvider), which records nothing until
-	// internal/tracing.Setup installs one.
+	// internal/tracing.Setup installs one. A noop.TracerProvider turns
+	// tracing off altogether: no span is started, and a caller's
+	// traceparent goes on as it came, with its other headers.
 	TracerProvider trace.TracerProvider
 	// Propagator reads the caller's trace context (W3C traceparent) from its
 	// headers. Default the global one (otel.GetTextMapPropagator).
@@ -146,7 +149,7 @@ type Server struct {
 	bodyTimeout  time.Duration
 	writeTimeout time.Duration
 	budget       *policy.Budget
-	tracer       trace.Tracer
+	tracer       trace.Tracer // nil: tracing off
 	propagator   propagation.TextMapPropagator
 	auth         *auth.Authenticator
 	shares       *share.Controller
@@ -256,11 +259,13 @@ func New(opts Options) (*Server, error) {
 		bodyTimeout:  opts.BodyReadTimeout,
 		writeTimeout: opts.WriteTimeout,
 		budget:       policy.NewBudget(),
-		tracer:       opts.TracerProvider.Tracer(tracerName),
 		propagator:   opts.Propagator,
 		auth:         opts.Auth,
 		shares:       opts.Shares,
 		refusals:     opts.Refusals,
+	}
+	if _, off := opts.TracerProvider.(noop.TracerProvider); !off {
+		s.tracer = opts.TracerProvider.Tracer(tracerName)
 	}
 	s.metrics.WatchPools(s.Snapshots)
 	return s, nil

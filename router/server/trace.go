@@ -68,9 +68,13 @@ func spanName(method, model string) string {
 // startSpan starts the call's server span for method on model, continuing
 // the trace that carrier holds (the caller's W3C traceparent, from its HTTP
 // headers or gRPC metadata), and returns the context that carries it. With
-// tracing off the span is a no-op and costs no attributes.
+// a tracer that records nothing the span is a no-op and costs no attributes;
+// with tracing off (no tracer) there is no span at all.
 func (c *call) startSpan(ctx context.Context, carrier propagation.TextMapCarrier, method, model string) context.Context {
 	c.vertexMethod, c.model = method, model
+	if c.s.tracer == nil {
+		return ctx
+	}
 	ctx = c.s.propagator.Extract(ctx, carrier)
 	ctx, c.span = c.s.tracer.Start(ctx, spanName(method, model), trace.WithSpanKind(trace.SpanKindServer))
 	c.traced = ctx
