@@ -29,10 +29,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/regionwarden/regionwarden/internal/testenv"
 	routerauth "github.com/regionwarden/regionwarden/router/auth"
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -180,41 +177,12 @@ func TestForwardModeSendsTheCallersTokenOnly(t *testing.T) {
 // any region is called. Metrics and the debug log name the caller's
 // namespace.
 func TestKubernetesModeAdmitsListedServiceAccounts(t *testing.T) {
-	env := &envtest.Environment{}
-	cfg := testenv.Start(t, env)
-	admin, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	api := startAPIServer(t)
+	admin, must := api.admin, api.must
 	ctx := context.Background()
-	must := func(_ any, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "router-tokenreview"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}}},
-	}, metav1.CreateOptions{}))
-	must(admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "router-tokenreview"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "router-tokenreview"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "regionwarden-router"}},
-	}, metav1.CreateOptions{}))
-	user, err := env.AddUser(envtest.User{Name: "regionwarden-router"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	must(admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "chat"}}, metav1.CreateOptions{}))
+	api.grantClusterWide("regionwarden-router", rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}})
+	kubeconfig := api.kubeconfig(api.user("regionwarden-router"), "")
+	api.namespace("chat")
 	tokenOf := func(name string, audiences ...string) string {
 		t.Helper()
 		must(admin.CoreV1().ServiceAccounts("chat").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}))

@@ -1,24 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/regionwarden/regionwarden/internal/testenv"
-	"github.com/regionwarden/regionwarden/router/source"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -28,45 +20,19 @@ import (
 // effect; when the API server goes away (every connection to it cut) the
 // router keeps routing on the table it has.
 func TestTablesFromConfigMaps(t *testing.T) {
-	env := &envtest.Environment{}
-	cfg := testenv.Start(t, env)
-	admin, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	api := startAPIServer(t)
 	ctx := context.Background()
 	const ns = "regionwarden-system"
-	mustCreate := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	user := testenv.RoleUser(t, env, admin, ns, "regionwarden-router",
+	user := testenv.RoleUser(t, api.env, api.admin, ns, "regionwarden-router",
 		[]rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}})
-	kc, err := user.KubeConfig()
-	mustCreate(err)
 	// The router reaches the API server through a proxy that the test cuts
 	// to make the API server go away.
-	apiHost := strings.TrimPrefix(strings.TrimPrefix(cfg.Host, "https://"), "http://")
-	proxy := startProxy(t, apiHost)
-	kc = bytes.ReplaceAll(kc, []byte(apiHost), []byte(proxy.addr()))
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	mustCreate(os.WriteFile(kubeconfig, kc, 0o600))
+	proxy := startProxy(t, api.host)
+	kubeconfig := api.kubeconfig(user, proxy.addr())
 
 	a, b := startRegion(t, "us-central1"), startRegion(t, "europe-west4")
-	controller := true
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: "flash-routing", Labels: map[string]string{table.LabelRoutingTable: "true"},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: source.RegionPoolGroup + "/v1alpha1", Kind: source.RegionPoolKind, Name: "flash", UID: "uid-flash", Controller: &controller,
-			}},
-		},
-		Data: map[string]string{table.DataKey: string(renderTable(t, a))},
-	}
-	_, err = admin.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
-	mustCreate(err)
+	cm := routingConfigMap(ns, renderTable(t, a))
+	api.must(api.admin.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}))
 
 	s := startRun(t, "--table-configmaps", ns, "--kubeconfig", kubeconfig)
 	c := s.client(t)
@@ -76,8 +42,7 @@ func TestTablesFromConfigMaps(t *testing.T) {
 	})
 
 	cm.Data[table.DataKey] = string(renderTable(t, b))
-	_, err = admin.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
-	mustCreate(err)
+	api.must(api.admin.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}))
 	eventually(t, "routing to europe-west4 after the update", func() bool {
 		got, err := answer(c)
 		return err == nil && got == "europe-west4"

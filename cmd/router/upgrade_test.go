@@ -5,18 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/onsi/gomega/gbytes"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/regionwarden/regionwarden/internal/testenv"
 	"github.com/regionwarden/regionwarden/router/source"
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -64,42 +58,16 @@ func newerTable(t *testing.T, data []byte) string {
 // the router upgraded and the table rewritten), it serves that one and the
 // refusal is gone.
 func TestOlderRouterKeepsItsTable(t *testing.T) {
-	env := &envtest.Environment{}
-	cfg := testenv.Start(t, env)
-	admin, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	api := startAPIServer(t)
+	admin := api.admin
+	kubeconfig := api.kubeconfig(api.user("admin", "system:masters"), "")
 	ctx := context.Background()
 	const ns = "regionwarden-system"
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	api.namespace(ns)
 
 	a, b := startRegion(t, "us-central1"), startRegion(t, "europe-west4")
-	controller := true
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: "flash-routing", Labels: map[string]string{table.LabelRoutingTable: "true"},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: source.RegionPoolGroup + "/v1alpha1", Kind: source.RegionPoolKind, Name: "flash", UID: "uid-flash", Controller: &controller,
-			}},
-		},
-		Data: map[string]string{table.DataKey: string(renderTable(t, a))},
-	}
-	if cm, err = admin.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+	cm, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, routingConfigMap(ns, renderTable(t, a)), metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 

@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/regionwarden/regionwarden/internal/emulator"
 )
 
 // benchScenario has one region with ample capacity and a 5% fault window
@@ -32,18 +30,8 @@ regions:
 // through the real aiplatform client; the hand-driven clock makes latency
 // free, so the number is the emulator's own overhead.
 func BenchmarkGenerateContentGRPC(b *testing.B) {
-	sc, err := emulator.ParseScenario([]byte(benchScenario))
-	if err != nil {
-		b.Fatal(err)
-	}
-	e, err := emulator.New(sc, emulator.Options{Clock: emulator.NewManualClock()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := e.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = e.Close() }()
+	sc := mustParse(b, benchScenario)
+	e, _ := start(b, sc, 0)
 	c := client(b, e, "europe-west1")
 	req := request(sc, "europe-west1", "How many regions hold capacity?")
 	b.ReportAllocs()
@@ -59,18 +47,8 @@ func BenchmarkGenerateContentGRPC(b *testing.B) {
 
 // BenchmarkGenerateContentREST is the same through the REST surface.
 func BenchmarkGenerateContentREST(b *testing.B) {
-	sc, err := emulator.ParseScenario([]byte(benchScenario))
-	if err != nil {
-		b.Fatal(err)
-	}
-	e, err := emulator.New(sc, emulator.Options{Clock: emulator.NewManualClock()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := e.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = e.Close() }()
+	sc := mustParse(b, benchScenario)
+	e, _ := start(b, sc, 0)
 	url := "http://" + e.Regions()[0].REST + "/v1/" + sc.ModelName("europe-west1") + ":generateContent"
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	b.ReportAllocs()

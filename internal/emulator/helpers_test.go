@@ -35,7 +35,7 @@ regions:
   latency: {distribution: fixed, p50: 200ms}
 `
 
-func mustParse(t *testing.T, yaml string) *emulator.Scenario {
+func mustParse(t testing.TB, yaml string) *emulator.Scenario {
 	t.Helper()
 	sc, err := emulator.ParseScenario([]byte(yaml))
 	if err != nil {
@@ -46,7 +46,7 @@ func mustParse(t *testing.T, yaml string) *emulator.Scenario {
 
 // start runs an emulator for the scenario on free loopback ports with a
 // hand-driven clock.
-func start(t *testing.T, sc *emulator.Scenario, seed uint64) (*emulator.Emulator, *emulator.ManualClock) {
+func start(t testing.TB, sc *emulator.Scenario, seed uint64) (*emulator.Emulator, *emulator.ManualClock) {
 	t.Helper()
 	clock := emulator.NewManualClock()
 	e, err := emulator.New(sc, emulator.Options{Seed: seed, Clock: clock})
@@ -57,6 +57,14 @@ func start(t *testing.T, sc *emulator.Scenario, seed uint64) (*emulator.Emulator
 		t.Fatalf("start: %v", err)
 	}
 	t.Cleanup(func() { _ = e.Close() })
+	return e, clock
+}
+
+// startBaseAtOneMinute runs baseScenario with seed 1, its clock one minute in.
+func startBaseAtOneMinute(t *testing.T) (*emulator.Emulator, *emulator.ManualClock) {
+	t.Helper()
+	e, clock := start(t, mustParse(t, baseScenario), 1)
+	clock.Set(time.Minute)
 	return e, clock
 }
 

@@ -42,9 +42,7 @@ type googleError struct {
 }
 
 func TestRESTGenerateContent(t *testing.T) {
-	sc := mustParse(t, baseScenario)
-	e, clock := start(t, sc, 1)
-	clock.Set(time.Minute)
+	e, _ := startBaseAtOneMinute(t)
 	base := "http://" + regionAddr(t, e, "europe-west1").REST
 	model := "/projects/demo-project/locations/europe-west1/publishers/google/models/gemini-2.5-flash-lite"
 
@@ -69,9 +67,7 @@ func TestRESTGenerateContent(t *testing.T) {
 }
 
 func TestRESTErrorsAreGoogleJSON(t *testing.T) {
-	sc := mustParse(t, baseScenario)
-	e, clock := start(t, sc, 1)
-	clock.Set(time.Minute)
+	e, clock := startBaseAtOneMinute(t)
 	base := "http://" + regionAddr(t, e, "europe-west1").REST
 	model := "/v1/projects/demo-project/locations/europe-west1/publishers/google/models/gemini-2.5-flash-lite"
 	tests := []struct {
@@ -107,9 +103,7 @@ func TestRESTErrorsAreGoogleJSON(t *testing.T) {
 }
 
 func TestRESTStream(t *testing.T) {
-	sc := mustParse(t, baseScenario)
-	e, clock := start(t, sc, 1)
-	clock.Set(time.Minute)
+	e, clock := startBaseAtOneMinute(t)
 	url := "http://" + regionAddr(t, e, "europe-west4").REST +
 		"/v1beta1/projects/demo-project/locations/europe-west4/publishers/google/models/gemini-2.5-flash-lite:streamGenerateContent"
 

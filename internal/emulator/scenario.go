@@ -1,7 +1,6 @@
 package emulator
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -67,28 +66,12 @@ const (
 	Fixed Distribution = "fixed"
 )
 
-// Duration is a time.Duration written as a Go duration string ("30m", "1.5s").
-type Duration struct{ time.Duration }
+// Duration is a time.Duration written as a Go duration string ("30m",
+// "1.5s"), as the routing table writes its durations.
+type Duration = table.Duration
 
 // D returns a Duration.
-func D(d time.Duration) Duration { return Duration{d} }
-
-// MarshalJSON writes the duration as a Go duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
-
-// UnmarshalJSON reads a Go duration string such as "10s" or "5m".
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration must be a string such as \"10s\", got %s", b)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	d.Duration = v
-	return nil
-}
+func D(d time.Duration) Duration { return Duration{Duration: d} }
 
 // Scenario is an emulated incident: the regions of one model, their capacity,
 // latency and faults over scenario time, and the load a replay sends.

@@ -129,7 +129,7 @@ func TestConfigMapSourceMergesPools(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	cms.create(routingConfigMap(otherNS, "d-routing", renderPool(t, "p", "model-d")))
 
-	var c Counters
+	var c recorder
 	s := startConfigMapSource(t, client, ns, &c)
 	g.Eventually(models(s), wait).Should(ConsistOf("p/model-a", "p/model-b"))
 	g.Expect(c.Rejections()).To(BeZero())

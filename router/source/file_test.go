@@ -29,7 +29,7 @@ func TestFileSourceFollowsKubeletUpdates(t *testing.T) {
 	g := NewWithT(t)
 	a := renderPool(t, "p", "model-a")
 	b := renderPool(t, "p", "model-b")
-	var c Counters
+	var c recorder
 	k, s := newKubeletSource(t, a, &c)
 	g.Expect(s.Current()).To(BeNil(), "nothing serves before the first load")
 
@@ -61,7 +61,7 @@ func TestFileSourceRefusesBadTables(t *testing.T) {
 		t.Run(bad.name, func(t *testing.T) {
 			g := NewWithT(t)
 			good := renderPool(t, "p", "model-a")
-			var c Counters
+			var c recorder
 			k, s := newKubeletSource(t, good, &c)
 			run(t, s)
 			g.Eventually(s.Hash, wait).Should(Equal(hashOf(t, good)))
@@ -83,7 +83,7 @@ func TestFileSourceRefusesBadTables(t *testing.T) {
 
 func TestFileSourceBadFirstTableServesNothing(t *testing.T) {
 	g := NewWithT(t)
-	var c Counters
+	var c recorder
 	k, s := newKubeletSource(t, []byte(badTables[1].data), &c)
 	run(t, s)
 	g.Eventually(c.Rejections, wait).Should(BeEquivalentTo(1))
@@ -120,7 +120,7 @@ func TestFileSourcePlainFile(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "table.json")
 			a := renderPool(t, "p", "model-a")
 			tc.write(t, path, a)
-			var c Counters
+			var c recorder
 			s := NewFileSource(path, FileOptions{Logger: slog.New(slog.DiscardHandler), Observer: &c, Debounce: 20 * time.Millisecond, Resync: -1})
 			run(t, s)
 			g.Eventually(s.Hash, wait).Should(Equal(hashOf(t, a)))
@@ -138,7 +138,7 @@ func TestFileSourcePlainFile(t *testing.T) {
 func TestFileSourceMissingFileIsRefusedOnceThenRead(t *testing.T) {
 	g := NewWithT(t)
 	path := filepath.Join(t.TempDir(), "table.json")
-	var c Counters
+	var c recorder
 	s := NewFileSource(path, FileOptions{Logger: slog.New(slog.DiscardHandler), Observer: &c, Debounce: 20 * time.Millisecond, Resync: -1})
 	s.Reload()
 	s.Reload()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -57,69 +58,69 @@ var badTables = []struct {
 	{"endpoint off Google", `{"version": 1, "pools": [{"project": "p", "model": "m", "regions": [{"name": "us-east5", "endpoint": "attacker.example.com:443"}]}]}`, ReasonEndpoint},
 }
 
-// Counters is an Observer that counts. Its zero value is ready to use and it is
-// safe for concurrent use.
-type Counters struct {
-	loads      atomic.Uint64
-	rejections atomic.Uint64
-	mu         sync.Mutex
-	byReason   map[string]uint64
-	lastErr    error
+// recorder is an Observer that remembers every refusal in order and counts
+// loads. Its zero value is ready to use and it is safe for concurrent use.
+type recorder struct {
+	loads   atomic.Int64
+	mu      sync.Mutex
+	refused []refusal
+}
+
+// refusal is one Rejected call.
+type refusal struct {
+	origin, reason string
+	err            error
 }
 
 // Loaded counts one table load.
-func (c *Counters) Loaded(string, string) { c.loads.Add(1) }
+func (r *recorder) Loaded(string, string) { r.loads.Add(1) }
 
-// Rejected counts one refusal under its reason.
-func (c *Counters) Rejected(_, reason string, err error) {
-	c.rejections.Add(1)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.byReason == nil {
-		c.byReason = map[string]uint64{}
-	}
-	c.byReason[reason]++
-	c.lastErr = err
+// Rejected remembers one refusal.
+func (r *recorder) Rejected(origin, reason string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refused = append(r.refused, refusal{origin, reason, err})
 }
 
 // Loads is how many tables started serving.
-func (c *Counters) Loads() uint64 { return c.loads.Load() }
+func (r *recorder) Loads() int { return int(r.loads.Load()) }
+
+// refusals is every refusal so far, in order.
+func (r *recorder) refusals() []refusal {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.refused)
+}
 
 // Rejections is how many tables were refused, all reasons together.
-func (c *Counters) Rejections() uint64 { return c.rejections.Load() }
+func (r *recorder) Rejections() int { return len(r.refusals()) }
 
 // RejectionsFor is how many tables were refused for reason.
-func (c *Counters) RejectionsFor(reason string) uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.byReason[reason]
+func (r *recorder) RejectionsFor(reason string) int {
+	n := 0
+	for _, x := range r.refusals() {
+		if x.reason == reason {
+			n++
+		}
+	}
+	return n
 }
 
 // LastError is the error of the latest refusal, or nil.
-func (c *Counters) LastError() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lastErr
+func (r *recorder) LastError() error {
+	if rs := r.refusals(); len(rs) > 0 {
+		return rs[len(rs)-1].err
+	}
+	return nil
 }
 
-// recorder is an Observer that remembers every call in order.
-type recorder struct {
-	Counters
-	mu       sync.Mutex
-	rejected []string // origin + " " + reason
-}
-
-func (r *recorder) Rejected(origin, reason string, err error) {
-	r.Counters.Rejected(origin, reason, err)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.rejected = append(r.rejected, origin+" "+reason)
-}
-
+// rejections is every refusal as "origin reason", in order.
 func (r *recorder) rejections() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.rejected...)
+	var out []string
+	for _, x := range r.refusals() {
+		out = append(out, x.origin+" "+x.reason)
+	}
+	return out
 }
 
 // kubeletDir writes a folder the way the kubelet's atomic writer updates a
