@@ -73,9 +73,11 @@ type Selection interface {
 
 // Attempt is one attempt a policy picked.
 type Attempt struct {
-	// Region is the region to call; Tier its tier in the table.
+	// Region is the region to call; Tier and PayGo the capacity to ask for
+	// (policy.Attempt).
 	Region string
 	Tier   table.Tier
+	PayGo  table.PayGoTier
 	// Done reports how the attempt went; it must be called exactly once.
 	Done func(policy.Report)
 }
@@ -97,7 +99,7 @@ func (c *adaptiveCall) Pick() (Attempt, error) {
 	if err != nil {
 		return Attempt{}, err
 	}
-	return Attempt{Region: a.Region, Tier: a.Tier, Done: a.Finish}, nil
+	return Attempt{Region: a.Region, Tier: a.Tier, PayGo: a.PayGo, Done: a.Finish}, nil
 }
 
 func (c *adaptiveCall) Attempts() int { return c.c.Attempts() }
@@ -178,8 +180,12 @@ func (c *routerCaller) Call(caller context.Context, deadline time.Duration) Call
 			return CallResult{Err: pickError(err, last, call.Attempts())}
 		}
 		actx := ctx
-		if h := c.env.Pool.Policy.Provisioned.Header(a.Tier); h != "" {
-			actx = metadata.AppendToOutgoingContext(ctx, upstream.RequestTypeHeader, h)
+		rt, srt := c.env.Pool.Policy.Provisioned.Headers(a.Tier, a.PayGo)
+		if rt != "" {
+			actx = metadata.AppendToOutgoingContext(actx, upstream.RequestTypeHeader, rt)
+		}
+		if srt != "" {
+			actx = metadata.AppendToOutgoingContext(actx, upstream.SharedRequestTypeHeader, srt)
 		}
 		resp, err := c.clients[a.Region].GenerateContent(actx, c.reqs[a.Region])
 		// What the policy learns, as the router tells it: read on the caller's

@@ -43,6 +43,7 @@ type Metrics struct {
 	shed            *prometheus.CounterVec
 	inFlight        *prometheus.GaugeVec
 	trafficType     *prometheus.CounterVec
+	tokens          *prometheus.CounterVec
 	callers         *prometheus.CounterVec
 	callerRefusals  *prometheus.CounterVec
 	tableLoads      prometheus.Counter
@@ -71,7 +72,7 @@ func New() *Metrics {
 		}, []string{"pool", "method"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "attempts_total",
-			Help: "Attempts sent to regions, by pool, region, tier and outcome (success, capacity, failure, caller_fault, cancelled).", //nolint:misspell // the policy's outcome label
+			Help: "Attempts sent to regions, by pool, region, tier (what the attempt asked for: provisioned or shared) and outcome (success, capacity: a pay-as-you-go 429, provisioned_full: a 429 of a full PT, failure, caller_fault, cancelled).", //nolint:misspell // the policy's outcome label
 		}, []string{"pool", "region", "tier", "outcome"}),
 		attemptDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "attempt_duration_seconds",
@@ -94,6 +95,13 @@ func New() *Metrics {
 			Namespace: Namespace, Name: "traffic_type_total",
 			Help: "Answers by the usageMetadata.trafficType the region reported (PROVISIONED_THROUGHPUT, ON_DEMAND, ...), by pool and region: what share provisioned capacity really served.",
 		}, []string{"pool", "region", "traffic_type"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "tokens_total",
+			Help: "Tokens of answered calls, by pool, region, tier (what the attempt asked for: provisioned, the region's PT, or shared, pay-as-you-go alone), " +
+				"pay_go_tier (the pay-as-you-go tier it named: standard, priority, flex, or none for a PT called dedicated), " +
+				"traffic_type (what the region says served it: PROVISIONED_THROUGHPUT, ON_DEMAND, ON_DEMAND_PRIORITY, ON_DEMAND_FLEX) " +
+				"and direction (input: the prompt; output: candidates and thoughts).",
+		}, []string{"pool", "region", "tier", "pay_go_tier", "traffic_type", "direction"}),
 		callers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "caller_requests_total",
 			Help: "Requests admitted from callers the router authenticated as Kubernetes ServiceAccounts, by pool and the caller's namespace.",
@@ -118,7 +126,7 @@ func New() *Metrics {
 	}
 	m.registry.MustRegister(
 		m.requests, m.requestDuration, m.attempts, m.attemptDuration,
-		m.retriesRefused, m.shed, m.inFlight, m.trafficType,
+		m.retriesRefused, m.shed, m.inFlight, m.trafficType, m.tokens,
 		m.callers, m.callerRefusals,
 		m.tableLoads, m.tableRejections, m.tableInfo, m.pools,
 		collectors.NewGoCollector(),
@@ -192,6 +200,22 @@ func (m *Metrics) TrafficTypeSeries(pool, region, trafficType string) prometheus
 	return m.trafficType.WithLabelValues(pool, region, trafficType)
 }
 
+// Token directions, the direction label of TokenSeries.
+const (
+	DirectionInput  = "input"
+	DirectionOutput = "output"
+)
+
+// TokenSeries returns the counter of tokens of pool in region, asked of
+// tier and payGo ("" is none), served as trafficType, in direction, for a
+// caller that binds it once.
+func (m *Metrics) TokenSeries(pool, region, tier, payGo, trafficType, direction string) prometheus.Counter {
+	if payGo == "" {
+		payGo = "none"
+	}
+	return m.tokens.WithLabelValues(pool, region, tier, payGo, trafficType, direction)
+}
+
 // RetryRefused counts a retry the policy refused; reason is budget, attempts,
 // deadline or capacity.
 func (m *Metrics) RetryRefused(pool, reason string) {
@@ -240,7 +264,7 @@ func (m *Metrics) ForgetPool(pool string) {
 // ForgetRegion deletes the series of a region that left a pool.
 func (m *Metrics) ForgetRegion(pool, region string) {
 	l := prometheus.Labels{"pool": pool, "region": region}
-	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.attempts, m.attemptDuration, m.trafficType} {
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.attempts, m.attemptDuration, m.trafficType, m.tokens} {
 		v.DeletePartialMatch(l)
 	}
 }
@@ -249,7 +273,7 @@ func (m *Metrics) ForgetRegion(pool, region string) {
 func (m *Metrics) poolVecs() []interface{ DeletePartialMatch(prometheus.Labels) int } {
 	return []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		m.requests, m.requestDuration, m.attempts, m.attemptDuration,
-		m.retriesRefused, m.shed, m.inFlight, m.trafficType,
+		m.retriesRefused, m.shed, m.inFlight, m.trafficType, m.tokens,
 		m.callers, m.callerRefusals,
 	}
 }

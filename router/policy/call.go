@@ -37,9 +37,9 @@ func NewRequest(ctx context.Context, pr Priority) Request {
 //		if err != nil {
 //			return err // over capacity, shed, budget, attempts, deadline
 //		}
-//		o := send(a.Region, a.Tier)
+//		o := send(a.Region, a.Tier, a.PayGo)
 //		a.Done(o)
-//		if o != policy.Capacity && o != policy.Failure {
+//		if !o.Retryable() {
 //			return nil
 //		}
 //	}
@@ -54,8 +54,10 @@ type callState struct {
 	prio     Priority
 	n        uint8 // attempts picked so far
 	done     uint8 // bit i: attempt i has been reported
+	full     uint8 // bit i: attempt i found the PT full (ProvisionedFull)
 	last     Outcome
 	targets  [maxAttemptsLimit]*region // the regions tried, in order
+	lanes    [maxAttemptsLimit]uint8   // the lane of each attempt
 	charged  [maxAttemptsLimit]int64   // token cost charged in advance, per attempt
 	at       [maxAttemptsLimit]int64   // when each attempt was picked
 }
@@ -69,11 +71,12 @@ func start(req Request) callState {
 	return cs
 }
 
-// Pick chooses the region for the call's next attempt. The first Pick is the
-// first attempt; each later one is a retry, allowed only after a Capacity or
-// Failure outcome (or while the previous attempt is still running), within the
-// pool's maxAttempts, the deadline and the retry budget. A retry prefers a
-// region the call has not tried.
+// Pick chooses the region and capacity for the call's next attempt. The
+// first Pick is the first attempt; each later one is a retry, allowed only
+// after a retryable outcome (Outcome.Retryable; or while the previous
+// attempt is still running), within the pool's maxAttempts, the deadline and
+// the retry budget. A retry prefers a region the call has not tried; after a
+// full PT, the region's other capacities count as untried.
 func (c *Call) Pick() (Attempt, error) {
 	if c.p == nil {
 		return Attempt{}, errNotStarted
@@ -98,7 +101,7 @@ func (cs *callState) check(now int64, maxAttempts int) error {
 	if cs.n == 0 {
 		return nil
 	}
-	if cs.done&(1<<(cs.n-1)) != 0 && cs.last != Capacity && cs.last != Failure {
+	if cs.done&(1<<(cs.n-1)) != 0 && !cs.last.Retryable() {
 		return ErrNotRetryable
 	}
 	if int(cs.n) >= min(maxAttempts, maxAttemptsLimit) {
@@ -107,21 +110,24 @@ func (cs *callState) check(now int64, maxAttempts int) error {
 	return nil
 }
 
-// hasTried reports whether the call already tried region t.
-func (cs *callState) hasTried(t *region) bool {
+// hasTried reports whether the call already tried lane l of region t: it
+// did if it asked that lane, or any lane of the region but for an attempt
+// that found the PT full, which says nothing of the region's other
+// capacities.
+func (cs *callState) hasTried(t *region, l uint8) bool {
 	for i := range int(cs.n) {
-		if cs.targets[i] == t {
+		if cs.targets[i] == t && (cs.lanes[i] == l || cs.full&(1<<i) == 0) {
 			return true
 		}
 	}
 	return false
 }
 
-// record counts an attempt on region t, picked at now, that charged the
-// region cost in advance.
-func (cs *callState) record(t *region, charged, now int64) uint8 {
+// record counts an attempt on lane l of region t, picked at now, that
+// charged the region cost in advance.
+func (cs *callState) record(t *region, l uint8, charged, now int64) uint8 {
 	n := cs.n
-	cs.targets[n] = t
+	cs.targets[n], cs.lanes[n] = t, l
 	cs.charged[n], cs.at[n] = charged, now
 	cs.n++
 	return n
@@ -138,10 +144,18 @@ type Report struct {
 	// region did not answer in time): a sign of overload that shrinks the
 	// region's in-flight limit, as a 429 does.
 	Timeout bool
+	// OnDemand marks a Success that pay-as-you-go served (the answer's
+	// usageMetadata.trafficType is ON_DEMAND, ON_DEMAND_PRIORITY or
+	// ON_DEMAND_FLEX). For an attempt that asked for a PT with spillover it
+	// says the PT was full: Google served the call from pay-as-you-go, and
+	// the tokens charged to the PT in advance are given back.
+	OnDemand bool
 
 	// charged and chargedAt are the token cost charged to the region in
-	// advance and when: set from the call's state when the attempt reports.
+	// advance and when, and lane the capacity the attempt asked for: set
+	// from the call's state when the attempt reports.
 	charged, chargedAt int64
+	lane               uint8
 }
 
 // Attempt is one try of a call against one region. Every attempt must be
@@ -152,10 +166,17 @@ type Attempt struct {
 	Region string
 	// Endpoint is the region's host:port from the table.
 	Endpoint string
-	// Tier is the region's tier in the table the policy picked it from. The
-	// X-Vertex-AI-LLM-Request-Type header follows from it where the call is
-	// sent (table.Provisioned.Header).
+	// Tier is the capacity the attempt asks for: provisioned (the region's
+	// Provisioned Throughput, which spills over into PayGo when the pool's
+	// request type is spillover) or shared (pay-as-you-go alone, tier
+	// PayGo). The capacity headers follow from Tier and PayGo where the call
+	// is sent (table.Provisioned.Headers).
 	Tier table.Tier
+	// PayGo is the pay-as-you-go tier of a shared attempt, and the tier a
+	// provisioned attempt's overflow spills into ("" for Google's default,
+	// standard, or none when the pool's request type is dedicated): the
+	// first of the call's tiers (table.PayGo) the region offers.
+	PayGo table.PayGoTier
 
 	// The attempt's region is call.st.targets[n]: reached through the Call,
 	// not held here, so that reporting the attempt does not make the Call
@@ -185,6 +206,14 @@ func (a *Attempt) Finish(r Report) {
 		return
 	}
 	a.call.st.done |= bit
+	r.lane = a.call.st.lanes[a.n]
+	if r.Outcome == ProvisionedFull {
+		if r.lane != laneProvisioned {
+			r.Outcome = Capacity // only a PT can be full
+		} else {
+			a.call.st.full |= bit
+		}
+	}
 	if a.n+1 == a.call.st.n {
 		a.call.st.last = r.Outcome
 	}

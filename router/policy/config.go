@@ -79,7 +79,21 @@ func newState(tp table.Pool) *poolState {
 		maxInFlight:   int64(pol.Concurrency.MaxInFlight),
 		initialLimit:  float64(pol.Concurrency.RegionInitialLimit),
 		maxLimit:      float64(pol.Concurrency.RegionMaxLimit),
+		payGo: [3][]uint8{
+			PriorityDefault:   payGoLanes(pol.PayGo.Tiers(table.PriorityDefault)),
+			PriorityCritical:  payGoLanes(pol.PayGo.Tiers(table.PriorityCritical)),
+			PrioritySheddable: payGoLanes(pol.PayGo.Tiers(table.PrioritySheddable)),
+		},
 	}
+}
+
+// payGoLanes are the lanes of pay-as-you-go tiers ts, in their order.
+func payGoLanes(ts []table.PayGoTier) []uint8 {
+	out := make([]uint8, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, laneOf(t))
+	}
+	return out
 }
 
 // restoreMiss is the chance that a region still failing at the threshold
@@ -125,6 +139,14 @@ func (st *poolState) buildSlots(find func(name string) *region) {
 			provisioned: r.Tier == table.TierProvisioned,
 			ejectable:   r.Ejectable && r.Tier != table.TierProvisioned,
 		}
+		s.hinted = laneStandard
+		if s.provisioned {
+			s.hinted = laneProvisioned
+			s.lanes |= 1 << laneProvisioned
+		}
+		for _, t := range r.PayGoTiers {
+			s.lanes |= 1 << laneOf(t)
+		}
 		c := r.Capacity
 		switch {
 		case c.RequestsPerSecond > 0:
@@ -145,6 +167,10 @@ func (st *poolState) buildSlots(find func(name string) *region) {
 		default:
 			s.weight = 1
 		}
+		for l := range s.laneWeight {
+			s.laneWeight[l] = unhinted
+		}
+		s.laneWeight[s.hinted] = s.weight
 		st.slots = append(st.slots, s)
 	}
 }
@@ -188,6 +214,7 @@ func (p *Pool) Update(tp table.Pool) error {
 		}
 		if !s.provisioned {
 			r.restore(s, now, "the region is no longer provisioned")
+			r.lanes[laneProvisioned].markOpen()
 		}
 		r.cfg.Store(s)
 	}

@@ -80,8 +80,9 @@ func (r *region) restore(s *slot, now int64, why string) {
 		return
 	}
 	r.fails.reset()
-	r.thr.reset()
-	r.lastRejected.Store(0)
+	for i := range r.lanes {
+		r.lanes[i].reset()
+	}
 	tp := &s.st.pool
 	r.p.log.Info("provisioned region restored: "+why,
 		"project", tp.Project, "publisher", tp.Publisher, "model", tp.Model, "region", s.name,

@@ -8,7 +8,9 @@
 // # Shape
 //
 // A Pool starts a Call per request; each Call.Pick returns an Attempt naming
-// the region, its endpoint and its tier, and Attempt.Done reports the outcome.
+// the region, its endpoint and the capacity to ask it for (Tier: its
+// Provisioned Throughput or pay-as-you-go alone; PayGo: the pay-as-you-go
+// tier), and Attempt.Done reports the outcome.
 // Two steps, so the same API serves unary calls and streams (Done when the
 // stream ends). The Call carries a retry's bookkeeping: attempts made, regions
 // tried, the last outcome and the overall deadline. Pick and Done take no lock
@@ -25,9 +27,24 @@
 //
 // Tiers. Provisioned regions take first attempts, in proportion to their
 // capacity (RequestsPerSecond, else TokensPerSecond, else GSUs) and up to it.
-// Overflow and retries spill to shared regions in proportion to their
-// RequestsPerSecond hints (a region without a hint weighs the mean of the
-// others' hints), never beyond a region's hint. A capacity is counted over a
+// Overflow and retries spill to pay-as-you-go: to the tiers the call's
+// priority may use, in the pool's order (table.PayGo: by default Priority
+// PayGo then standard for critical calls, standard for default ones, Flex
+// then standard for sheddable ones), each where a region offers it
+// (table.Region.PayGoTiers: standard alone for a shared region by default),
+// and within a tier in proportion to the regions' RequestsPerSecond hints (a
+// region without a hint weighs the mean of the others' hints), never beyond
+// a region's hint. A PT attempt names the first of those tiers its region
+// offers, so that in spillover mode Google spills its overflow there.
+//
+// Lanes (lane.go). Each capacity of a region (its PT, each pay-as-you-go
+// tier) is a lane with its own throttle: a 429 of one says nothing of the
+// others. A PT-full 429 (ProvisionedFull: "Exceeded the Provisioned
+// Throughput", for a PT called dedicated) marks the PT full: the call spills
+// at once, outside the retry budget, to the region's other capacities and
+// the pool's pay-as-you-go, later calls skip the PT, and one a second asks it
+// again; the region is not throttled, shrunk or demoted for it. An answer
+// served from pay-as-you-go (Report.OnDemand) gives its PT token charge back. A capacity is counted over a
 // sliding window of one second, as regions count their quota: a burst may
 // take a whole second's capacity at once, but no second ever gets more (a
 // capacity under one call a second is paced instead). When no region has
@@ -42,7 +59,7 @@
 // provisioned capacity is unbounded here and the region's 429s alone, through
 // the throttle, move traffic away.
 //
-// Throttle (SRE book, chapter 21, client-side adaptive throttling). Per region,
+// Throttle (SRE book, chapter 21, client-side adaptive throttling). Per lane,
 // over a 10 s window, a call is turned away to the next region with
 // probability
 //
@@ -96,8 +113,8 @@
 // receiver's capacity, in-flight limit and throttle.
 //
 // Bulkheads. Each region has an in-flight limit that adapts by AIMD (+1/limit
-// per success while at least half used; ×0.9 per 429 or timeout; within
-// [1, regionMaxLimit], starting at regionInitialLimit), and the pool has a
+// per success while at least half used; ×0.9 per 429, Flex PayGo's aside, or
+// timeout; within [1, regionMaxLimit], starting at regionInitialLimit), and the pool has a
 // cap (maxInFlight). Sheddable calls may fill 75% of a limit, default calls
 // 90%, critical calls all of it: the lowest priority is shed first, with
 // ErrShed and a Retry-After. Slow is not overloaded (limit.go): a region that

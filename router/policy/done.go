@@ -1,11 +1,16 @@
 package policy
 
 // done learns from an attempt's outcome (see Outcome for what feeds what) and
-// frees the attempt's place in flight.
+// frees the attempt's place in flight. The throttle fed is the lane's the
+// attempt asked for; the failure window, ejection, demotion and in-flight
+// limit are the region's.
 //
 // A provisioned region's limit never shrinks below the initial limit: its
 // capacity is paid for, and intermittent 504s during an upstream incident
 // must not starve it down to one call at a time while most calls succeed.
+// A 429 of Flex PayGo does not shrink it: Google documents Flex as
+// throttled more ("Flex PayGo"), and its 429s say nothing of how many calls
+// the region's other capacities can hold at once.
 func (r *region) done(rep Report) {
 	p := r.p
 	now := p.nanos()
@@ -13,20 +18,28 @@ func (r *region) done(rep Report) {
 	p.inFlight.Add(-1)
 	s := r.cfg.Load()
 	st := s.st
+	ln := &r.lanes[min(rep.lane, laneCount-1)]
 	switch rep.Outcome {
 	case Success:
 		r.fails.add(bucketOf(now, st.failWidth), 1, 0)
-		r.throttled(now, true)
+		ln.throttled(now, true)
 		r.limit.grow(n, st.maxLimit)
 		if r.demoted.Load() != nil {
 			r.succeeded(s, now)
 		}
+		if rep.lane == laneProvisioned && !rep.OnDemand {
+			ln.markOpen()
+		}
 	case Capacity:
-		r.throttled(now, false)
-		r.limit.shrink(s.limitFloor())
+		ln.throttled(now, false)
+		if rep.lane != laneFlex {
+			r.limit.shrink(s.limitFloor())
+		}
+	case ProvisionedFull:
+		ln.markFull(now)
 	case Failure:
 		r.fails.add(bucketOf(now, st.failWidth), 1, 1)
-		r.throttled(now, false)
+		ln.throttled(now, false)
 		if rep.Timeout {
 			r.limit.shrink(s.limitFloor())
 		}
@@ -37,7 +50,7 @@ func (r *region) done(rep Report) {
 			r.maybeDemote(s, now)
 		}
 	}
-	if s.tokCost > 0 {
+	if s.tokCost > 0 && rep.lane == s.hinted {
 		r.settleTokens(s, rep, now)
 	}
 }
@@ -47,11 +60,16 @@ const tokEstShift = 3
 
 // settleTokens corrects the token cost charged in advance for an attempt
 // with what it consumed: the difference when the call reports its tokens, a
-// refund when it failed, was refused or was cancelled (it consumed none that
-// the region counts), and nothing when it succeeded without saying (the
-// estimate stands).
+// refund when it failed, was refused or was cancelled, or pay-as-you-go
+// served it (it consumed none of the PT), and nothing when it succeeded
+// without saying (the estimate stands).
 func (r *region) settleTokens(s *slot, rep Report, now int64) {
 	switch {
+	case rep.Outcome == Success && rep.OnDemand:
+		r.toks.refund(rep.chargedAt, now, rep.charged)
+		if rep.Tokens > 0 {
+			r.learnTokens(rep.Tokens)
+		}
 	case rep.Outcome == Success && rep.Tokens > 0:
 		cost := int64(float64(rep.Tokens) * s.tokCost)
 		if d := cost - rep.charged; d >= 0 {

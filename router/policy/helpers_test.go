@@ -136,12 +136,12 @@ func (q *quota) serve(now time.Time) Outcome {
 }
 
 // report feeds k outcomes o to the pool's i-th region, as if k attempts had
-// been picked there and ended.
+// been picked there, on the capacity its hints meter, and ended.
 func report(p *Pool, i int, o Outcome, k int) {
-	r := p.st.Load().slots[i].r
+	s := p.st.Load().slots[i]
 	for range k {
-		r.inFlight.Add(1)
+		s.r.inFlight.Add(1)
 		p.inFlight.Add(1)
-		r.done(Report{Outcome: o})
+		s.r.done(Report{Outcome: o, lane: s.hinted})
 	}
 }

@@ -96,20 +96,21 @@ func (l *aimd) clamp(hi float64) {
 // measurement and so no time to learn: it holds from the first call after
 // the latency changes.
 //
-// littleLimit is that bound for a call whose deadline is deadline, capped by
-// the table's regionMaxLimit. λ is the region's capacity in calls a second:
-// its RequestsPerSecond, else its TokensPerSecond over its average tokens per
-// call. A region whose capacity is not known (no hint, or no call's tokens
-// reported yet) is sent calls at no bounded rate, and a call without a
-// deadline may take any time: the bound is then regionMaxLimit.
+// littleLimit is that bound for a call on lane l whose deadline is deadline,
+// capped by the table's regionMaxLimit. λ is the region's capacity in calls
+// a second: its RequestsPerSecond, else its TokensPerSecond over its average
+// tokens per call. A lane whose capacity is not known (not the hinted lane,
+// no hint, or no call's tokens reported yet) is sent calls at no bounded
+// rate, and a call without a deadline may take any time: the bound is then
+// regionMaxLimit.
 //
 // The bound applies only while the region is answering (slot.answering): not
 // failing, not demoted, and not throttled for 429s or errors. A region whose
 // latency rises together with failures or 429s is held to its AIMD limit,
 // which those outcomes shrink.
-func (s *slot) littleLimit(now, deadline int64) int64 {
+func (s *slot) littleLimit(l uint8, now, deadline int64) int64 {
 	hi := int64(s.st.maxLimit)
-	if deadline == 0 {
+	if deadline == 0 || l != s.hinted {
 		return hi
 	}
 	var rate float64

@@ -26,7 +26,21 @@ const (
 	CallerFault
 	// Cancelled: the caller gave up. Counts for nothing.
 	Cancelled
+	// ProvisionedFull: the region answered 429 "Exceeded the Provisioned
+	// Throughput" to an attempt that asked for its PT alone: the PT is full
+	// now, and the call spills to pay-as-you-go. The PT lane learns it is
+	// full (lane.go); the region is not throttled, its limit not shrunk, and
+	// it counts toward no ejection or demotion. The retry that spills is not
+	// bound by the retry budget: Google refused the call at once, without
+	// serving it, and it goes to another capacity (within maxAttempts, the
+	// deadline and each receiver's headroom). Reported for any other
+	// attempt, it is Capacity.
+	ProvisionedFull
 )
+
+// Retryable reports whether another attempt may follow an attempt that
+// ended so: after a 429, a full PT or a failure.
+func (o Outcome) Retryable() bool { return o == Capacity || o == Failure || o == ProvisionedFull }
 
 // String returns the outcome's metric label.
 func (o Outcome) String() string {
@@ -41,6 +55,8 @@ func (o Outcome) String() string {
 		return "caller_fault"
 	case Cancelled:
 		return "cancelled"
+	case ProvisionedFull:
+		return "provisioned_full"
 	default:
 		return "unknown"
 	}

@@ -10,10 +10,10 @@ import (
 // Start begins a call.
 func (p *Pool) Start(req Request) Call { return Call{p: p, st: start(req)} }
 
-// pick chooses the region for the next attempt of a call. Caps are checked
-// from the widest to the narrowest: deadline, attempts, retry budget, the
-// pool's in-flight cap, then each region's ejection, in-flight limit,
-// throttle and capacity.
+// pick chooses the region and capacity for the next attempt of a call. Caps
+// are checked from the widest to the narrowest: deadline, attempts, retry
+// budget, the pool's in-flight cap, then each region's ejection, in-flight
+// limit, throttle and capacity.
 func (p *Pool) pick(cs callState) (callState, Attempt, error) {
 	st := p.st.Load()
 	now := p.nanos()
@@ -21,8 +21,11 @@ func (p *Pool) pick(cs callState) (callState, Attempt, error) {
 		return cs, Attempt{}, err
 	}
 	retry := cs.n > 0
+	// A spill after a full PT is not a retry the budget bounds
+	// (ProvisionedFull): it neither amplifies load nor repeats work.
+	spill := retry && cs.last == ProvisionedFull
 	fallback := false
-	if retry && !p.budget.allow(now, st.budgetPct, st.minRetries) {
+	if retry && !spill && !p.budget.allow(now, st.budgetPct, st.minRetries) {
 		if !fallbackRetry(&cs, now) {
 			return cs, Attempt{}, ErrBudgetExhausted
 		}
@@ -33,18 +36,40 @@ func (p *Pool) pick(cs callState) (callState, Attempt, error) {
 		ref := refusal{shed: g <= st.maxInFlight}
 		return cs, Attempt{}, ref.err(cs.prio)
 	}
-	s, charged, err := p.choose(st, &cs, now, retry, fallback)
+	s, l, charged, err := p.choose(st, &cs, now, retry, fallback)
 	if err != nil {
 		p.inFlight.Add(-1)
 		return cs, Attempt{}, err
 	}
-	if retry {
-		p.budget.retry(now)
-	} else {
+	switch {
+	case !retry:
 		p.budget.request(now)
+	case !spill:
+		p.budget.retry(now)
 	}
-	n := cs.record(s.r, charged, now)
-	return cs, Attempt{Region: s.name, Endpoint: s.endpoint, Tier: s.tier, n: n}, nil
+	n := cs.record(s.r, l, charged, now)
+	a := Attempt{Region: s.name, Endpoint: s.endpoint, Tier: table.TierShared, PayGo: payGoOf(l), n: n}
+	if l == laneProvisioned {
+		a.Tier, a.PayGo = table.TierProvisioned, st.spillTier(s, cs.prio)
+	}
+	return cs, a, nil
+}
+
+// spillTier is the pay-as-you-go tier a provisioned attempt of priority pr
+// on s spills into when the pool calls PTs with spillover: the first of the
+// call's tiers the region offers, so that Google spills the overflow where
+// the router would have sent it. "" when the request type is dedicated (no
+// spill) or the region offers none of them (Google's default: standard).
+func (st *poolState) spillTier(s *slot, pr Priority) table.PayGoTier {
+	if st.pool.Policy.Provisioned.RequestType == table.RequestTypeDedicated {
+		return ""
+	}
+	for _, l := range st.payGo[pr] {
+		if s.offers(l) {
+			return payGoOf(l)
+		}
+	}
+	return ""
 }
 
 // fallbackRetry reports whether a retry is the fallback of reserved capacity
@@ -69,7 +94,7 @@ func fallbackRetry(cs *callState, now int64) bool {
 	}
 	r := cs.targets[cs.n-1]
 	s := r.cfg.Load()
-	if !s.provisioned || r.demoted.Load() != nil {
+	if !s.provisioned || cs.lanes[cs.n-1] != laneProvisioned || r.demoted.Load() != nil {
 		return false
 	}
 	answered, failed := r.fails.sum(bucketOf(now, s.st.failWidth))
@@ -81,17 +106,24 @@ func fallbackRetry(cs *callState, now int64) bool {
 // and every region takes traffic again.
 const panicThreshold = 50
 
-// Ranks of regions for one attempt, best first. A region the call already
-// tried ranks after every untried one (rank + rankTried).
+// Ranks of the candidates for one attempt, best first: a candidate is a
+// lane (a capacity: lane.go) of a region. A lane the call already tried
+// ranks after every untried one (rank + rankTried).
 const (
-	rankProbe       = iota // a demoted provisioned region whose probe is due (first attempts)
-	rankProvisioned        // provisioned, not demoted
-	rankShared             // shared, not ejected (or in panic)
-	rankDemoted            // provisioned and demoted: what nobody else has room for
-	rankTried
-	rankCount = 2 * rankTried
-	rankNone  = -1 // not a candidate: ejected, or refused this pick
+	rankProbe       = iota          // the PT of a demoted region whose probe is due (first attempts)
+	rankProvisioned                 // a PT, region not demoted
+	rankPayGo                       // pay-as-you-go: rankPayGo+i for the call's i-th tier, region not ejected (or in panic)
+	rankDemoted     = rankPayGo + 3 // any lane of a demoted region: what nobody else has room for
+	rankTried       = rankDemoted + 1
+	rankCount       = 2 * rankTried
+	rankNone        = -1 // not a candidate: ejected, not for this call, or refused this pick
 )
+
+// One pay-as-you-go rank per tier: this fails to compile if the tiers change.
+var _ = [1]struct{}{}[len(table.PayGoTiers)-(rankDemoted-rankPayGo)]
+
+// maxCandidates is the most candidates of one pool: every lane of every region.
+const maxCandidates = table.MaxRegions * laneCount
 
 // inPanic reports whether too few regions are left un-ejected for ejection to
 // be honored.
@@ -116,31 +148,40 @@ func (st *poolState) ejected(now int64) int {
 	return k
 }
 
-// choose ranks the regions for this attempt and takes the first, in rank order
-// and by weight within a rank, that admits the call, with the token cost it
-// charged the region in advance. A fallback retry (see fallbackRetry) may go
-// only to regions the call has not tried. When no region admits the call it
-// returns a *CapacityError.
-func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, fallback bool) (*slot, int64, error) {
-	var ranks [table.MaxRegions]int8
-	var present uint32 // bit r: some region has rank r
+// choose ranks the candidates (lanes of regions) for this attempt and takes
+// the first, in rank order and by weight within a rank, that admits the
+// call, with the token cost it charged the region in advance. A fallback
+// retry (see fallbackRetry) may go only to regions the call has not tried.
+// When no candidate admits the call it returns a *CapacityError.
+func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, fallback bool) (*slot, uint8, int64, error) {
+	var ranks [maxCandidates]int8
+	var present uint32 // bit r: some candidate has rank r
 	var ref refusal
 	ejected := 0
+	rankAll := func(i int, s *slot) {
+		for l := range uint8(laneCount) {
+			k := i*laneCount + int(l)
+			ranks[k] = st.rankOf(s, l, cs, now, retry)
+			if ranks[k] != rankNone {
+				present |= 1 << ranks[k]
+			}
+		}
+	}
 	for i, s := range st.slots {
 		if until := s.r.ejectedUntil.Load(); until > now {
 			ejected++
-			ranks[i] = rankNone
+			for l := range laneCount {
+				ranks[i*laneCount+l] = rankNone
+			}
 			ref.note(until - now)
 			continue
 		}
-		ranks[i] = rankOf(s, cs, now, retry)
-		present |= 1 << ranks[i]
+		rankAll(i, s)
 	}
 	if panicking(ejected, len(st.slots)) {
 		for i, s := range st.slots {
-			if ranks[i] == rankNone {
-				ranks[i] = rankOf(s, cs, now, retry)
-				present |= 1 << ranks[i]
+			if s.r.ejectedUntil.Load() > now {
+				rankAll(i, s)
 			}
 		}
 	}
@@ -151,56 +192,72 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, fallback b
 		rank := int8(bits.TrailingZeros32(present))
 		present &^= 1 << rank
 		for {
-			i := p.weighted(st, &ranks, rank)
-			if i < 0 {
+			k := p.weighted(st, &ranks, rank)
+			if k < 0 {
 				break
 			}
-			s := st.slots[i]
+			s, l := st.slots[k/laneCount], uint8(k%laneCount)
 			probe := rank == rankProbe
 			if probe && !s.r.probe.tick(now, st.probeEvery) {
 				// Another call took this probe: it is only demoted.
-				ranks[i] = rankDemoted
+				ranks[k] = rankDemoted
 				present |= 1 << rankDemoted
 				continue
 			}
-			if charged, ok := p.admit(s, cs, now, probe, &ref); ok {
-				return s, charged, nil
+			if charged, ok := p.admit(s, l, cs, now, probe, &ref); ok {
+				return s, l, charged, nil
 			}
-			ranks[i] = rankNone
+			ranks[k] = rankNone
 		}
 	}
-	return nil, 0, ref.err(cs.prio)
+	return nil, 0, 0, ref.err(cs.prio)
 }
 
-// rankOf is the rank of a region that is not ejected (or in panic) for this
-// attempt. A demoted region whose probe is due ranks first on a first
-// attempt; choose takes the probe when it picks the region.
-func rankOf(s *slot, cs *callState, now int64, retry bool) int8 {
-	rank := int8(rankShared)
-	if s.provisioned {
+// rankOf is the rank of lane l of a region that is not ejected (or in panic)
+// for this attempt, or rankNone when the region does not offer it or the
+// call may not use it (a pay-as-you-go tier not among the call's). The PT of
+// a demoted region whose probe is due ranks first on a first attempt; choose
+// takes the probe when it picks the region.
+func (st *poolState) rankOf(s *slot, l uint8, cs *callState, now int64, retry bool) int8 {
+	if !s.offers(l) {
+		return rankNone
+	}
+	rank := int8(rankNone)
+	if l == laneProvisioned {
 		rank = rankProvisioned
-		if s.r.demoted.Load() != nil {
-			rank = rankDemoted
-			if !retry && s.r.probe.next.Load() <= now {
-				rank = rankProbe
+	} else {
+		for i, want := range st.payGo[cs.prio] {
+			if want == l {
+				rank = int8(rankPayGo + i)
+				break
 			}
 		}
+		if rank == rankNone {
+			return rankNone
+		}
 	}
-	if retry && cs.hasTried(s.r) {
+	if s.r.demoted.Load() != nil {
+		rank = rankDemoted
+		if l == laneProvisioned && !retry && s.r.probe.next.Load() <= now {
+			rank = rankProbe
+		}
+	}
+	if retry && cs.hasTried(s.r, l) {
 		rank += rankTried
 	}
 	return rank
 }
 
-// weighted draws one region of the given rank, in proportion to the regions'
-// weights, or returns -1 when the rank has none. A lone candidate costs no
-// draw.
-func (p *Pool) weighted(st *poolState, ranks *[table.MaxRegions]int8, rank int8) int {
+// weighted draws one candidate of the given rank, in proportion to the
+// lanes' weights, or returns -1 when the rank has none. A lone candidate
+// costs no draw.
+func (p *Pool) weighted(st *poolState, ranks *[maxCandidates]int8, rank int8) int {
 	var total float64
 	last, k := -1, 0
-	for i, s := range st.slots {
+	n := len(st.slots) * laneCount
+	for i := range n {
 		if ranks[i] == rank {
-			total += s.weight
+			total += st.slots[i/laneCount].laneWeight[i%laneCount]
 			last = i
 			k++
 		}
@@ -209,9 +266,9 @@ func (p *Pool) weighted(st *poolState, ranks *[table.MaxRegions]int8, rank int8)
 		return last
 	}
 	x := p.rnd.float() * total
-	for i, s := range st.slots {
+	for i := range n {
 		if ranks[i] == rank {
-			if x -= s.weight; x < 0 {
+			if x -= st.slots[i/laneCount].laneWeight[i%laneCount]; x < 0 {
 				return i
 			}
 		}
@@ -219,25 +276,36 @@ func (p *Pool) weighted(st *poolState, ranks *[table.MaxRegions]int8, rank int8)
 	return last
 }
 
-// admit takes a place for the call in region s if the region has headroom:
-// room in flight for the call's priority, a throttle draw that lets it
-// through, and room under its capacity in the last second. A probe of a
-// demoted region skips the throttle: it is the trickle that sees recovery.
-// Requests count when admitted. Tokens count in advance at the region's
-// average per call: admit returns that charge, which done corrects when the
-// call ends. On refusal it notes why in ref and takes nothing.
-func (p *Pool) admit(s *slot, cs *callState, now int64, probe bool, ref *refusal) (charged int64, ok bool) {
+// admit takes a place for the call in lane l of region s if it has headroom:
+// room in flight for the call's priority, a throttle draw of the lane that
+// lets it through, a PT not known to be full, and room under the region's
+// capacity hint in the last second (the hinted lane alone has one). A probe
+// of a demoted region skips the throttle: it is the trickle that sees
+// recovery. Requests count when admitted. Tokens count in advance at the
+// region's average per call: admit returns that charge, which done corrects
+// when the call ends. On refusal it notes why in ref and takes nothing.
+func (p *Pool) admit(s *slot, l uint8, cs *callState, now int64, probe bool, ref *refusal) (charged int64, ok bool) {
 	r := s.r
-	if n := r.inFlight.Add(1); n > ceiling(int64(r.limit.get()), cs.prio) && !s.roomInFlight(n, now, cs.deadline) {
+	if n := r.inFlight.Add(1); n > ceiling(int64(r.limit.get()), cs.prio) && !s.roomInFlight(l, n, now, cs.deadline) {
 		r.inFlight.Add(-1)
 		ref.shed = ref.shed || n <= int64(r.limit.get())
 		ref.note(int64(time.Second))
 		return 0, false
 	}
-	if q := r.throttleP(now, s.st); q > 0 && !probe && p.rnd.float() < q {
+	if q := r.lanes[l].throttleP(now, s.st); q > 0 && !probe && p.rnd.float() < q {
 		r.inFlight.Add(-1)
 		ref.note(int64(time.Second))
 		return 0, false
+	}
+	if l == laneProvisioned {
+		if ok, wait := r.lanes[l].ptOpen(now); !ok {
+			r.inFlight.Add(-1)
+			ref.note(wait)
+			return 0, false
+		}
+	}
+	if l != s.hinted {
+		return 0, true
 	}
 	// A slot has a request cost or a token cost, never both (buildSlots), so
 	// a refusal below never leaves tokens charged.
@@ -267,17 +335,17 @@ func (p *Pool) admit(s *slot, cs *callState, now int64, probe bool, ref *refusal
 
 // roomInFlight reports whether a region over its AIMD limit for the call's
 // priority, with n calls in flight counting the one being admitted, still has
-// room for a call whose deadline is deadline: it does while it answers and n
+// room for a call on lane l whose deadline is deadline: it does while it answers and n
 // is within the calls its capacity can keep in flight before their deadlines
 // (slot.littleLimit), whatever the call's priority. Priorities are shed first
 // where a region is overloaded (its AIMD limit, shrunk by 429s and timeouts)
 // or the pool is (maxInFlight), never where it is only slow.
-func (s *slot) roomInFlight(n, now, deadline int64) bool {
-	return n <= s.littleLimit(now, deadline) && s.r.answering(now, s.st)
+func (s *slot) roomInFlight(l uint8, n, now, deadline int64) bool {
+	return n <= s.littleLimit(l, now, deadline) && s.r.answering(l, now, s.st)
 }
 
-// answering reports whether the region answers: it is not demoted, not
-// failing, and its throttle lets every call through.
-func (r *region) answering(now int64, st *poolState) bool {
-	return r.demoted.Load() == nil && !r.failing(now, st) && r.throttleP(now, st) == 0
+// answering reports whether the region answers on lane l: it is not
+// demoted, not failing, and the lane's throttle lets every call through.
+func (r *region) answering(l uint8, now int64, st *poolState) bool {
+	return r.demoted.Load() == nil && !r.failing(now, st) && r.lanes[l].throttleP(now, st) == 0
 }

@@ -29,6 +29,11 @@ func randomPool(rnd *rand.Rand) table.Pool {
 		if rnd.IntN(2) == 0 {
 			r.Capacity.RequestsPerSecond = float64(1 + rnd.IntN(20))
 		}
+		for _, pt := range table.PayGoTiers {
+			if rnd.IntN(3) == 0 {
+				r.PayGoTiers = append(r.PayGoTiers, pt)
+			}
+		}
 		if i < k {
 			r.Tier = table.TierProvisioned
 			r.Ejectable = false
@@ -111,6 +116,8 @@ func randomOutcome(rnd *rand.Rand, failRate float64) Outcome {
 		return CallerFault
 	case x < failRate+0.3:
 		return Cancelled
+	case x < failRate+0.35:
+		return ProvisionedFull
 	default:
 		return Success
 	}
@@ -143,8 +150,10 @@ func checkInvariants(p *Pool) error {
 }
 
 // hasHeadroom reports whether some region could surely take a call of
-// priority pr now: not ejected (or in panic), under its in-flight ceiling, not
-// throttled at all and under its capacities.
+// priority pr now: it offers a capacity the call may use (its PT, not known
+// to be full, or one of the call's pay-as-you-go tiers), and it is not
+// ejected (or in panic), under its in-flight ceiling, not throttled at all
+// and under its capacities.
 func hasHeadroom(p *Pool, pr Priority) bool {
 	st := p.st.Load()
 	now := p.nanos()
@@ -154,7 +163,12 @@ func hasHeadroom(p *Pool, pr Priority) bool {
 	panicking := st.inPanic(now)
 	for _, s := range st.slots {
 		r := s.r
+		usable := s.provisioned && r.lanes[laneProvisioned].fullUntil.Load() == 0
+		for _, l := range st.payGo[pr] {
+			usable = usable || s.offers(l)
+		}
 		switch {
+		case !usable:
 		case r.ejectedUntil.Load() > now && !panicking:
 		case r.inFlight.Load()+1 > ceiling(int64(r.limit.get()), pr):
 		case r.throttleP(now, st) > 0:
@@ -240,8 +254,8 @@ func TestPropertyInvariants(t *testing.T) {
 					}
 					break
 				}
-				a.Finish(Report{Outcome: o, Tokens: int64(rnd.IntN(200)), Timeout: rnd.IntN(8) == 0})
-				if o != Failure && o != Capacity {
+				a.Finish(Report{Outcome: o, Tokens: int64(rnd.IntN(200)), Timeout: rnd.IntN(8) == 0, OnDemand: rnd.IntN(4) == 0})
+				if !o.Retryable() {
 					break
 				}
 			}
@@ -299,6 +313,7 @@ func demotedDue(p *Pool, now int64) (due []int, sure bool) {
 		due = append(due, i)
 		switch {
 		case r.inFlight.Load() != 0:
+		case r.lanes[laneProvisioned].fullUntil.Load() != 0: // a full PT is not asked
 		case s.tokCost > 0 && !fits(r.toks.sum(now), int64(float64(r.tokEst.Load())*s.tokCost)):
 		case s.reqCost > 0 && s.reqCost <= rateCapacity && !fits(r.reqs.sum(now), s.reqCost):
 		case s.reqCost > rateCapacity && r.slow.next.Load() > now:

@@ -53,12 +53,21 @@ type RegionSnapshot struct {
 	// probes. TimesDemoted counts demotions since the router started.
 	Demotion     *Demotion `json:"demotion,omitempty"`
 	TimesDemoted int64     `json:"timesDemoted"`
-	// ThrottleProbability is the share of calls the 429 throttle turns away.
-	ThrottleProbability float64 `json:"throttleProbability"`
+	// ThrottleProbability is the share of calls the 429 throttle turns away
+	// from the region's most throttled capacity; Throttle is each capacity's
+	// (provisioned, standard, priority, flex) that turns calls away.
+	ThrottleProbability float64            `json:"throttleProbability"`
+	Throttle            map[string]float64 `json:"throttle,omitempty"`
+	// PayGoTiers are the pay-as-you-go tiers the region offers the pool.
+	PayGoTiers []table.PayGoTier `json:"payGoTiers,omitempty"`
+	// ProvisionedFull is true while Google's last word on the region's PT
+	// is that it is full: calls spill to pay-as-you-go, and one a second
+	// asks the PT again.
+	ProvisionedFull bool `json:"provisionedFull,omitempty"`
 	// InFlight is the region's calls in flight; Limit is its adaptive (AIMD)
-	// limit. While Answering (not failing, demoted or throttled), a region
-	// admits calls beyond Limit up to its capacity × (the call's deadline +
-	// 1 s): slow is not overloaded.
+	// limit. While Answering (not failing, demoted or throttled on the
+	// capacity its hints meter), a region admits calls beyond Limit up to
+	// its capacity × (the call's deadline + 1 s): slow is not overloaded.
 	InFlight  int64 `json:"inFlight"`
 	Limit     int64 `json:"limit,omitempty"`
 	Answering bool  `json:"answering"`
@@ -115,8 +124,23 @@ func (p *Pool) Snapshot() Snapshot {
 			ThrottleProbability: r.throttleP(now, st),
 			InFlight:            r.inFlight.Load(),
 			Limit:               int64(r.limit.get()),
-			Answering:           r.answering(now, st),
+			Answering:           r.answering(s.hinted, now, st),
 		}
+		for l := range uint8(laneCount) {
+			if !s.offers(l) {
+				continue
+			}
+			if t := payGoOf(l); t != "" {
+				rs.PayGoTiers = append(rs.PayGoTiers, t)
+			}
+			if q := r.lanes[l].throttleP(now, st); q > 0 {
+				if rs.Throttle == nil {
+					rs.Throttle = map[string]float64{}
+				}
+				rs.Throttle[laneNames[l]] = q
+			}
+		}
+		rs.ProvisionedFull = s.provisioned && r.lanes[laneProvisioned].full(now)
 		if d := r.demoted.Load(); d != nil {
 			rs.Demotion = &Demotion{
 				Since:           time.Unix(0, d.since).UTC(),

@@ -10,8 +10,9 @@ import (
 )
 
 // Pool is the adaptive policy for one pool of regions: provisioned regions
-// first up to their capacity, spill to shared regions by their capacity hints,
-// a throttle per region fed by 429s and failures, failure-rate ejection of
+// first up to their capacity, spill to pay-as-you-go tiers by the call's
+// priority and to shared regions by their capacity hints, a throttle per
+// capacity of a region fed by 429s and failures, failure-rate ejection of
 // shared regions and demotion of provisioned ones, budgeted retries and
 // in-flight limits. It is safe for concurrent use; Pick and Done take no lock.
 //
@@ -44,13 +45,16 @@ type poolState struct {
 	maxEjection   int64
 	maxEjectedPct int
 	restoreAfter  int64 // successes in a row that restore a demoted region
-	probeEvery    int64 // nanoseconds between a demoted region's probes
-	maxAttempts   int
-	budgetPct     int64
-	minRetries    int64
-	maxInFlight   int64
-	initialLimit  float64
-	maxLimit      float64
+	// payGo is, per Priority, the pay-as-you-go lanes a call may use in
+	// order of preference (table.PayGo).
+	payGo        [3][]uint8
+	probeEvery   int64 // nanoseconds between a demoted region's probes
+	maxAttempts  int
+	budgetPct    int64
+	minRetries   int64
+	maxInFlight  int64
+	initialLimit float64
+	maxLimit     float64
 }
 
 // slot is a region as one config version sees it: its live state and its
@@ -68,7 +72,20 @@ type slot struct {
 	rps         float64 // the RequestsPerSecond hint; 0: none
 	reqCost     int64   // costUnits per request at the RPS hint; 0: no hint
 	tokCost     float64 // costUnits per token at TokensPerSecond; 0: none
+	// lanes has bit l set for each lane (lane.go) the region offers: the PT
+	// lane when provisioned, and the pay-as-you-go tiers the table lists.
+	lanes uint8
+	// hinted is the lane the capacity hints (rps, reqCost, tokCost) meter:
+	// the PT of a provisioned region, standard pay-as-you-go of a shared
+	// one. Other lanes have no hint: their own 429s alone bound them.
+	hinted uint8
+	// laneWeight is each lane's share of traffic within its rank: weight
+	// for the hinted lane, the mean hint of the shared regions for others.
+	laneWeight [laneCount]float64
 }
+
+// offers reports whether the region offers lane l.
+func (s *slot) offers(l uint8) bool { return s.lanes&(1<<l) != 0 }
 
 // region is the live state of one region, kept across table updates.
 type region struct {
@@ -82,8 +99,7 @@ type region struct {
 	toks         meter        // tokens admitted or consumed, in costUnits of its TokensPerSecond
 	tokEst       atomic.Int64 // tokens a successful call consumes, on average (EWMA)
 	fails        window       // a: answered, b: failed; buckets of the state's failWidth
-	thr          window       // a: answered, b: accepted (success); over throttleWindow
-	lastRejected atomic.Int64 // when the region last answered 429 or failed
+	lanes        [laneCount]lane
 	ejectedUntil atomic.Int64 // 0 or a time; ejected while in the future
 	timesEjected atomic.Int64
 	multiplier   int64 // ejection multiplier (gRFC A50). Guarded by p.mu.

@@ -19,12 +19,15 @@ const (
 )
 
 // throttleP is the probability that the throttle turns a call away from the
-// region at now:
+// lane (a capacity of a region: lane.go) at now:
 //
 //	p = max(0, (requests − K × accepts) / (requests + 1))
 //
-// over the last throttleWindow, where requests are attempts the region
-// answered, accepts those it answered with success, and K is 2. Both a 429
+// over the last throttleWindow, where requests are attempts the lane
+// answered, accepts those it answered with success, and K is 2. Each lane
+// counts the attempts that asked for it alone: a 429 of Flex PayGo does not
+// turn calls away from the region's Provisioned Throughput or its standard
+// pay-as-you-go, which are other quotas. Both a 429
 // and a failure are rejections: the book counts every request the backend
 // did not accept, and a region that fails most of its calls gains nothing
 // from more of them. So p is 0 while a region accepts at least half of what
@@ -46,11 +49,11 @@ const (
 //
 // It is 0, without reading the counters, when the region has not rejected a
 // call within the window.
-func (r *region) throttleP(now int64, st *poolState) float64 {
-	if now-r.lastRejected.Load() > int64(throttleWindow) {
+func (l *lane) throttleP(now int64, st *poolState) float64 {
+	if now-l.lastRejected.Load() > int64(throttleWindow) {
 		return 0
 	}
-	req, acc := r.thr.sum(bucketOf(now, throttleWidth))
+	req, acc := l.thr.sum(bucketOf(now, throttleWidth))
 	if req < st.minRequests {
 		return 0
 	}
@@ -60,12 +63,22 @@ func (r *region) throttleP(now int64, st *poolState) float64 {
 
 // throttled records an answer at now in the throttle's window: accepted or
 // rejected.
-func (r *region) throttled(now int64, accepted bool) {
+func (l *lane) throttled(now int64, accepted bool) {
 	var acc int64
 	if accepted {
 		acc = 1
 	} else {
-		r.lastRejected.Store(now)
+		l.lastRejected.Store(now)
 	}
-	r.thr.add(bucketOf(now, throttleWidth), 1, acc)
+	l.thr.add(bucketOf(now, throttleWidth), 1, acc)
+}
+
+// throttleP is the highest throttle probability of the region's lanes: the
+// share of calls its most throttled capacity turns away.
+func (r *region) throttleP(now int64, st *poolState) float64 {
+	var p float64
+	for i := range r.lanes {
+		p = max(p, r.lanes[i].throttleP(now, st))
+	}
+	return p
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -63,13 +64,14 @@ func (c *call) next() error {
 		return err
 	}
 	c.att, c.began, c.settled = a, time.Now(), false
-	c.target = upstream.Target{Pool: &c.pool.table, Region: regionOf(a), CallerAuthorization: c.caller}
+	c.target = upstream.Target{Pool: &c.pool.table, Region: regionOf(a), PayGo: a.PayGo, CallerAuthorization: c.caller}
 	return nil
 }
 
 // regionOf is the table region an attempt names: what upstream needs of it
-// (name, endpoint and tier) as the policy picked it, even when a newer table
-// has updated the policy since the request began.
+// (name, endpoint, and as its tier the capacity the attempt asks for) as the
+// policy picked it, even when a newer table has updated the policy since the
+// request began.
 func regionOf(a policy.Attempt) table.Region {
 	return table.Region{Name: a.Region, Endpoint: a.Endpoint, Tier: a.Tier}
 }
@@ -91,7 +93,7 @@ func (c *call) attempts(ctx context.Context, try attemptFunc) (time.Duration, er
 			c.endAttempt(err, "")
 			return 0, nil
 		}
-		if rep.Outcome != policy.Capacity && rep.Outcome != policy.Failure {
+		if !rep.Outcome.Retryable() {
 			c.endAttempt(err, "")
 			return 0, err
 		}
@@ -115,10 +117,17 @@ func (c *call) settle(rep policy.Report) {
 		return
 	}
 	c.settled = true
+	if rep.Outcome == policy.Success && onDemand(c.traffic) {
+		rep.OnDemand = true
+	}
 	c.att.Finish(rep)
 	c.traceSettled(rep)
 	c.pool.series.attempt(&c.target.Region, rep.Outcome, time.Since(c.began))
 }
+
+// onDemand reports whether a traffic type is pay-as-you-go's: ON_DEMAND,
+// ON_DEMAND_PRIORITY, ON_DEMAND_FLEX (and any later ON_DEMAND_ kind).
+func onDemand(traffic string) bool { return strings.HasPrefix(traffic, "ON_DEMAND") }
 
 // report is what the policy learns from an attempt that ended with err.
 // Whether the caller gave up is read on the caller's own context: the

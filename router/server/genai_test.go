@@ -10,7 +10,6 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/regionwarden/regionwarden/router/table"
-	"github.com/regionwarden/regionwarden/router/upstream"
 )
 
 // TestGenaiSDKThroughRouter calls the router with the official genai SDK, on
@@ -99,7 +98,7 @@ func TestSharedRegionIsCalledShared(t *testing.T) {
 		t.Errorf("text %q", text)
 	}
 	s := shared.saw()
-	if len(s) != 1 || s[0].requestType != upstream.RequestTypeShared ||
+	if len(s) != 1 || s[0].requestType != table.RequestTypeShared ||
 		s[0].model != "projects/"+project+"/locations/us-central1/publishers/google/models/"+model {
 		t.Errorf("region saw %+v", s)
 	}

@@ -159,8 +159,9 @@ func first(md metadata.MD, key string) string {
 
 // forwarded is the caller's metadata that goes on to the region: all of it
 // but the transport's own keys (":authority", "content-type", "user-agent",
-// "te", "grpc-*"), the credentials (the Authorizer's), the request type (the
-// region's tier decides it), the router's priority, and what the aiplatform
+// "te", "grpc-*"), the credentials (the Authorizer's), the request type and
+// shared request type (the capacity the policy picked decides them), the
+// router's priority, and what the aiplatform
 // client sets itself (x-goog-api-client, and x-goog-request-params, which
 // names the caller's location).
 func forwarded(in metadata.MD) metadata.MD {
@@ -171,7 +172,7 @@ func forwarded(in metadata.MD) metadata.MD {
 			continue
 		}
 		switch k {
-		case "content-type", "user-agent", "te", "authorization", upstream.RequestTypeHeader, metadataPriority,
+		case "content-type", "user-agent", "te", "authorization", upstream.RequestTypeHeader, upstream.SharedRequestTypeHeader, metadataPriority,
 			"x-goog-api-client", "x-goog-request-params":
 			continue
 		}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,14 +32,19 @@ type boundRequest struct {
 }
 
 // boundRegion is one region's successful attempts and answers by traffic
-// type, one per type this build knows.
+// type, one per type this build knows, and its token counters, bound on
+// first use.
 type boundRegion struct {
 	name    string
 	tier    table.Tier
 	ok      prometheus.Counter
 	d       prometheus.Observer
 	traffic [len(upstream.TrafficTypes)]prometheus.Counter
+	tokens  [2][len(table.PayGoTiers) + 1][len(upstream.TrafficTypes)][2]atomic.Pointer[boundCounter]
 }
+
+// boundCounter holds a counter, for an atomic pointer.
+type boundCounter struct{ prometheus.Counter }
 
 // methods are the methods of the surfaces, in the order of series.ok.
 var methods = [...]string{methodGenerate, methodStream, methodCount}
@@ -92,6 +98,58 @@ func (s *series) attempt(r *table.Region, o policy.Outcome, d time.Duration) {
 		return
 	}
 	s.m.Attempt(s.label, r.Name, string(r.Tier), o, d)
+}
+
+// tokens counts an answer's input and output tokens by the capacity the
+// attempt to t asked for and the traffic type that served it ("" is
+// TRAFFIC_TYPE_UNSPECIFIED). A region the pool no longer has, or a traffic
+// type this build does not know, is counted unbound.
+func (s *series) tokens(t *upstream.Target, traffic string, input, output int64) {
+	if traffic == "" {
+		traffic = "TRAFFIC_TYPE_UNSPECIFIED"
+	}
+	r := &t.Region
+	ti := 0
+	if r.Tier == table.TierShared {
+		ti = 1
+	}
+	pi := t.PayGo.Index() + 1 // 0: none
+	tt := -1
+	for i, v := range upstream.TrafficTypes {
+		if v == traffic {
+			tt = i
+		}
+	}
+	b := s.regionByName(r.Name)
+	for d, n := range [2]int64{input, output} {
+		if n <= 0 {
+			continue
+		}
+		dir := [2]string{metrics.DirectionInput, metrics.DirectionOutput}[d]
+		if b == nil || tt < 0 {
+			s.m.TokenSeries(s.label, r.Name, string(r.Tier), string(t.PayGo), traffic, dir).Add(float64(n))
+			continue
+		}
+		slot := &b.tokens[ti][pi][tt][d]
+		c := slot.Load()
+		if c == nil {
+			c = &boundCounter{s.m.TokenSeries(s.label, r.Name, string(r.Tier), string(t.PayGo), traffic, dir)}
+			slot.Store(c)
+		}
+		c.Add(float64(n))
+	}
+}
+
+// regionByName returns the bound series of a region of the pool by name,
+// whatever capacity the attempt asked for; nil for one the pool no longer
+// has.
+func (s *series) regionByName(name string) *boundRegion {
+	for i := range s.regions {
+		if s.regions[i].name == name {
+			return &s.regions[i]
+		}
+	}
+	return nil
 }
 
 // traffic counts an answer by the traffic type that served it.

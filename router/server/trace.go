@@ -104,9 +104,11 @@ func (c *call) startAttempt(ctx context.Context) context.Context {
 }
 
 // answered records the usage of the answer the attempt under way got: the
-// tokens (prompt in; candidates and thoughts out) and the traffic type.
+// tokens (prompt in; candidates and thoughts out) and the traffic type, for
+// the trace, the policy (settle) and the token counters.
 func (c *call) answered(input, output int64, traffic string) {
 	c.input, c.output, c.traffic = input, output, traffic
+	c.pool.series.tokens(&c.target, traffic, input, output)
 }
 
 // traceSettled records on the attempt's span what the policy learned of it:

@@ -181,6 +181,11 @@ func (p *Pool) fill() {
 		if r.Tier == TierProvisioned {
 			r.Ejectable = false
 		}
+		if len(r.PayGoTiers) == 0 {
+			r.PayGoTiers = DefaultRegionPayGoTiers(r.Tier)
+		} else {
+			r.PayGoTiers = sortedTiers(r.PayGoTiers)
+		}
 	}
 	p.Policy.Default()
 	p.Callers.fill()
@@ -239,6 +244,7 @@ func (p *Policy) Default() {
 	if p.CapacityShare == 0 {
 		p.CapacityShare = DefaultCapacityShare
 	}
+	p.PayGo.fill()
 }
 
 // defaultPtr points *f at a new v when *f is nil. It never writes through
@@ -325,6 +331,9 @@ func (p *Pool) Validate() error {
 		default:
 			return fieldError(path+".source", "unknown source %q (spec, declared or discovered)", r.Source)
 		}
+		if err := validTiers(r.PayGoTiers); err != nil {
+			return fieldError(path+".payGoTiers", "%v", err)
+		}
 		c := r.Capacity
 		if c.GSUs < 0 || c.GSUs > 100000 {
 			return fieldError(path+".capacity.gsus", "%d is out of range [0, 100000]", c.GSUs)
@@ -410,7 +419,7 @@ func (p *Policy) Validate() error {
 	if p.CapacityShare < 1 || p.CapacityShare > 100 {
 		return fieldError("capacityShare", "%d is out of range [1, 100] (percent)", p.CapacityShare)
 	}
-	return nil
+	return p.PayGo.validate()
 }
 
 // Render writes the table deterministically: defaults filled, regions sorted,

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -144,13 +145,13 @@ func TestParseDefaults(t *testing.T) {
 	}
 	want := []Region{
 		{Name: "global", Endpoint: "aiplatform.googleapis.com:443", Tier: TierProvisioned, Ejectable: false, Source: SourceDeclared, Capacity: Capacity{GSUs: 3}},
-		{Name: "us-east5", Endpoint: "us-east5-aiplatform.googleapis.com:443", Tier: TierShared, Ejectable: true, Source: SourceSpec},
+		{Name: "us-east5", Endpoint: "us-east5-aiplatform.googleapis.com:443", Tier: TierShared, Ejectable: true, Source: SourceSpec, PayGoTiers: []PayGoTier{PayGoStandard}},
 	}
 	if len(p.Regions) != len(want) {
 		t.Fatalf("regions = %+v", p.Regions)
 	}
 	for i := range want {
-		if p.Regions[i] != want[i] {
+		if !reflect.DeepEqual(p.Regions[i], want[i]) {
 			t.Errorf("regions[%d] = %+v, want %+v", i, p.Regions[i], want[i])
 		}
 	}

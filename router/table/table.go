@@ -112,6 +112,13 @@ type Region struct {
 	Source Source `json:"source"`
 	// Capacity is what the region can take; zero fields are unknown.
 	Capacity Capacity `json:"capacity"`
+	// PayGoTiers are the pay-as-you-go tiers the router may call in the
+	// region, in PayGoTiers order. Omitted: DefaultRegionPayGoTiers (standard
+	// for a shared region, none for a provisioned one). Capacity hints are
+	// the provisioned capacity's (provisioned) or standard pay-as-you-go's
+	// (shared): Priority and Flex have no hint, and the router learns their
+	// room from their own 429s.
+	PayGoTiers []PayGoTier `json:"payGoTiers,omitempty"`
 }
 
 // Capacity is what a region can take. A zero field means "not known": the router
@@ -127,7 +134,7 @@ type Capacity struct {
 }
 
 // RequestType is how calls to a provisioned region ask for its capacity, sent
-// as the X-Vertex-AI-LLM-Request-Type header.
+// as the X-Vertex-AI-LLM-Request-Type header (Provisioned.Headers).
 type RequestType string
 
 const (
@@ -153,6 +160,8 @@ type Policy struct {
 	Retry       Retry       `json:"retry"`
 	Provisioned Provisioned `json:"provisioned"`
 	Concurrency Concurrency `json:"concurrency"`
+	// PayGo is which pay-as-you-go tiers calls of each priority may use.
+	PayGo PayGo `json:"payGo"`
 	// CapacityShare is the percentage, 1 to 100, of every region's capacity
 	// (and quota) that this cluster's routers may use together, when several
 	// clusters route to the same orders. Each router takes its own part of it
@@ -209,22 +218,6 @@ type Retry struct {
 type Provisioned struct {
 	// RequestType is spillover (default) or dedicated.
 	RequestType RequestType `json:"requestType"`
-}
-
-// Header is the X-Vertex-AI-LLM-Request-Type value of a call to a region of
-// tier t, or "" for none. A shared region is called "shared", so that it uses
-// pay-as-you-go capacity alone and never draws on provisioned capacity bought
-// for another route. A provisioned region is called "dedicated" when the pool
-// asks for dedicated calls, and without the header (Provisioned Throughput,
-// then spillover to pay-as-you-go) otherwise.
-func (p Provisioned) Header(t Tier) string {
-	switch {
-	case t != TierProvisioned:
-		return string(TierShared)
-	case p.RequestType == RequestTypeDedicated:
-		return string(RequestTypeDedicated)
-	}
-	return ""
 }
 
 // Concurrency bounds in-flight calls (bulkheads).

@@ -42,7 +42,7 @@ func BenchmarkOutHeader(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = outHeader(in, RequestTypeShared, "Bearer router")
+		_ = outHeader(in, table.RequestTypeShared, "", "Bearer router")
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -18,8 +19,12 @@ import (
 // Classify says what an upstream call's error teaches the router:
 //
 //   - nil: Success.
-//   - RESOURCE_EXHAUSTED: Capacity. The region has no capacity now (429); it
-//     is not broken.
+//   - RESOURCE_EXHAUSTED whose message says "Exceeded the Provisioned
+//     Throughput": ProvisionedFull. The attempt asked for the region's PT
+//     alone and the PT is full now; the call spills to pay-as-you-go, and
+//     the region is not throttled for it (see ProvisionedThroughputFull).
+//   - any other RESOURCE_EXHAUSTED: Capacity. The region has no
+//     pay-as-you-go capacity now (429); it is not broken.
 //   - UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, UNKNOWN, DATA_LOSS, ABORTED and
 //     errors that carry no gRPC status (connection errors): Failure.
 //   - PERMISSION_DENIED and UNAUTHENTICATED: Failure. The router calls with its
@@ -56,6 +61,9 @@ func Classify(err error) policy.Outcome {
 	case codes.OK:
 		return policy.Success
 	case codes.ResourceExhausted:
+		if ProvisionedThroughputFull(s.Message()) {
+			return policy.ProvisionedFull
+		}
 		return policy.Capacity
 	case codes.Canceled:
 		return policy.Cancelled //nolint:misspell // the policy package's name
@@ -67,6 +75,29 @@ func Classify(err error) policy.Outcome {
 		// PermissionDenied, Unauthenticated, and any code added later.
 		return policy.Failure
 	}
+}
+
+// ptFullMessage is the words of the 429 Google answers when an attempt asks
+// for a Provisioned Throughput alone (X-Vertex-AI-LLM-Request-Type:
+// dedicated) and the PT is full. Google's "Error code 429" page gives the
+// two messages of its two quota frameworks:
+//
+//	Pay-as-you-go            Resource exhausted, please try again later.
+//	Provisioned Throughput   Too many requests. Exceeded the Provisioned Throughput.
+//
+// (Regions answer the first as "Resource exhausted. Please try again later.
+// Please refer to https://cloud.google.com/vertex-ai/generative-ai/docs/error-code-429
+// for more details.", with reason rateLimitExceeded.) Both are HTTP 429,
+// RESOURCE_EXHAUSTED; no error detail tells them apart, so the message does.
+const ptFullMessage = "exceeded the provisioned throughput"
+
+// ProvisionedThroughputFull reports whether a RESOURCE_EXHAUSTED message is
+// the one of a full Provisioned Throughput (ptFullMessage), compared without
+// case. Any other 429 is pay-as-you-go's: the region is throttling. A message
+// that matches neither is taken as pay-as-you-go's, the reaction that
+// protects the region.
+func ProvisionedThroughputFull(message string) bool {
+	return strings.Contains(strings.ToLower(message), ptFullMessage)
 }
 
 // ClassifyContext is Classify for a call made under the caller's context ctx.
@@ -230,15 +261,9 @@ func readError(resp *http.Response) *Error {
 	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	e := &Error{HTTPStatus: resp.StatusCode, Code: codeOfHTTP(resp.StatusCode), Header: resp.Header, Body: body}
-	var g struct {
-		Error struct {
-			Message string `json:"message"`
-			Status  string `json:"status"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(body, &g) == nil {
-		e.Message = g.Error.Message
-		if c, ok := codeOfName([]byte(g.Error.Status)); ok && c != codes.OK {
+	if g, ok := parseGoogleError(body); ok {
+		e.Message = g.Message
+		if c, ok := codeOfName([]byte(g.Status)); ok && c != codes.OK {
 			e.Code = c
 		}
 	}
@@ -246,6 +271,21 @@ func readError(resp *http.Response) *Error {
 		e.Message = http.StatusText(resp.StatusCode)
 	}
 	return e
+}
+
+// parseGoogleError reads the error of a Google error answer: one object,
+// {"error":{...}}, or, as Google's streaming and OpenAI-compatible endpoints
+// answer, an array of them, [{"error":{...}}], of which the first counts.
+func parseGoogleError(body []byte) (googleErrorBody, bool) {
+	var one googleError
+	if json.Unmarshal(body, &one) == nil {
+		return one.Error, true
+	}
+	var many []googleError
+	if json.Unmarshal(body, &many) == nil && len(many) > 0 {
+		return many[0].Error, true
+	}
+	return googleErrorBody{}, false
 }
 
 // googleError is the body of a Google REST error.

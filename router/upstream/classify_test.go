@@ -167,3 +167,44 @@ func TestGoogleErrorAndHTTPStatus(t *testing.T) {
 	g.Expect(HTTPStatus(codes.Code(42))).To(Equal(500))
 	g.Expect(StatusName(codes.Code(42))).To(Equal("UNKNOWN"))
 }
+
+// TestTwo429sToldApart: Google's two 429 messages ("Error code 429") reach
+// the policy as two outcomes, through the real clients on both surfaces: a
+// full PT spills, pay-as-you-go throttles.
+func TestTwo429sToldApart(t *testing.T) {
+	prov, shared := regions(t)
+	c := newClients(t, Options{})
+	pool := testPool(prov, shared, table.RequestTypeDedicated)
+	for _, tc := range []struct {
+		msg  string
+		want policy.Outcome
+	}{
+		{"Too many requests. Exceeded the Provisioned Throughput.", policy.ProvisionedFull},
+		{"Resource exhausted, please try again later.", policy.Capacity},
+		{"Resource exhausted. Please try again later. Please refer to https://cloud.google.com/vertex-ai/generative-ai/docs/error-code-429 for more details.", policy.Capacity},
+		{"Quota exceeded for aiplatform.googleapis.com/generate_content_requests_per_minute_per_project_per_base_model.", policy.Capacity},
+	} {
+		for _, cl := range callers {
+			t.Run(tc.msg[:20]+"/"+cl.name, func(t *testing.T) {
+				g := NewWithT(t)
+				fault := status.Error(codes.ResourceExhausted, tc.msg)
+				prov.Set(func(b *upstreamtest.Behavior) { b.Fault = func(int64) error { return fault } })
+				_, err := cl.call(t.Context(), c, Target{Pool: pool, Region: pool.Regions[0]})
+				g.Expect(Code(err)).To(Equal(codes.ResourceExhausted))
+				g.Expect(Classify(err)).To(Equal(tc.want))
+			})
+		}
+	}
+}
+
+// TestErrorArrays: an error answer wrapped in an array, as Google's
+// streaming and OpenAI-compatible endpoints write it, is read as one.
+func TestErrorArrays(t *testing.T) {
+	rec := httptest.NewRecorder()
+	rec.WriteHeader(429)
+	_, _ = rec.WriteString(`[{"error": {"code": 429, "message": "Too many requests. Exceeded the Provisioned Throughput.", "status": "RESOURCE_EXHAUSTED"}}]`)
+	err := readError(rec.Result())
+	if got := Classify(err); got != policy.ProvisionedFull {
+		t.Errorf("Classify = %v, want %v (%v)", got, policy.ProvisionedFull, err)
+	}
+}

@@ -24,16 +24,11 @@ import (
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
-// RequestTypeHeader is the metadata key that tells Vertex AI which capacity a
-// call may use: "dedicated" (Provisioned Throughput only), "shared"
-// (pay-as-you-go only), or absent (Provisioned Throughput, then spillover to
-// pay-as-you-go). Over REST it is the header X-Vertex-AI-LLM-Request-Type.
-const RequestTypeHeader = "x-vertex-ai-llm-request-type"
-
-// Request type values of RequestTypeHeader, as table.Provisioned.Header gives them.
+// Metadata keys that pick the capacity of a call (table.HeaderRequestType
+// and table.HeaderSharedRequestType), as gRPC carries them, in lower case.
 const (
-	RequestTypeDedicated = string(table.RequestTypeDedicated)
-	RequestTypeShared    = string(table.TierShared)
+	RequestTypeHeader       = "x-vertex-ai-llm-request-type"
+	SharedRequestTypeHeader = "x-vertex-ai-llm-shared-request-type"
 )
 
 // userAgent names the router in the calls it makes.
@@ -65,9 +60,13 @@ type Options struct {
 // Target is where one attempt goes and on whose behalf.
 type Target struct {
 	// Pool is the pool the call belongs to; Region the region the policy
-	// picked, its Tier deciding the request type.
+	// picked. Region.Tier is the capacity the attempt asks for (the region's
+	// Provisioned Throughput, or pay-as-you-go alone) and PayGo the
+	// pay-as-you-go tier: the pay-as-you-go tier it uses, or the one a PT's
+	// overflow spills into. Together they decide the headers (Headers).
 	Pool   *table.Pool
 	Region table.Region
+	PayGo  table.PayGoTier
 	// CallerAuthorization is the Authorization the router's caller presented
 	// ("" for none), for an Authorizer that forwards it.
 	CallerAuthorization string
@@ -309,14 +308,11 @@ func writeModelName(b *strings.Builder, pool *table.Pool, region string, extra i
 	b.WriteString(pool.Model)
 }
 
-// RequestType is the RequestTypeHeader value a call to region of pool carries,
-// or "" for none: derived here, where it is sent, from the region's tier. A
-// shared region is called "shared", so pay-as-you-go capacity is all it uses.
-// A provisioned region is called "dedicated" when the pool asks for dedicated
-// calls, and without the header (Provisioned Throughput with spillover)
-// otherwise.
-func RequestType(pool *table.Pool, region table.Region) string {
-	return pool.Policy.Provisioned.Header(region.Tier)
+// Headers are the request type and shared request type (table.Headers; ""
+// for none) an attempt to t carries: derived here, where it is sent, from
+// the capacity the policy picked for the attempt.
+func Headers(t *Target) (requestType, sharedRequestType string) {
+	return t.Pool.Policy.Provisioned.Headers(t.Region.Tier, t.PayGo)
 }
 
 // authKey carries a gRPC call's Authorization value to callCredentials.

@@ -27,12 +27,19 @@ func TestCallsCarryRegionModelAndRequestType(t *testing.T) {
 		name        string
 		requestType table.RequestType
 		provisioned bool
+		payGo       table.PayGoTier
 		want        []string
+		wantShared  []string
 	}{
-		{"provisioned spillover sends no header", table.RequestTypeSpillover, true, nil},
-		{"provisioned dedicated sends dedicated", table.RequestTypeDedicated, true, []string{"dedicated"}},
-		{"shared sends shared", table.RequestTypeSpillover, false, []string{"shared"}},
-		{"shared of a dedicated pool sends shared", table.RequestTypeDedicated, false, []string{"shared"}},
+		{"provisioned spillover sends no header", table.RequestTypeSpillover, true, "", nil, nil},
+		{"provisioned spillover into standard sends no header", table.RequestTypeSpillover, true, table.PayGoStandard, nil, nil},
+		{"provisioned spillover into priority sends the tier alone", table.RequestTypeSpillover, true, table.PayGoPriority, nil, []string{"priority"}},
+		{"provisioned dedicated sends dedicated", table.RequestTypeDedicated, true, "", []string{"dedicated"}, nil},
+		{"provisioned dedicated never sends a tier", table.RequestTypeDedicated, true, table.PayGoFlex, []string{"dedicated"}, nil},
+		{"shared sends shared", table.RequestTypeSpillover, false, table.PayGoStandard, []string{"shared"}, nil},
+		{"shared priority sends shared and priority", table.RequestTypeSpillover, false, table.PayGoPriority, []string{"shared"}, []string{"priority"}},
+		{"shared flex sends shared and flex", table.RequestTypeDedicated, false, table.PayGoFlex, []string{"shared"}, []string{"flex"}},
+		{"shared of a dedicated pool sends shared", table.RequestTypeDedicated, false, table.PayGoStandard, []string{"shared"}, nil},
 	}
 	for _, tc := range cases {
 		for _, cl := range callers {
@@ -44,8 +51,8 @@ func TestCallsCarryRegionModelAndRequestType(t *testing.T) {
 					region, fake = pool.Regions[0], prov
 				}
 				// An earlier attempt's request type must not leak into this one.
-				ctx := metadata.AppendToOutgoingContext(t.Context(), RequestTypeHeader, "stale", "x-other", "kept")
-				_, err := cl.call(ctx, c, Target{Pool: pool, Region: region})
+				ctx := metadata.AppendToOutgoingContext(t.Context(), RequestTypeHeader, "stale", SharedRequestTypeHeader, "stale", "x-other", "kept")
+				_, err := cl.call(ctx, c, Target{Pool: pool, Region: region, PayGo: tc.payGo})
 				g.Expect(err).NotTo(HaveOccurred())
 
 				want := "projects/proj/locations/" + region.Name + "/publishers/google/models/gemini-2.5-flash"
@@ -57,6 +64,7 @@ func TestCallsCarryRegionModelAndRequestType(t *testing.T) {
 					g.Expect(got.Model).To(Equal(want))
 				}
 				g.Expect(got.RequestType).To(Equal(tc.want))
+				g.Expect(got.SharedRequestType).To(Equal(tc.wantShared))
 				g.Expect(got.Auth).To(BeEmpty(), "no Authorizer sends no credentials")
 				if got.Surface == upstreamtest.GRPC {
 					param := "model"
@@ -80,16 +88,17 @@ func TestRESTSendsTheCallersBytes(t *testing.T) {
 	pool := testPool(prov, shared, table.RequestTypeDedicated)
 	body := []byte(`{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{"someFutureOption":{"x":[1,2]}},"aFieldFromNextYear":"\u00e9"}`)
 	header := http.Header{
-		"Content-Type":                 {"application/json"},
-		"User-Agent":                   {"google-genai-sdk/1.0 gl-go/1.26"},
-		"X-Goog-Api-Client":            {"google-genai-sdk/1.0"},
-		"X-Goog-User-Project":          {"billing-project"},
-		"X-Vertex-Ai-Llm-Request-Type": {"shared"},
-		"X-Regionwarden-Priority":      {"critical"},
-		"Authorization":                {"Bearer caller"},
-		"Accept-Encoding":              {"gzip"},
-		"Connection":                   {"X-Hop"},
-		"X-Hop":                        {"1"},
+		"Content-Type":                        {"application/json"},
+		"User-Agent":                          {"google-genai-sdk/1.0 gl-go/1.26"},
+		"X-Goog-Api-Client":                   {"google-genai-sdk/1.0"},
+		"X-Goog-User-Project":                 {"billing-project"},
+		"X-Vertex-Ai-Llm-Request-Type":        {"shared"},
+		"X-Vertex-Ai-Llm-Shared-Request-Type": {"priority"},
+		"X-Regionwarden-Priority":             {"critical"},
+		"Authorization":                       {"Bearer caller"},
+		"Accept-Encoding":                     {"gzip"},
+		"Connection":                          {"X-Hop"},
+		"X-Hop":                               {"1"},
 	}
 	resp, err := c.Send(t.Context(), Target{Pool: pool, Region: pool.Regions[0]},
 		&Request{Version: "v1beta1", Method: "streamGenerateContent", RawQuery: "alt=sse", Header: header, Body: body})
@@ -103,10 +112,11 @@ func TestRESTSendsTheCallersBytes(t *testing.T) {
 		g.Expect(got.Header.Values(k)).To(Equal(header.Values(k)), k)
 	}
 	g.Expect(got.RequestType).To(Equal([]string{"dedicated"}), "the tier decides the request type, not the caller")
+	g.Expect(got.SharedRequestType).To(BeEmpty(), "the policy decides the pay-as-you-go tier, not the caller")
 	for _, k := range []string{"X-Regionwarden-Priority", "Authorization", "Accept-Encoding", "X-Hop"} {
 		g.Expect(got.Header.Values(k)).To(BeEmpty(), k)
 	}
-	g.Expect(header).To(HaveLen(10), "the caller's header is not modified")
+	g.Expect(header).To(HaveLen(11), "the caller's header is not modified")
 }
 
 // forward sends the caller's own credentials.

@@ -9,8 +9,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// outgoing returns ctx with the request type of the call in its outgoing
-// metadata, replacing any request type ctx already carried (from an earlier
+// outgoing returns ctx with the capacity headers of the call in its
+// outgoing metadata, replacing any ctx already carried (from an earlier
 // attempt to another region, or from the caller), and the call's
 // credentials for callCredentials.
 func (c *Clients) outgoing(ctx context.Context, t *Target) (context.Context, error) {
@@ -21,16 +21,20 @@ func (c *Clients) outgoing(ctx context.Context, t *Target) (context.Context, err
 	if auth != "" {
 		ctx = context.WithValue(ctx, authKey{}, auth)
 	}
-	requestType := RequestType(t.Pool, t.Region)
+	requestType, sharedRequestType := Headers(t)
 	md, ok := metadata.FromOutgoingContext(ctx)
 	if ok {
 		md = md.Copy()
 		delete(md, RequestTypeHeader)
+		delete(md, SharedRequestTypeHeader)
 	} else {
 		md = metadata.MD{}
 	}
 	if requestType != "" {
 		md.Set(RequestTypeHeader, requestType)
+	}
+	if sharedRequestType != "" {
+		md.Set(SharedRequestTypeHeader, sharedRequestType)
 	}
 	// The attempt's trace context replaces the caller's traceparent, when
 	// ctx carries a span.

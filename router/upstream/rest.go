@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/regionwarden/regionwarden/router/table"
 )
 
 // Request is one Vertex REST call as the router's caller made it, to be sent
@@ -31,16 +33,27 @@ type Request struct {
 
 // Header names the router sets or drops, canonical.
 var (
-	headerRequestType   = textproto.CanonicalMIMEHeaderKey(RequestTypeHeader)
-	headerAuthorization = "Authorization"
+	headerRequestType       = textproto.CanonicalMIMEHeaderKey(table.HeaderRequestType)
+	headerSharedRequestType = textproto.CanonicalMIMEHeaderKey(table.HeaderSharedRequestType)
+	headerAuthorization     = "Authorization"
 )
 
-// Values of the request-type header, shared by every call: the transport
-// never modifies a request's header.
-var (
-	requestTypeDedicated = []string{RequestTypeDedicated}
-	requestTypeShared    = []string{RequestTypeShared}
-)
+// headerValues are the values of the capacity headers, shared by every
+// call: the transport never modifies a request's header.
+var headerValues = map[string][]string{
+	string(table.RequestTypeDedicated): {string(table.RequestTypeDedicated)},
+	table.RequestTypeShared:            {table.RequestTypeShared},
+	string(table.PayGoPriority):        {string(table.PayGoPriority)},
+	string(table.PayGoFlex):            {string(table.PayGoFlex)},
+}
+
+// headerValue is v as a header's values, shared when it is a known one.
+func headerValue(v string) []string {
+	if hv, ok := headerValues[v]; ok {
+		return hv
+	}
+	return []string{v}
+}
 
 // HeaderPriority is the router's own request header that sets a call's
 // priority for shedding; it is never sent on.
@@ -50,7 +63,8 @@ const HeaderPriority = "X-Regionwarden-Priority"
 //   - hop-by-hop headers (RFC 9110, section 7.6.1) and those the transport
 //     sets itself (Host, Content-Length);
 //   - Authorization, which the Authorizer decides;
-//   - the request type, which the region's tier decides;
+//   - the request type and the shared request type, which the capacity the
+//     policy picked decides;
 //   - Accept-Encoding: the router reads the answers it relays and asks for
 //     them uncompressed;
 //   - the router's own priority header.
@@ -58,16 +72,16 @@ func dropped(key string) bool {
 	switch key {
 	case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
 		"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Host", "Content-Length",
-		headerAuthorization, "Accept-Encoding", headerRequestType, HeaderPriority:
+		headerAuthorization, "Accept-Encoding", headerRequestType, headerSharedRequestType, HeaderPriority:
 		return true
 	}
 	return false
 }
 
 // outHeader is the header of a call to a region: the caller's, less what
-// stays with the router, plus the request type and the credentials.
-func outHeader(in http.Header, requestType, authorization string) http.Header {
-	out := make(http.Header, len(in)+2)
+// stays with the router, plus the capacity headers and the credentials.
+func outHeader(in http.Header, requestType, sharedRequestType, authorization string) http.Header {
+	out := make(http.Header, len(in)+3)
 	for k, v := range in {
 		if !dropped(k) {
 			out[k] = v
@@ -79,14 +93,11 @@ func outHeader(in http.Header, requestType, authorization string) http.Header {
 			delete(out, textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name)))
 		}
 	}
-	switch requestType {
-	case RequestTypeDedicated:
-		out[headerRequestType] = requestTypeDedicated
-	case RequestTypeShared:
-		out[headerRequestType] = requestTypeShared
-	case "":
-	default:
-		out[headerRequestType] = []string{requestType}
+	if requestType != "" {
+		out[headerRequestType] = headerValue(requestType)
+	}
+	if sharedRequestType != "" {
+		out[headerSharedRequestType] = headerValue(sharedRequestType)
 	}
 	if authorization != "" {
 		out[headerAuthorization] = []string{authorization}
@@ -151,6 +162,7 @@ func (c *Clients) Send(ctx context.Context, t Target, r *Request) (*http.Respons
 		e.release()
 		return nil, err
 	}
+	rt, srt := Headers(&t)
 	s := &sending{raw: r.Body}
 	s.u = url.URL{Scheme: "https", Host: t.Region.Endpoint, Path: path(r, &t), RawQuery: r.RawQuery}
 	if c.opts.Insecure {
@@ -162,7 +174,7 @@ func (c *Clients) Send(ctx context.Context, t Target, r *Request) (*http.Respons
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,
 		ProtoMinor: 1,
-		Header:     outHeader(r.Header, RequestType(t.Pool, t.Region), auth),
+		Header:     outHeader(r.Header, rt, srt, auth),
 		Body:       http.NoBody,
 		Host:       s.u.Host,
 	}).WithContext(ctx)

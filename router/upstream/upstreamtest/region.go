@@ -101,8 +101,11 @@ type Call struct {
 	Model string
 	// Endpoint is a gRPC CountTokens request's endpoint field.
 	Endpoint string
-	// RequestType holds the X-Vertex-AI-LLM-Request-Type values; nil when absent.
-	RequestType []string
+	// RequestType holds the X-Vertex-AI-LLM-Request-Type values, and
+	// SharedRequestType the X-Vertex-AI-LLM-Shared-Request-Type values; nil
+	// when absent.
+	RequestType       []string
+	SharedRequestType []string
 	// Auth holds the Authorization values; nil when absent.
 	Auth []string
 	// Params holds the x-goog-request-params metadata values (gRPC).
@@ -385,9 +388,10 @@ func (r *Region) serveREST(w http.ResponseWriter, req *http.Request) {
 		Surface: REST, Path: req.URL.Path,
 		Model: "projects/" + req.PathValue("project") + "/locations/" + req.PathValue("location") +
 			"/publishers/" + req.PathValue("publisher") + "/models/" + model,
-		RequestType: req.Header.Values("X-Vertex-AI-LLM-Request-Type"),
-		Auth:        req.Header.Values("Authorization"),
-		Header:      req.Header.Clone(),
+		RequestType:       req.Header.Values("X-Vertex-AI-LLM-Request-Type"),
+		SharedRequestType: req.Header.Values("X-Vertex-AI-LLM-Shared-Request-Type"),
+		Auth:              req.Header.Values("Authorization"),
+		Header:            req.Header.Clone(),
 	}
 	switch method {
 	case "generateContent":
@@ -550,7 +554,8 @@ func grpcCall(ctx context.Context, method, model, endpoint string, req proto.Mes
 	md, _ := metadata.FromIncomingContext(ctx)
 	return Call{
 		Surface: GRPC, Method: method, Model: model, Endpoint: endpoint,
-		RequestType: md.Get("x-vertex-ai-llm-request-type"), Auth: md.Get("authorization"),
+		RequestType: md.Get("x-vertex-ai-llm-request-type"), SharedRequestType: md.Get("x-vertex-ai-llm-shared-request-type"),
+		Auth:   md.Get("authorization"),
 		Params: md.Get("x-goog-request-params"), Metadata: md.Copy(), Request: proto.Clone(req),
 	}
 }

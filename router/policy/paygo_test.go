@@ -1,0 +1,232 @@
+package policy
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// offering is region r listing pay-as-you-go tiers ts.
+func offering(r table.Region, ts ...table.PayGoTier) table.Region {
+	r.PayGoTiers = ts
+	return r
+}
+
+// globalPT is a pool whose PT is on global, where Priority and Flex are
+// offered with standard, beside a shared region offering standard alone.
+func globalPT(rt table.RequestType) table.Pool {
+	tp := pool(
+		offering(provisioned("global", table.Capacity{GSUs: 1}), table.PayGoStandard, table.PayGoPriority, table.PayGoFlex),
+		shared("europe-west4", 0),
+	)
+	tp.Policy.Provisioned.RequestType = rt
+	return tp
+}
+
+// pick starts a call of priority pr and picks its first attempt.
+func pick(t *testing.T, p *Pool, pr Priority) (*Call, Attempt) {
+	t.Helper()
+	c := p.Start(Request{Priority: pr})
+	a, err := c.Pick()
+	if err != nil {
+		t.Fatalf("pick: %v", err)
+	}
+	return &c, a
+}
+
+// TestSpilloverCarriesTheCallsTier: in spillover mode a PT attempt names the
+// tier its overflow spills into, the first of the call's tiers the region
+// offers: Priority for critical, Flex for sheddable, standard (no header)
+// for default; none a region does not offer.
+func TestSpilloverCarriesTheCallsTier(t *testing.T) {
+	g := NewWithT(t)
+	p := mustNew(t, globalPT(table.RequestTypeSpillover), newClock())
+	for pr, want := range map[Priority]table.PayGoTier{
+		PriorityCritical: table.PayGoPriority, PriorityDefault: table.PayGoStandard, PrioritySheddable: table.PayGoFlex,
+	} {
+		_, a := pick(t, p, pr)
+		g.Expect(a.Region).To(Equal("global"))
+		g.Expect(a.Tier).To(Equal(table.TierProvisioned))
+		g.Expect(a.PayGo).To(Equal(want), "priority %s", pr)
+		a.Done(Success)
+	}
+
+	// A PT region that lists no tiers spills into Google's default.
+	p = mustNew(t, pool(provisioned("global", table.Capacity{GSUs: 1})), newClock())
+	_, a := pick(t, p, PriorityCritical)
+	g.Expect(a.PayGo).To(BeEmpty())
+
+	// Dedicated calls never spill.
+	p = mustNew(t, globalPT(table.RequestTypeDedicated), newClock())
+	_, a = pick(t, p, PriorityCritical)
+	g.Expect(a.Tier).To(Equal(table.TierProvisioned))
+	g.Expect(a.PayGo).To(BeEmpty())
+}
+
+// TestFullPTSpillsWithoutThrottling: a PT-full 429 sends the call on to
+// pay-as-you-go (Priority PayGo on the same location for a critical call,
+// standard elsewhere for a default one) within the budget's reach even when
+// no retry is left in the budget; the PT is full for the next calls, one of
+// which asks it again a second later; and nothing of the region is
+// throttled, shrunk or demoted.
+func TestFullPTSpillsWithoutThrottling(t *testing.T) {
+	g := NewWithT(t)
+	clk := newClock()
+	tp := globalPT(table.RequestTypeDedicated)
+	zero := 0
+	tp.Policy.Retry.BudgetPercent, tp.Policy.Retry.MinRetriesPerSecond = &zero, &zero
+	p := mustNew(t, tp, clk)
+	limit := p.st.Load().slots[0].r.limit.get()
+
+	c, a := pick(t, p, PriorityCritical)
+	g.Expect(a.Tier).To(Equal(table.TierProvisioned))
+	a.Done(ProvisionedFull)
+	b, err := c.Pick()
+	g.Expect(err).NotTo(HaveOccurred(), "a spill is not a retry the budget bounds")
+	g.Expect(b.Region).To(Equal("global"), "the PT's location is still untried for its other capacities")
+	g.Expect(b.Tier).To(Equal(table.TierShared))
+	g.Expect(b.PayGo).To(Equal(table.PayGoPriority))
+	b.Done(Success)
+
+	snap := p.Snapshot().Regions[0]
+	g.Expect(snap.ProvisionedFull).To(BeTrue())
+	g.Expect(snap.ThrottleProbability).To(BeZero())
+	g.Expect(snap.Demotion).To(BeNil())
+	g.Expect(p.st.Load().slots[0].r.limit.get()).To(BeNumerically(">=", limit), "a full PT does not shrink the region's limit")
+
+	// While it is full, calls go straight to pay-as-you-go.
+	for range 5 {
+		_, a := pick(t, p, PriorityDefault)
+		g.Expect(a.Tier).To(Equal(table.TierShared))
+		g.Expect(a.PayGo).To(Equal(table.PayGoStandard))
+		a.Done(Success)
+	}
+	// A second later, one call asks the PT again; the others still spill.
+	clk.Advance(ptFullFor)
+	_, probe := pick(t, p, PriorityDefault)
+	g.Expect(probe.Tier).To(Equal(table.TierProvisioned))
+	_, other := pick(t, p, PriorityDefault)
+	g.Expect(other.Tier).To(Equal(table.TierShared))
+	other.Done(Success)
+	// The PT served it: it is open again.
+	probe.Done(Success)
+	_, a = pick(t, p, PriorityDefault)
+	g.Expect(a.Tier).To(Equal(table.TierProvisioned))
+	a.Done(Success)
+}
+
+// TestPayGo429ThrottlesItsOwnTier: a 429 of one tier throttles that tier of
+// the region alone; Flex's 429s do not shrink the region's in-flight limit,
+// standard's do.
+func TestPayGo429ThrottlesItsOwnTier(t *testing.T) {
+	g := NewWithT(t)
+	clk := newClock()
+	tp := pool(offering(shared("global", 0), table.PayGoStandard, table.PayGoPriority, table.PayGoFlex))
+	p := mustNew(t, tp, clk)
+	r := p.st.Load().slots[0].r
+	limit := r.limit.get()
+	flex := 0
+	for range 40 {
+		_, a := pick(t, p, PrioritySheddable)
+		if a.PayGo == table.PayGoFlex {
+			flex++
+			a.Done(Capacity)
+			continue
+		}
+		g.Expect(a.PayGo).To(Equal(table.PayGoStandard), "then standard, once Flex is throttled")
+		a.Done(Success)
+	}
+	g.Expect(flex).To(BeNumerically(">=", 20), "sheddable calls go to Flex first")
+	st := p.st.Load()
+	g.Expect(r.lanes[laneFlex].throttleP(p.nanos(), st)).To(BeNumerically(">", 0.5))
+	g.Expect(r.lanes[laneStandard].throttleP(p.nanos(), st)).To(BeZero())
+	g.Expect(r.lanes[lanePriority].throttleP(p.nanos(), st)).To(BeZero())
+	g.Expect(r.limit.get()).To(Equal(limit), "Flex 429s leave the limit alone")
+	g.Expect(p.Snapshot().Regions[0].Throttle).To(HaveKey("flex"))
+
+	// Critical and default calls go on untouched.
+	for range 20 {
+		_, a := pick(t, p, PriorityCritical)
+		g.Expect(a.PayGo).To(Equal(table.PayGoPriority))
+		a.Done(Success)
+		_, a = pick(t, p, PriorityDefault)
+		g.Expect(a.PayGo).To(Equal(table.PayGoStandard))
+		a.Done(Capacity)
+	}
+	g.Expect(r.limit.get()).To(BeNumerically("<", limit), "standard 429s shrink the limit")
+}
+
+// TestSheddableFallsBackToStandard: a sheddable call whose Flex is throttled
+// away still reaches standard pay-as-you-go, the next of its tiers; a
+// default call never asks for Flex or Priority.
+func TestSheddableFallsBackToStandard(t *testing.T) {
+	g := NewWithT(t)
+	clk := newClock()
+	p := mustNew(t, pool(offering(shared("global", 0), table.PayGoStandard, table.PayGoFlex)), clk)
+	seen := map[table.PayGoTier]int{}
+	for range 200 {
+		c, a := pick(t, p, PrioritySheddable)
+		seen[a.PayGo]++
+		if a.PayGo == table.PayGoFlex {
+			a.Done(Capacity)
+			if b, err := c.Pick(); err == nil {
+				seen[b.PayGo+"-retry"]++
+				b.Done(Success)
+			}
+			continue
+		}
+		a.Done(Success)
+	}
+	g.Expect(seen[table.PayGoFlex]).To(BeNumerically(">", 0))
+	g.Expect(seen[table.PayGoStandard] + seen[table.PayGoStandard+"-retry"]).To(BeNumerically(">", 0))
+	for range 20 {
+		_, a := pick(t, p, PriorityDefault)
+		g.Expect(a.PayGo).To(Equal(table.PayGoStandard))
+		a.Done(Success)
+	}
+}
+
+// TestSpilledAnswerGivesBackPTTokens: an answer that pay-as-you-go served
+// (ON_DEMAND*) consumed none of the PT: the tokens charged to it in advance
+// come back, so a PT that spills is not metered as if it served.
+func TestSpilledAnswerGivesBackPTTokens(t *testing.T) {
+	g := NewWithT(t)
+	clk := newClock()
+	p := mustNew(t, pool(provisioned("global", table.Capacity{TokensPerSecond: 1000})), clk)
+	r := p.st.Load().slots[0].r
+	// Learn 100 tokens a call.
+	_, a := pick(t, p, PriorityDefault)
+	a.DoneTokens(Success, 100)
+	clk.Advance(2 * time.Second)
+	before := r.toks.sum(p.nanos())
+	for range 5 {
+		_, a := pick(t, p, PriorityDefault)
+		a.Finish(Report{Outcome: Success, Tokens: 100, OnDemand: true})
+	}
+	g.Expect(r.toks.sum(p.nanos())).To(Equal(before))
+	for range 5 {
+		_, a := pick(t, p, PriorityDefault)
+		a.Finish(Report{Outcome: Success, Tokens: 100})
+	}
+	g.Expect(r.toks.sum(p.nanos())).To(BeNumerically(">", before))
+}
+
+// TestProvisionedFullOfPayGoIsCapacity: the PT-full message on an attempt
+// that asked for pay-as-you-go cannot mean a full PT; it throttles like any
+// 429, and the next pick is bound by the budget again.
+func TestProvisionedFullOfPayGoIsCapacity(t *testing.T) {
+	g := NewWithT(t)
+	p := mustNew(t, pool(shared("europe-west4", 0)), newClock())
+	for range 40 {
+		c := p.Start(Request{})
+		a, err := c.Pick()
+		if err != nil {
+			break // throttled: what a 429 leads to
+		}
+		a.Done(ProvisionedFull)
+	}
+	g.Expect(p.Snapshot().Regions[0].ThrottleProbability).To(BeNumerically(">", 0))
+}
