@@ -146,9 +146,9 @@ type Report struct {
 	Timeout bool
 	// OnDemand marks a Success that pay-as-you-go served (the answer's
 	// usageMetadata.trafficType is ON_DEMAND, ON_DEMAND_PRIORITY or
-	// ON_DEMAND_FLEX). For an attempt that asked for a PT with spillover it
-	// says the PT was full: Google served the call from pay-as-you-go, and
-	// the tokens charged to the PT in advance are given back.
+	// ON_DEMAND_FLEX). For an attempt that asked for a PT it says the PT was
+	// full: a PT Google said was full stays so (lane.go), and its token
+	// charge stands.
 	OnDemand bool
 
 	// charged and chargedAt are the token cost charged to the region in

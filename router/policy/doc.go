@@ -44,7 +44,7 @@
 // at once, outside the retry budget, to the region's other capacities and
 // the pool's pay-as-you-go, later calls skip the PT, and one a second asks it
 // again; the region is not throttled, shrunk or demoted for it. An answer
-// served from pay-as-you-go (Report.OnDemand) gives its PT token charge back. A capacity is counted over a
+// that pay-as-you-go served (Report.OnDemand) never reopens a full PT. A capacity is counted over a
 // sliding window of one second, as regions count their quota: a burst may
 // take a whole second's capacity at once, but no second ever gets more (a
 // capacity under one call a second is paced instead). When no region has

@@ -60,16 +60,14 @@ const tokEstShift = 3
 
 // settleTokens corrects the token cost charged in advance for an attempt
 // with what it consumed: the difference when the call reports its tokens, a
-// refund when it failed, was refused or was cancelled, or pay-as-you-go
-// served it (it consumed none of the PT), and nothing when it succeeded
-// without saying (the estimate stands).
+// refund when it failed, was refused or was cancelled (it consumed none that
+// the region counts), and nothing when it succeeded without saying (the
+// estimate stands). A call Google spilled to pay-as-you-go (Report.OnDemand)
+// keeps its charge: it consumed none of the PT, but it says the PT was full
+// when it came, and giving its tokens back would send the PT more calls
+// that spill.
 func (r *region) settleTokens(s *slot, rep Report, now int64) {
 	switch {
-	case rep.Outcome == Success && rep.OnDemand:
-		r.toks.refund(rep.chargedAt, now, rep.charged)
-		if rep.Tokens > 0 {
-			r.learnTokens(rep.Tokens)
-		}
 	case rep.Outcome == Success && rep.Tokens > 0:
 		cost := int64(float64(rep.Tokens) * s.tokCost)
 		if d := cost - rep.charged; d >= 0 {

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 
@@ -189,29 +188,28 @@ func TestSheddableFallsBackToStandard(t *testing.T) {
 	}
 }
 
-// TestSpilledAnswerGivesBackPTTokens: an answer that pay-as-you-go served
-// (ON_DEMAND*) consumed none of the PT: the tokens charged to it in advance
-// come back, so a PT that spills is not metered as if it served.
-func TestSpilledAnswerGivesBackPTTokens(t *testing.T) {
+// TestSpilledAnswerKeepsPTFull: an answer that pay-as-you-go served
+// (ON_DEMAND*) on the PT's probe does not reopen a full PT; one the PT
+// served does.
+func TestSpilledAnswerKeepsPTFull(t *testing.T) {
 	g := NewWithT(t)
 	clk := newClock()
-	p := mustNew(t, pool(provisioned("global", table.Capacity{TokensPerSecond: 1000})), clk)
-	r := p.st.Load().slots[0].r
-	// Learn 100 tokens a call.
+	p := mustNew(t, globalPT(table.RequestTypeDedicated), clk)
 	_, a := pick(t, p, PriorityDefault)
-	a.DoneTokens(Success, 100)
-	clk.Advance(2 * time.Second)
-	before := r.toks.sum(p.nanos())
-	for range 5 {
-		_, a := pick(t, p, PriorityDefault)
-		a.Finish(Report{Outcome: Success, Tokens: 100, OnDemand: true})
-	}
-	g.Expect(r.toks.sum(p.nanos())).To(Equal(before))
-	for range 5 {
-		_, a := pick(t, p, PriorityDefault)
-		a.Finish(Report{Outcome: Success, Tokens: 100})
-	}
-	g.Expect(r.toks.sum(p.nanos())).To(BeNumerically(">", before))
+	a.Done(ProvisionedFull)
+	clk.Advance(ptFullFor)
+	_, probe := pick(t, p, PriorityDefault)
+	g.Expect(probe.Tier).To(Equal(table.TierProvisioned))
+	probe.Finish(Report{Outcome: Success, OnDemand: true})
+	_, a = pick(t, p, PriorityDefault)
+	g.Expect(a.Tier).To(Equal(table.TierShared), "still full")
+	a.Done(Success)
+	clk.Advance(ptFullFor)
+	_, probe = pick(t, p, PriorityDefault)
+	probe.Done(Success)
+	_, a = pick(t, p, PriorityDefault)
+	g.Expect(a.Tier).To(Equal(table.TierProvisioned), "open again")
+	a.Done(Success)
 }
 
 // TestProvisionedFullOfPayGoIsCapacity: the PT-full message on an attempt
