@@ -88,11 +88,22 @@ replay: ## Replay the incident scenarios against every policy; rewrite docs/repl
 
 ##@ Demo
 
+# make demo KUBECONFIG=path runs the demo against that cluster (kind, k3d, ...)
+# instead of building and starting a local control plane. Only a KUBECONFIG
+# given on make's command line counts: one that is merely set in the
+# environment is ignored, so the demo never touches a cluster by accident.
+DEMO_KUBECONFIG := $(if $(filter command line,$(origin KUBECONFIG)),$(KUBECONFIG))
+
 .PHONY: demo
-demo: prometheus ## Bring regionwarden up locally (control plane, emulated regions, operator, router, Prometheus) and replay the incident through it.
+demo: prometheus ## Bring regionwarden up (control plane, emulated regions, operator, router, Prometheus) and replay the incident through it; KUBECONFIG=path uses that cluster instead of a local control plane.
+ifeq ($(DEMO_KUBECONFIG),)
 	@KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" && \
 	go build $(GO_BUILD_FLAGS) -o $(LOCALBIN)/ ./cmd/manager ./cmd/router && \
 	KUBEBUILDER_ASSETS="$$KUBEBUILDER_ASSETS" go run $(GO_BUILD_FLAGS) ./hack/demo $(DEMO_FLAGS)
+else
+	@go build $(GO_BUILD_FLAGS) -o $(LOCALBIN)/ ./cmd/manager ./cmd/router && \
+	go run $(GO_BUILD_FLAGS) ./hack/demo --cluster="$(DEMO_KUBECONFIG)" $(DEMO_FLAGS)
+endif
 
 ##@ Build
 

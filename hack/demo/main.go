@@ -45,16 +45,19 @@ import (
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
-const namespace = "default"
+// namespace is where the demo's objects go: "default" of its own control
+// plane, or a namespace of its own in a cluster it is given.
+var namespace = "default"
 
 type options struct {
-	root     string
-	bin      string
-	work     string
-	scenario string
-	seed     uint64
-	keep     bool
-	timeout  time.Duration
+	kubeconfig string
+	root       string
+	bin        string
+	work       string
+	scenario   string
+	seed       uint64
+	keep       bool
+	timeout    time.Duration
 }
 
 func main() {
@@ -66,6 +69,9 @@ func main() {
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the load and of the emulated faults")
 	flag.BoolVar(&o.keep, "keep", false, "keep everything running after the replay, until Ctrl-C, to look around with kubectl")
 	flag.DurationVar(&o.timeout, "setup-timeout", 2*time.Minute, "how long the system may take to become ready")
+	flag.StringVar(&o.kubeconfig, "cluster", "", "a kubeconfig: run against the cluster of this kubeconfig's current context instead of a local control plane: "+
+		"the demo creates a namespace of its own (and the CRDs, if absent), runs the operator (confined to that namespace) and the router on this machine, "+
+		"and deletes what it created when it ends")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -90,10 +96,6 @@ func step(format string, args ...any) {
 }
 
 func run(ctx context.Context, o options) error {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		return errors.New("KUBEBUILDER_ASSETS is not set: run `make demo`, which builds the test control plane first")
-	}
 	work, err := filepath.Abs(o.work)
 	if err != nil {
 		return err
@@ -101,33 +103,27 @@ func run(ctx context.Context, o options) error {
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
 	}
+	var cp *controlPlane
+	if o.kubeconfig != "" {
+		step("using the cluster of %s (no local control plane)", o.kubeconfig)
+		if cp, err = useCluster(ctx, o); err != nil {
+			return err
+		}
+		defer cp.cleanup()
+		fmt.Printf("    API server %s; the demo's objects are in namespace %s\n", cp.cfg.Host, namespace)
+	} else {
+		step("starting a local control plane (kube-apiserver and etcd built from Go sources)")
+		if cp, err = localControlPlane(o, work); err != nil {
+			return err
+		}
+		defer cp.cleanup()
+		fmt.Printf("    API server %s; CRDs installed\n    to look around from another terminal: export KUBECONFIG=%s\n", cp.cfg.Host, cp.kubeconfig)
+	}
+	cfg, kubeconfigPath := cp.cfg, cp.kubeconfig
+	// Deferred after the control plane's clean-up, so it runs before it:
+	// the operator and the router stop before what they work on goes.
 	var procs processes
 	defer procs.stopAll()
-
-	step("starting a local control plane (kube-apiserver and etcd built from Go sources)")
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(o.root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		return fmt.Errorf("starting the control plane: %w", err)
-	}
-	defer func() { _ = env.Stop() }()
-	admin, err := env.AddUser(envtest.User{Name: "demo-admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return err
-	}
-	kubeconfig, err := admin.KubeConfig()
-	if err != nil {
-		return err
-	}
-	kubeconfigPath := filepath.Join(work, "kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
-		return err
-	}
-	fmt.Printf("    API server %s; CRDs installed\n    to look around from another terminal: export KUBECONFIG=%s\n", cfg.Host, kubeconfigPath)
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = capacityv1alpha1.AddToScheme(scheme)
@@ -163,7 +159,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if err := procs.start(ctx, work, "manager", filepath.Join(o.bin, "manager"), []string{"KUBECONFIG=" + kubeconfigPath},
-		"--gcp-monitoring-endpoint="+emu.MonitoringAddr(), "--gcp-insecure",
+		"--watch-namespace="+namespace, "--gcp-monitoring-endpoint="+emu.MonitoringAddr(), "--gcp-insecure",
 		"--metrics-bind-address="+managerMetrics, "--metrics-secure=false", "--health-probe-bind-address=0"); err != nil {
 		return err
 	}
@@ -370,4 +366,40 @@ func getWide(ctx context.Context, cfg *rest.Config, ns string, resources ...stri
 		}
 	}
 	return nil
+}
+
+// localControlPlane starts kube-apiserver and etcd from KUBEBUILDER_ASSETS
+// with the CRDs installed, and an admin kubeconfig for it in work.
+func localControlPlane(o options, work string) (*controlPlane, error) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run `make demo`, which builds the test control plane first")
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(o.root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("starting the control plane: %w", err)
+	}
+	stop := func() { _ = env.Stop() }
+	admin, err := env.AddUser(envtest.User{Name: "demo-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	kubeconfig, err := admin.KubeConfig()
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	path := filepath.Join(work, "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		stop()
+		return nil, err
+	}
+	return &controlPlane{cfg: cfg, kubeconfig: path, cleanup: stop}, nil
 }
