@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -61,8 +62,14 @@ func newRig(b *testing.B) *rig {
 		traced:    serveRouter(b, pt, tp) + path,
 		collector: rcv,
 		tp:        tp,
-		client:    &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}},
-		body:      []byte(`{"contents":[{"role":"user","parts":[{"text":"Which regions hold provisioned capacity for this model?"}]}],"generationConfig":{"temperature":0.2,"maxOutputTokens":256}}`),
+		// As a load generator does (wrk2's connections, vegeta's
+		// -max-connections), the client keeps a bounded set of connections
+		// per host: a call that finds them all busy waits for one, and the
+		// wait counts in its latency, as its due time has passed. Unbounded,
+		// a moment of the machine stalling opens a connection per call
+		// queued behind it, thousands, and what is measured is their setup.
+		client: &http.Client{Transport: &http.Transport{MaxConnsPerHost: 256, MaxIdleConnsPerHost: 256}},
+		body:   []byte(`{"contents":[{"role":"user","parts":[{"text":"Which regions hold provisioned capacity for this model?"}]}],"generationConfig":{"temperature":0.2,"maxOutputTokens":256}}`),
 	}
 }
 
@@ -191,6 +198,39 @@ func (rg *rig) cpuPerCall(url string, rate, n int) (float64, int) {
 	return float64((processCPU() - before).Nanoseconds()) / 1e3 / float64(n), failed
 }
 
+// machineCPU reads the machine's CPU time, busy and all, from /proc/stat.
+func machineCPU() [2]time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return [2]time.Duration{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return [2]time.Duration{}
+	}
+	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
+	var busy, total time.Duration
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		total += time.Duration(n) * tick
+		if i != 3 && i != 4 { // idle, iowait
+			busy += time.Duration(n) * tick
+		}
+	}
+	return [2]time.Duration{busy, total}
+}
+
+// machineShare is how busy the machine's CPUs were between two readings, in
+// percent, and the share of that busy time this process took (ours).
+func machineShare(before, after [2]time.Duration, ours time.Duration) (busyPct, oursPct float64) {
+	busy, total := after[0]-before[0], after[1]-before[1]
+	if total <= 0 || busy <= 0 {
+		return 0, 0
+	}
+	return 100 * float64(busy) / float64(total), 100 * float64(ours) / float64(busy)
+}
+
 // loadAverage is the machine's 1-minute load average, as uptime shows it.
 func loadAverage() string {
 	b, err := os.ReadFile("/proc/loadavg")
@@ -223,9 +263,10 @@ func BenchmarkAddedLatency(b *testing.B) {
 			if _, failed := rg.openLoop(urls, rate, min(b.N, 2000)); failed > 0 {
 				b.Fatalf("%d warm-up calls failed", failed)
 			}
-			loadBefore := loadAverage()
+			loadBefore, machineBefore, cpuBefore := loadAverage(), machineCPU(), processCPU()
 			b.ResetTimer()
 			lat, failed := rg.openLoop(urls, rate, b.N)
+			busy, ours := machineShare(machineBefore, machineCPU(), processCPU()-cpuBefore)
 			cpuDirect, f1 := rg.cpuPerCall(rg.direct, rate, b.N)
 			cpuRouted, f2 := rg.cpuPerCall(rg.routed, rate, b.N)
 			b.StopTimer()
@@ -244,8 +285,9 @@ func BenchmarkAddedLatency(b *testing.B) {
 			b.ReportMetric(float64(failed+f1+f2), "failed")
 			b.ReportMetric(0, "ns/op")
 			b.Logf("%d calls per path at %d/s per path, open loop, interleaved; load average %s before, %s after", b.N, rate, loadBefore, loadAverage())
-			b.Logf("  straight p50 %.0f µs  p99 %.0f µs", d50, d99)
-			b.Logf("  router   p50 %.0f µs  p99 %.0f µs", r50, r99)
+			b.Logf("  the machine's CPUs were %.0f%% busy during the run, %.0f%% of them with this process", busy, ours)
+			b.Logf("  straight p50 %.0f µs  p90 %.0f µs  p99 %.0f µs  p99.9 %.0f µs", d50, quantile(lat[0], 0.90), d99, quantile(lat[0], 0.999))
+			b.Logf("  router   p50 %.0f µs  p90 %.0f µs  p99 %.0f µs  p99.9 %.0f µs", r50, quantile(lat[1], 0.90), r99, quantile(lat[1], 0.999))
 			b.Logf("  added    p50 %.0f µs  p99 %.0f µs;  %d failed", r50-d50, r99-d99, failed+f1+f2)
 			b.Logf("  CPU per call (client, region and router in one process): straight %.1f µs, through the router %.1f µs: the router %.1f µs",
 				cpuDirect, cpuRouted, cpuRouted-cpuDirect)
@@ -263,9 +305,10 @@ func BenchmarkAddedLatency(b *testing.B) {
 			if _, failed := rg.openLoop(urls, rate, min(b.N, 2000)); failed > 0 {
 				b.Fatalf("%d warm-up calls failed", failed)
 			}
-			loadBefore := loadAverage()
+			loadBefore, machineBefore, cpuBefore := loadAverage(), machineCPU(), processCPU()
 			b.ResetTimer()
 			lat, failed := rg.openLoop(urls, rate, b.N)
+			busy, ours := machineShare(machineBefore, machineCPU(), processCPU()-cpuBefore)
 			cpuRouted, f1 := rg.cpuPerCall(rg.routed, rate, b.N)
 			cpuTraced, f2 := rg.cpuPerCall(rg.traced, rate, b.N)
 			b.StopTimer()
@@ -286,6 +329,7 @@ func BenchmarkAddedLatency(b *testing.B) {
 			b.ReportMetric(float64(failed+f1+f2), "failed")
 			b.ReportMetric(0, "ns/op")
 			b.Logf("%d calls per path at %d/s per path, open loop, interleaved; load average %s before, %s after", b.N, rate, loadBefore, loadAverage())
+			b.Logf("  the machine's CPUs were %.0f%% busy during the run, %.0f%% of them with this process", busy, ours)
 			b.Logf("  straight             p50 %.0f µs  p99 %.0f µs", d50, d99)
 			b.Logf("  router, tracing off  p50 %.0f µs  p99 %.0f µs", r50, r99)
 			b.Logf("  router, tracing on   p50 %.0f µs  p99 %.0f µs", t50, t99)
