@@ -246,21 +246,6 @@ func (e *healthEnv) reconcilePT(name string) {
 	}
 }
 
-// createPool creates a pool of project and the test model over regions.
-func (e *healthEnv) createPool(name, project string, regions ...string) {
-	e.t.Helper()
-	p := &capacityv1alpha1.RegionPool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
-		Spec:       capacityv1alpha1.RegionPoolSpec{Project: project, Model: testModel},
-	}
-	for _, r := range regions {
-		p.Spec.Regions = append(p.Spec.Regions, capacityv1alpha1.PoolRegion{Name: r})
-	}
-	if err := testClient.Create(context.Background(), p); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
 // reconcilePool reconciles the pool once, after the manager's cache holds
 // every PT and pool of the namespace as the API server has them. A terminal error (a
 // stalled pool) is the state under test, not a failure.
@@ -416,11 +401,11 @@ func healthStates() map[string]healthState {
 		},
 
 		key(pool, "new"): func(e *healthEnv) *unstructured.Unstructured {
-			e.createPool("pool", e.project("new"), "europe-west1", "us-central1")
+			createPool(e.t, e.ns, "pool", []string{"europe-west1", "us-central1"}, poolWithProject(e.project("new")))
 			return e.read(pool, "pool")
 		},
 		key(pool, "ready"): func(e *healthEnv) *unstructured.Unstructured {
-			e.createPool("pool", e.project("ready"), "europe-west1", "us-central1")
+			createPool(e.t, e.ns, "pool", []string{"europe-west1", "us-central1"}, poolWithProject(e.project("ready")))
 			e.reconcilePool("pool")
 			return e.read(pool, "pool")
 		},
@@ -428,27 +413,27 @@ func healthStates() map[string]healthState {
 			p := e.project("adds")
 			createPT(e.t, e.ns, "pt", 4, withProject(p), withPolicy(capacityv1alpha1.VerificationSkip))
 			e.reconcilePT("pt")
-			e.createPool("pool", p, "us-central1")
+			createPool(e.t, e.ns, "pool", []string{"us-central1"}, poolWithProject(p))
 			e.reconcilePool("pool")
 			return e.read(pool, "pool")
 		},
 		key(pool, "undeclared capacity discovered"): func(e *healthEnv) *unstructured.Unstructured {
 			p := e.project("undeclared")
 			e.gcpShows(p, "europe-west4", 3)
-			e.createPool("pool", p, "europe-west4", "us-central1")
+			createPool(e.t, e.ns, "pool", []string{"europe-west4", "us-central1"}, poolWithProject(p))
 			e.reconcilePool("pool")
 			return e.read(pool, "pool")
 		},
 		key(pool, "discovery source unavailable"): func(e *healthEnv) *unstructured.Unstructured {
 			p := e.project("discovery down")
 			e.fake.SetError(p, status.Error(codes.Unavailable, "Monitoring is down"))
-			e.createPool("pool", p, "europe-west4", "us-central1")
+			createPool(e.t, e.ns, "pool", []string{"europe-west4", "us-central1"}, poolWithProject(p))
 			e.reconcilePool("pool")
 			return e.read(pool, "pool")
 		},
 		key(pool, "table write refused"): func(e *healthEnv) *unstructured.Unstructured {
 			e.forbidConfigMaps()
-			e.createPool("pool", e.project("write refused"), "europe-west1")
+			createPool(e.t, e.ns, "pool", []string{"europe-west1"}, poolWithProject(e.project("write refused")))
 			e.reconcilePool("pool")
 			return e.read(pool, "pool")
 		},
@@ -457,7 +442,7 @@ func healthStates() map[string]healthState {
 			if err := testClient.Create(context.Background(), cm); err != nil {
 				e.t.Fatal(err)
 			}
-			e.createPool("pool", e.project("conflict"), "europe-west1")
+			createPool(e.t, e.ns, "pool", []string{"europe-west1"}, poolWithProject(e.project("conflict")))
 			e.reconcilePool("pool")
 			return e.read(pool, "pool")
 		},
@@ -471,19 +456,19 @@ func healthStates() map[string]healthState {
 			for i := range table.MaxRegions {
 				regions = append(regions, fmt.Sprintf("europe-west%d", i+1))
 			}
-			e.createPool("pool", p, regions...)
+			createPool(e.t, e.ns, "pool", regions, poolWithProject(p))
 			e.reconcilePool("pool")
 			return e.read(pool, "pool")
 		},
 		key(pool, "an older pool routes the same model"): func(e *healthEnv) *unstructured.Unstructured {
 			p := e.project("duplicate")
-			e.createPool("older", p, "europe-west1")
-			e.createPool("pool", p, "europe-west1", "us-central1")
+			createPool(e.t, e.ns, "older", []string{"europe-west1"}, poolWithProject(p))
+			createPool(e.t, e.ns, "pool", []string{"europe-west1", "us-central1"}, poolWithProject(p))
 			e.reconcilePool("pool")
 			return e.read(pool, "pool")
 		},
 		key(pool, "spec changed, not reconciled yet"): func(e *healthEnv) *unstructured.Unstructured {
-			e.createPool("pool", e.project("pool changed"), "europe-west1")
+			createPool(e.t, e.ns, "pool", []string{"europe-west1"}, poolWithProject(e.project("pool changed")))
 			e.reconcilePool("pool")
 			obj := &capacityv1alpha1.RegionPool{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "pool"}}
 			e.updateSpec(obj, func() { obj.Spec.Regions = append(obj.Spec.Regions, capacityv1alpha1.PoolRegion{Name: "us-east5"}) })

@@ -83,11 +83,7 @@ func benchmarkAwarenessDeclared(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(msAt(aware, 0.50), "p50-aware-ms")
-	b.ReportMetric(msAt(aware, 0.99), "p99-aware-ms")
-	b.ReportMetric(msAt(withdrawn, 0.50), "p50-withdraw-ms")
-	b.ReportMetric(msAt(withdrawn, 0.99), "p99-withdraw-ms")
-	b.ReportMetric(float64(len(aware)), "trials")
+	reportAwareness(b, aware, withdrawn)
 }
 
 // Discovery awareness benchmark settings.
@@ -123,12 +119,19 @@ func benchmarkAwarenessDiscovered(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	reportAwareness(b, aware, withdrawn)
+	b.ReportMetric(float64(benchDiscoveryInterval/time.Millisecond), "interval-ms")
+}
+
+// reportAwareness reports the median and 99th percentile of the times the
+// table took to protect a region (aware) and to stop protecting it
+// (withdrawn), and how many trials there were.
+func reportAwareness(b *testing.B, aware, withdrawn []time.Duration) {
 	b.ReportMetric(msAt(aware, 0.50), "p50-aware-ms")
 	b.ReportMetric(msAt(aware, 0.99), "p99-aware-ms")
 	b.ReportMetric(msAt(withdrawn, 0.50), "p50-withdraw-ms")
 	b.ReportMetric(msAt(withdrawn, 0.99), "p99-withdraw-ms")
 	b.ReportMetric(float64(len(aware)), "trials")
-	b.ReportMetric(float64(benchDiscoveryInterval/time.Millisecond), "interval-ms")
 }
 
 // msAt is the q-quantile of ds in milliseconds (nearest rank).

@@ -111,15 +111,21 @@ func poolWithSelector(labels map[string]string) poolOption {
 	}
 }
 
+func poolWithProject(project string) poolOption {
+	return func(p *capacityv1alpha1.RegionPool) { p.Spec.Project = project }
+}
+
 func poolWithOutput(name string) poolOption {
 	return func(p *capacityv1alpha1.RegionPool) { p.Spec.Output.ConfigMapName = name }
 }
 
-// createPool creates a pool of testProject and testModel over regions.
-func (e *poolEnv) createPool(name string, regions []string, opts ...poolOption) *capacityv1alpha1.RegionPool {
-	e.t.Helper()
+// createPool creates a pool of testProject and testModel over regions in
+// namespace ns, changed by opts: the one way the controller tests create a
+// RegionPool.
+func createPool(t testing.TB, ns, name string, regions []string, opts ...poolOption) *capacityv1alpha1.RegionPool {
+	t.Helper()
 	p := &capacityv1alpha1.RegionPool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec:       capacityv1alpha1.RegionPoolSpec{Project: testProject, Model: testModel},
 	}
 	for _, r := range regions {
@@ -128,10 +134,16 @@ func (e *poolEnv) createPool(name string, regions []string, opts ...poolOption) 
 	for _, o := range opts {
 		o(p)
 	}
-	if err := e.cl.Create(context.Background(), p); err != nil {
-		e.t.Fatalf("creating pool %s: %v", name, err)
+	if err := testClient.Create(context.Background(), p); err != nil {
+		t.Fatalf("creating pool %s: %v", name, err)
 	}
 	return p
+}
+
+// createPool creates a pool in the env's namespace (createPool).
+func (e *poolEnv) createPool(name string, regions []string, opts ...poolOption) *capacityv1alpha1.RegionPool {
+	e.t.Helper()
+	return createPool(e.t, e.ns, name, regions, opts...)
 }
 
 // setPTReady writes the PT's Ready condition (and observed tokens per second

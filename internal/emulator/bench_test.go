@@ -10,12 +10,7 @@ import (
 
 // benchScenario has one region with ample capacity and a 5% fault window
 // covering the whole run, so a call goes through every step.
-const benchScenario = `
-name: bench
-project: demo-project
-model: gemini-2.5-flash-lite
-duration: 10m
-load: {requestsPerSecond: 10}
+const benchScenario = scenarioHead + `
 regions:
 - name: europe-west1
   tier: provisioned

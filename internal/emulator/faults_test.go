@@ -17,12 +17,7 @@ import (
 // faultScenario has one region with ample capacity and one fault window from
 // 1m to 2m.
 func faultScenario(fault string) string {
-	return `
-name: faults
-project: demo-project
-model: gemini-2.5-flash-lite
-duration: 5m
-load: {requestsPerSecond: 10}
+	return scenarioHead + `
 regions:
 - name: europe-west1
   tier: shared

@@ -15,14 +15,18 @@ import (
 	"github.com/regionwarden/regionwarden/internal/emulator"
 )
 
-// baseScenario has a provisioned region and a shared one; tests append
-// faults or change capacity through the YAML they pass.
-const baseScenario = `
+// scenarioHead is the project, model, length and load of the tests'
+// scenarios, which each give their regions.
+const scenarioHead = `
 name: unit
 project: demo-project
 model: gemini-2.5-flash-lite
 duration: 10m
-load: {requestsPerSecond: 10}
+load: {requestsPerSecond: 10}`
+
+// baseScenario has a provisioned region and a shared one; tests append
+// faults or change capacity through the YAML they pass.
+const baseScenario = scenarioHead + `
 regions:
 - name: europe-west1
   tier: provisioned
