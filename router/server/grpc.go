@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/regionwarden/regionwarden/router/policy"
@@ -61,7 +62,7 @@ type grpcCall struct {
 // caller, and admits the call. It returns the call and the context its
 // attempts run under (the request timeout, and the caller's metadata to go
 // on), with the function that ends both; or the error to answer with.
-func (s *Server) startGRPC(ctx context.Context, method, resource string) (*grpcCall, context.Context, func(), error) {
+func (s *Server) startGRPC(ctx context.Context, method, resource string, req proto.Message) (*grpcCall, context.Context, func(), error) {
 	g := &grpcCall{call: call{s: s, ctx: ctx}, method: method, start: time.Now()}
 	md, _ := metadata.FromIncomingContext(ctx)
 	key, err := poolKey(resource)
@@ -79,11 +80,20 @@ func (s *Server) startGRPC(ctx context.Context, method, resource string) (*grpcC
 	if err := g.authorize(ctx, first(md, "authorization")); err != nil {
 		return nil, nil, nil, g.end(status.Error(err.Code, err.Message))
 	}
+	// The request, read whole by gRPC before the call reached the router,
+	// is held until its last attempt: its bytes count in the same budget as
+	// REST bodies.
+	held := int64(proto.Size(req))
+	if !s.bodies.take(held) {
+		return nil, nil, nil, g.end(withRetryInfo(status.Newf(codes.ResourceExhausted,
+			"the router holds as many request bytes as it may (%d); retry shortly", s.bodies.max), time.Second).Err())
+	}
 	actx, cancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, forwarded(md)), s.timeout)
 	g.pool.inFlight.Inc()
 	done := func() {
 		cancel()
 		g.pool.inFlight.Dec()
+		s.bodies.give(held)
 	}
 	if err := g.admit(actx); err != nil {
 		done()
@@ -199,7 +209,7 @@ func (g *grpcCall) countTraffic(u *aiplatformpb.GenerateContentResponse_UsageMet
 
 // GenerateContent routes a unary call.
 func (p *predictionService) GenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest) (*aiplatformpb.GenerateContentResponse, error) {
-	g, actx, done, err := p.s.startGRPC(ctx, methodGenerate, req.GetModel())
+	g, actx, done, err := p.s.startGRPC(ctx, methodGenerate, req.GetModel(), req)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +235,7 @@ func (p *predictionService) GenerateContent(ctx context.Context, req *aiplatform
 // stream is committed, relayed message by message, each of which the caller
 // must take within the write timeout.
 func (p *predictionService) StreamGenerateContent(req *aiplatformpb.GenerateContentRequest, out aiplatformpb.PredictionService_StreamGenerateContentServer) error {
-	g, actx, done, err := p.s.startGRPC(out.Context(), methodStream, req.GetModel())
+	g, actx, done, err := p.s.startGRPC(out.Context(), methodStream, req.GetModel(), req)
 	if err != nil {
 		return err
 	}
@@ -299,7 +309,7 @@ func (u *llmUtilityService) CountTokens(ctx context.Context, req *aiplatformpb.C
 	if resource == "" {
 		resource = req.GetModel()
 	}
-	g, actx, done, err := u.s.startGRPC(ctx, methodCount, resource)
+	g, actx, done, err := u.s.startGRPC(ctx, methodCount, resource, req)
 	if err != nil {
 		return nil, err
 	}

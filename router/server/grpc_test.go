@@ -318,3 +318,23 @@ func TestStalledGRPCStreamReaderIsCut(t *testing.T) {
 		t.Errorf("attempts cancelled = %v, want 1 (the caller went, not the region)", got)
 	}
 }
+
+// TestGRPCRequestBytesCountInTheBudget: a gRPC request's bytes are held in
+// the same budget as REST bodies; one that does not fit is refused with
+// RESOURCE_EXHAUSTED and when to retry, before any region is called.
+func TestGRPCRequestBytesCountInTheBudget(t *testing.T) {
+	pt := startRegion(t, "europe-west1", table.TierProvisioned)
+	r := startRouterWith(t, func(o *server.Options) { o.MaxBodyBytes, o.MaxBodyBytesInFlight = 1<<10, 1<<10 }, poolOf(generous(), region(pt, 0)))
+	c := r.serveGRPC()
+	if _, err := c.prediction.GenerateContent(context.Background(), grpcRequest("small")); err != nil {
+		t.Fatalf("a request that fits: %v", err)
+	}
+	_, err := c.prediction.GenerateContent(context.Background(), grpcRequest(strings.Repeat("x", 2<<10)))
+	st := status.Convert(err)
+	if st.Code() != codes.ResourceExhausted || retryDelay(st) < time.Second {
+		t.Fatalf("a request over the budget: %v %v, want RESOURCE_EXHAUSTED with RetryInfo", err, st.Details())
+	}
+	if n := pt.calls.Load(); n != 1 {
+		t.Errorf("the region got %d calls, want only the one that fit", n)
+	}
+}
