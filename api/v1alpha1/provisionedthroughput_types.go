@@ -202,11 +202,14 @@ type ProvisionedThroughputList struct {
 }
 
 // GetPublisher returns the publisher, defaulted.
-func (pt *ProvisionedThroughput) GetPublisher() string {
-	if pt.Spec.Publisher == "" {
+func (pt *ProvisionedThroughput) GetPublisher() string { return publisherOrDefault(pt.Spec.Publisher) }
+
+// publisherOrDefault is publisher, or DefaultPublisher when it is unset.
+func publisherOrDefault(publisher string) string {
+	if publisher == "" {
 		return DefaultPublisher
 	}
-	return pt.Spec.Publisher
+	return publisher
 }
 
 // GetVerificationPolicy returns the verification policy, defaulted.

@@ -470,12 +470,7 @@ type RegionPoolList struct {
 }
 
 // GetPublisher returns the publisher, defaulted.
-func (p *RegionPool) GetPublisher() string {
-	if p.Spec.Publisher == "" {
-		return DefaultPublisher
-	}
-	return p.Spec.Publisher
-}
+func (p *RegionPool) GetPublisher() string { return publisherOrDefault(p.Spec.Publisher) }
 
 // GetConfigMapName returns the output ConfigMap's name, defaulted to "<name>-routing".
 func (p *RegionPool) GetConfigMapName() string {

@@ -422,27 +422,15 @@ func (s *MetricServer) series(q query, headersOnly bool) []*monitoringpb.TimeSer
 		}
 		switch q.metricType {
 		case MetricGSULimit:
-			if !matches(q.metricLabels, nil) {
-				continue
+			if matches(q.metricLabels, nil) {
+				gsus := &monitoringpb.TypedValue{Value: &monitoringpb.TypedValue_Int64Value{Int64Value: pt.GSUs}}
+				out = append(out, gaugeSeries(q.metricType, res, metric.MetricDescriptor_INT64, gsus, times, headersOnly))
 			}
-			ts := newSeries(q.metricType, res, nil, metric.MetricDescriptor_GAUGE, metric.MetricDescriptor_INT64)
-			if !headersOnly {
-				for _, t := range times {
-					ts.Points = append(ts.Points, gaugePoint(t, &monitoringpb.TypedValue{Value: &monitoringpb.TypedValue_Int64Value{Int64Value: pt.GSUs}}))
-				}
-			}
-			out = append(out, ts)
 		case MetricTokenLimit:
-			if pt.TokensPerSecond <= 0 || !matches(q.metricLabels, nil) {
-				continue
+			if pt.TokensPerSecond > 0 && matches(q.metricLabels, nil) {
+				tokens := &monitoringpb.TypedValue{Value: &monitoringpb.TypedValue_DoubleValue{DoubleValue: pt.TokensPerSecond}}
+				out = append(out, gaugeSeries(q.metricType, res, metric.MetricDescriptor_DOUBLE, tokens, times, headersOnly))
 			}
-			ts := newSeries(q.metricType, res, nil, metric.MetricDescriptor_GAUGE, metric.MetricDescriptor_DOUBLE)
-			if !headersOnly {
-				for _, t := range times {
-					ts.Points = append(ts.Points, gaugePoint(t, &monitoringpb.TypedValue{Value: &monitoringpb.TypedValue_DoubleValue{DoubleValue: pt.TokensPerSecond}}))
-				}
-			}
-			out = append(out, ts)
 		case MetricConsumed:
 			types := make([]string, 0, len(pt.Consumed))
 			for rt := range pt.Consumed {
@@ -483,9 +471,18 @@ func newSeries(metricType string, res, ml map[string]string, kind metric.MetricD
 	}
 }
 
-func gaugePoint(t time.Time, v *monitoringpb.TypedValue) *monitoringpb.Point {
-	return &monitoringpb.Point{
-		Interval: &monitoringpb.TimeInterval{StartTime: timestamppb.New(t), EndTime: timestamppb.New(t)},
-		Value:    v,
+// gaugeSeries is a gauge series of value at each of times; its header alone
+// when headersOnly.
+func gaugeSeries(metricType string, res map[string]string, vt metric.MetricDescriptor_ValueType, value *monitoringpb.TypedValue, times []time.Time, headersOnly bool) *monitoringpb.TimeSeries {
+	ts := newSeries(metricType, res, nil, metric.MetricDescriptor_GAUGE, vt)
+	if headersOnly {
+		return ts
 	}
+	for _, t := range times {
+		ts.Points = append(ts.Points, &monitoringpb.Point{
+			Interval: &monitoringpb.TimeInterval{StartTime: timestamppb.New(t), EndTime: timestamppb.New(t)},
+			Value:    value,
+		})
+	}
+	return ts
 }
