@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -27,24 +28,6 @@ type counting struct {
 func (c *counting) Create(ctx context.Context, tr *authnv1.TokenReview, opts metav1.CreateOptions) (*authnv1.TokenReview, error) {
 	c.n.Add(1)
 	return c.next.Create(ctx, tr, opts)
-}
-
-// clock is a clock that tests move by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 var nsCounter atomic.Int64
@@ -151,8 +134,8 @@ func TestReviewerCache(t *testing.T) {
 	ns := newNS()
 	serviceAccount(t, ns, "batch")
 	api := &counting{next: routerClient(t).AuthenticationV1().TokenReviews()}
-	clk := &clock{t: time.Now()}
-	r := NewReviewer(api, ReviewerOptions{CacheTTL: time.Hour, RefusedTTL: time.Minute, CacheSize: 2, Now: clk.now})
+	clk := testingclock.NewFakeClock(time.Now())
+	r := NewReviewer(api, ReviewerOptions{CacheTTL: time.Hour, RefusedTTL: time.Minute, CacheSize: 2, Now: clk.Now})
 	ctx := context.Background()
 
 	// The shortest lifetime TokenRequest grants is 10 minutes.
@@ -169,11 +152,11 @@ func TestReviewerCache(t *testing.T) {
 	if n := api.n.Load(); n != 1 {
 		t.Fatalf("%d TokenReviews for 20 concurrent calls with one token, want 1", n)
 	}
-	clk.t = exp.Add(-time.Second)
+	clk.SetTime(exp.Add(-time.Second))
 	if _, err := r.Review(ctx, tok); err != nil || api.n.Load() != 1 {
 		t.Fatalf("before the token expires: %v, %d reviews; want the answer reused", err, api.n.Load())
 	}
-	clk.t = exp
+	clk.SetTime(exp)
 	_, _ = r.Review(ctx, tok)
 	if n := api.n.Load(); n != 2 {
 		t.Fatalf("%d reviews once the token expired, want it asked about again (2)", n)
@@ -186,7 +169,7 @@ func TestReviewerCache(t *testing.T) {
 	if n := api.n.Load(); n != 3 {
 		t.Fatalf("%d reviews after three calls with one bad token, want the refusal reused (3)", n)
 	}
-	clk.add(time.Minute)
+	clk.Step(time.Minute)
 	_, _ = r.Review(ctx, "bad-token")
 	if n := api.n.Load(); n != 4 {
 		t.Fatalf("%d reviews once the refusal aged, want 4", n)
