@@ -206,18 +206,7 @@ func newHealthEnv(t *testing.T) *healthEnv {
 	}
 	e.pt = &ProvisionedThroughputReconciler{Client: testClient, Facts: facts, Now: e.clk.Now}
 	e.pool = &RegionPoolReconciler{Client: e.mgr.GetClient(), Reader: e.mgr.GetAPIReader(), Facts: facts}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-	if !e.mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("the manager's cache did not sync")
-	}
+	startManager(t, e.mgr)
 	return e
 }
 

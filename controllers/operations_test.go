@@ -233,15 +233,7 @@ func routerSource(t *testing.T, ns string) *source.ConfigMapSource {
 		t.Fatal(err)
 	}
 	src := source.NewConfigMapSource(cs, ns, source.ConfigMapOptions{Endpoints: table.AllowHosts()})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("router source: %v", err)
-		}
-	})
+	testenv.Go(t, "router source", src.Run)
 	return src
 }
 

@@ -103,7 +103,6 @@ type ptEnvOptions struct {
 
 func newPTEnv(t testing.TB, o ptEnvOptions) *ptEnv {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	e := &ptEnv{t: t, ns: testenv.Namespace(t, testClient), clk: testingclock.NewFakeClock(ptT0), fake: gcpfake.NewMetricServer()}
 	e.fake.SetNow(e.clk.Now)
 
@@ -134,14 +133,7 @@ func newPTEnv(t testing.TB, o ptEnvOptions) *ptEnv {
 	if err := e.r.SetupWithManager(mgr, controller.Options{SkipNameValidation: &skip}); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	startManager(t, mgr)
 	return e
 }
 

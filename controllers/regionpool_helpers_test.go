@@ -74,18 +74,7 @@ func (e *poolEnv) in(ns string) *poolEnv {
 
 // start runs the manager until the test ends and waits for its cache.
 func (e *poolEnv) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.mgr.Start(ctx) }()
-	e.t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			e.t.Errorf("manager: %v", err)
-		}
-	})
-	if !e.mgr.GetCache().WaitForCacheSync(ctx) {
-		e.t.Fatal("the manager's cache did not sync")
-	}
+	startManager(e.t, e.mgr)
 }
 
 // poolOption changes a RegionPool before it is created.

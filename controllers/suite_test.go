@@ -52,6 +52,15 @@ func TestMain(m *testing.M) {
 	}))
 }
 
+// startManager runs mgr until the test ends and waits for its cache.
+func startManager(t testing.TB, mgr ctrl.Manager) {
+	t.Helper()
+	testenv.Go(t, "manager", mgr.Start)
+	if !mgr.GetCache().WaitForCacheSync(t.Context()) {
+		t.Fatal("the manager's cache did not sync")
+	}
+}
+
 // waitUntil polls get until ok holds of what it returns, and returns that.
 // Past timeout the test fails, saying what it waited for and what get last
 // returned. The timeout only keeps a broken controller from hanging the run:

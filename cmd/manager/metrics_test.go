@@ -64,15 +64,7 @@ func TestMetricsNeedAuthorization(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	testenv.Go(t, "manager", mgr.Start)
 
 	// The certificate is self-signed, as in a cluster without cert-manager.
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the operator's self-signed certificate

@@ -149,3 +149,20 @@ func RoleUser(t testing.TB, env *envtest.Environment, admin kubernetes.Interface
 	}
 	return user
 }
+
+// Go runs run in a goroutine until the test ends: then it cancels run's
+// context and waits for it to return, and fails the test, naming what ran,
+// if it returned an error. A manager, a source or a server started by a test
+// stops with it this way.
+func Go(t testing.TB, what string, run func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+	})
+}

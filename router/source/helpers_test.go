@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/regionwarden/regionwarden/internal/testenv"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -165,15 +166,7 @@ func (k *kubeletDir) write(t *testing.T, data []byte) {
 // run starts a source and stops it when the test ends.
 func run(t *testing.T, r interface{ Run(context.Context) error }) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
+	testenv.Go(t, "run", r.Run)
 }
 
 // poolModels lists the models a table serves, in order.
