@@ -14,12 +14,21 @@
 //
 //  1. A full outage refuses the call (connection dropped, or UNAVAILABLE).
 //  2. Capacity admits it or answers 429, according to the request type that
-//     the x-vertex-ai-llm-request-type header asks for: dedicated (PT only),
-//     shared (pay-as-you-go only) or absent (PT first, then spillover to
-//     pay-as-you-go as ON_DEMAND traffic).
+//     the x-vertex-ai-llm-request-type header asks for: dedicated (PT only:
+//     429 "Too many requests. Exceeded the Provisioned Throughput." beyond
+//     it), shared (pay-as-you-go only) or absent (PT first, then spillover to
+//     pay-as-you-go), and to the pay-as-you-go tier that
+//     x-vertex-ai-llm-shared-request-type names: standard (none, the
+//     region's capacity, ON_DEMAND), priority (ON_DEMAND_PRIORITY) or flex
+//     (ON_DEMAND_FLEX), each with a quota of its own where the scenario
+//     offers it, and refused (400) where it does not. Pay-as-you-go beyond
+//     its quota answers 429 "Resource exhausted. Please try again later.".
 //  3. The active fault windows may fail it with their code, in bursts.
 //  4. The region waits its latency (scenario time) and answers, carrying
 //     usageMetadata with token counts and the trafficType that served it.
+//
+// Each region serves the OpenAI-compatible chat completions too
+// (openai.go), from the same capacity.
 //
 // Randomness is seeded per region and per fault window, so the same seed
 // gives the same fault pattern for the same arrival order.

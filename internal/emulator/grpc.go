@@ -27,14 +27,17 @@ func registerGRPC(s *grpc.Server, r *region) {
 	aiplatformpb.RegisterLlmUtilityServiceServer(s, &llmUtilityServer{r: r})
 }
 
-// requestTypeFromMetadata reads the request-type header; metadata keys are
-// lower case and MD.Get lowers the key it looks for.
-func requestTypeFromMetadata(ctx context.Context) string {
+// headersFromMetadata reads the capacity headers; metadata keys are lower
+// case and MD.Get lowers the key it looks for.
+func headersFromMetadata(ctx context.Context) capacityHeaders {
 	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get(HeaderRequestType); len(v) > 0 {
-		return v[0]
+	first := func(k string) string {
+		if v := md.Get(k); len(v) > 0 {
+			return v[0]
+		}
+		return ""
 	}
-	return ""
+	return capacityHeaders{requestType: first(HeaderRequestType), sharedRequestType: first(HeaderSharedRequestType)}
 }
 
 // grpcError turns a serving error into a gRPC status error.
@@ -48,7 +51,7 @@ func grpcError(err error) error {
 
 // GenerateContent answers one call as the scenario says.
 func (s *predictionServer) GenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest) (*aiplatformpb.GenerateContentResponse, error) {
-	c, aerr := s.r.newCall(req, requestTypeFromMetadata(ctx))
+	c, aerr := s.r.newCall(req, headersFromMetadata(ctx))
 	if aerr != nil {
 		s.r.reject(aerr)
 		return nil, aerr.grpcErr()
@@ -63,7 +66,7 @@ func (s *predictionServer) GenerateContent(ctx context.Context, req *aiplatformp
 // StreamGenerateContent answers one call in a few chunks.
 func (s *predictionServer) StreamGenerateContent(req *aiplatformpb.GenerateContentRequest, stream aiplatformpb.PredictionService_StreamGenerateContentServer) error {
 	ctx := stream.Context()
-	c, aerr := s.r.newCall(req, requestTypeFromMetadata(ctx))
+	c, aerr := s.r.newCall(req, headersFromMetadata(ctx))
 	if aerr != nil {
 		s.r.reject(aerr)
 		return aerr.grpcErr()

@@ -19,9 +19,22 @@ const (
 	RequestTypeShared    = "shared"
 )
 
-// HeaderRequestType is the REST header that picks PT or pay-as-you-go; over
-// gRPC it travels as metadata in lower case.
-const HeaderRequestType = "X-Vertex-AI-LLM-Request-Type"
+// Headers that pick the capacity of a call, as Google's "Use Provisioned
+// Throughput", "Priority PayGo" and "Flex PayGo" pages name them; over gRPC
+// they travel as metadata in lower case. HeaderRequestType picks PT or
+// pay-as-you-go; HeaderSharedRequestType the pay-as-you-go tier.
+const (
+	HeaderRequestType       = "X-Vertex-AI-LLM-Request-Type"
+	HeaderSharedRequestType = "X-Vertex-AI-LLM-Shared-Request-Type"
+)
+
+// Pay-as-you-go tiers, as HeaderSharedRequestType spells them; standard has
+// no header.
+const (
+	TierStandard = "standard"
+	TierPriority = "priority"
+	TierFlex     = "flex"
+)
 
 // Usage kinds: which capacity served a call, as Cloud Monitoring's
 // request_type label spells them.
@@ -36,11 +49,15 @@ const (
 	outcomeRefused = "CONNECTION_REFUSED"
 )
 
-// Messages the real service answers with, near enough for clients that match on them.
+// Messages the real service answers with, near enough for clients that match
+// on them. Google's "Error code 429" page gives the two 429s: pay-as-you-go
+// "Resource exhausted, please try again later." (as regions write it, with
+// a pointer to the page) and Provisioned Throughput "Too many requests.
+// Exceeded the Provisioned Throughput.".
 const (
 	msgResourceExhausted = "Resource exhausted. Please try again later. Please refer to https://cloud.google.com/vertex-ai/generative-ai/docs/error-code-429 for more details."
-	msgExceededPT        = "Exceeded the Provisioned Throughput."
-	msgNoPT              = "Exceeded the Provisioned Throughput: no Provisioned Throughput in this region."
+	msgExceededPT        = "Too many requests. Exceeded the Provisioned Throughput."
+	msgNoPT              = "Too many requests. Exceeded the Provisioned Throughput: there is no Provisioned Throughput at this location."
 	msgDeadline          = "Deadline expired before operation could complete."
 	msgUnavailable       = "The service is currently unavailable."
 	msgInternal          = "Internal error encountered."
@@ -90,6 +107,8 @@ type region struct {
 	mu        sync.Mutex
 	pt        *quota // nil without PT
 	payg      *quota
+	priority  *quota // nil: Priority PayGo not offered here
+	flex      *quota // nil: Flex PayGo not offered here
 	faults    []faultState
 	latency   *latencySampler
 	seconds   []second
@@ -118,6 +137,12 @@ func newRegion(sc *Scenario, cfg *Region, clock Clock, seed uint64) *region {
 	if p := cfg.Provisioned; p != nil {
 		r.pt = newQuota(p.Capacity(), sc.CapacityWindow.Duration)
 	}
+	if c := cfg.Priority; c != nil {
+		r.priority = newQuota(*c, sc.CapacityWindow.Duration)
+	}
+	if c := cfg.Flex; c != nil {
+		r.flex = newQuota(*c, sc.CapacityWindow.Duration)
+	}
 	for i := range cfg.Faults {
 		f := &cfg.Faults[i]
 		r.faults = append(r.faults, faultState{
@@ -131,6 +156,7 @@ func newRegion(sc *Scenario, cfg *Region, clock Clock, seed uint64) *region {
 // call is what a region needs to know about one generate call.
 type call struct {
 	requestType  string // "", dedicated or shared
+	tier         string // the pay-as-you-go tier: standard, priority or flex
 	inputTokens  int
 	outputTokens int
 }
@@ -196,7 +222,7 @@ func (r *region) begin(c call) admission {
 	tokens := c.inputTokens + c.outputTokens
 	err := r.outage(t)
 	if err == nil {
-		err = r.admitLocked(&a, c.requestType, t, tokens)
+		err = r.admitLocked(&a, c, t, tokens)
 	}
 	if err != nil {
 		a.err, a.done = err, true
@@ -244,14 +270,26 @@ func faultMessage(c codes.Code) string {
 	}
 }
 
-// admitLocked takes capacity for the call according to its request type, and
-// says which traffic type serves it. Caller must hold r.mu.
-func (r *region) admitLocked(a *admission, requestType string, t time.Duration, tokens int) *apiError {
+// admitLocked takes capacity for the call according to its request type
+// and pay-as-you-go tier, and says which traffic type serves it, as Vertex
+// does: "shared" is pay-as-you-go alone, in the call's tier; "dedicated" is
+// the PT alone, a 429 "Exceeded the Provisioned Throughput" beyond it; no
+// request type is the PT first, then (spillover) the call's tier. Each tier
+// has its own quota: standard is the region's capacity, Priority and Flex
+// their own. Caller must hold r.mu.
+func (r *region) admitLocked(a *admission, c call, t time.Duration, tokens int) *apiError {
 	onDemand := func(usage string) *apiError {
-		if !r.payg.admit(t, tokens) {
+		q, traffic := r.payg, aiplatformpb.GenerateContentResponse_UsageMetadata_ON_DEMAND
+		switch c.tier {
+		case TierPriority:
+			q, traffic = r.priority, aiplatformpb.GenerateContentResponse_UsageMetadata_ON_DEMAND_PRIORITY
+		case TierFlex:
+			q, traffic = r.flex, aiplatformpb.GenerateContentResponse_UsageMetadata_ON_DEMAND_FLEX
+		}
+		if !q.admit(t, tokens) {
 			return &apiError{code: codes.ResourceExhausted, msg: msgResourceExhausted}
 		}
-		a.traffic, a.usage = aiplatformpb.GenerateContentResponse_UsageMetadata_ON_DEMAND, usage
+		a.traffic, a.usage = traffic, usage
 		return nil
 	}
 	provisioned := func() bool {
@@ -261,7 +299,7 @@ func (r *region) admitLocked(a *admission, requestType string, t time.Duration, 
 		}
 		return false
 	}
-	switch requestType {
+	switch c.requestType {
 	case RequestTypeShared:
 		return onDemand(usageShared)
 	case RequestTypeDedicated:
@@ -358,6 +396,10 @@ func (r *region) checkModel(name string) *apiError {
 	return nil
 }
 
+// capacityHeaders are a call's HeaderRequestType and HeaderSharedRequestType
+// values.
+type capacityHeaders struct{ requestType, sharedRequestType string }
+
 // checkRequestType validates the request-type header's value.
 func checkRequestType(v string) (string, *apiError) {
 	switch strings.ToLower(strings.TrimSpace(v)) {
@@ -369,6 +411,26 @@ func checkRequestType(v string) (string, *apiError) {
 		return RequestTypeShared, nil
 	default:
 		return "", &apiError{code: codes.InvalidArgument, msg: fmt.Sprintf("%s must be dedicated or shared, got %q", HeaderRequestType, v)}
+	}
+}
+
+// checkTier validates the shared-request-type header's value against what
+// the region offers. A tier the region does not offer is refused: Google
+// offers Priority and Flex for some models at some locations only (the
+// global endpoint), and a router that asks where they are not is caught
+// in tests rather than served silently.
+func (r *region) checkTier(v string) (string, *apiError) {
+	t := strings.ToLower(strings.TrimSpace(v))
+	switch t {
+	case "":
+		return TierStandard, nil
+	case TierPriority, TierFlex:
+		if (t == TierPriority && r.priority == nil) || (t == TierFlex && r.flex == nil) {
+			return "", &apiError{code: codes.InvalidArgument, msg: fmt.Sprintf("%s: %s pay-as-you-go is not offered for model %s at location %s.", HeaderSharedRequestType, t, r.sc.Model, r.cfg.Name)}
+		}
+		return t, nil
+	default:
+		return "", &apiError{code: codes.InvalidArgument, msg: fmt.Sprintf("%s must be priority or flex, got %q", HeaderSharedRequestType, v)}
 	}
 }
 
@@ -401,12 +463,16 @@ func (r *region) outputTokens(cfg *aiplatformpb.GenerationConfig) int {
 }
 
 // newCall reads a generate request: the model must be this region's, the
-// request type valid, and there must be contents.
-func (r *region) newCall(req *aiplatformpb.GenerateContentRequest, requestType string) (call, *apiError) {
+// request type and tier valid, and there must be contents.
+func (r *region) newCall(req *aiplatformpb.GenerateContentRequest, h capacityHeaders) (call, *apiError) {
 	if err := r.checkModel(req.GetModel()); err != nil {
 		return call{}, err
 	}
-	rt, err := checkRequestType(requestType)
+	rt, err := checkRequestType(h.requestType)
+	if err != nil {
+		return call{}, err
+	}
+	tier, err := r.checkTier(h.sharedRequestType)
 	if err != nil {
 		return call{}, err
 	}
@@ -415,6 +481,7 @@ func (r *region) newCall(req *aiplatformpb.GenerateContentRequest, requestType s
 	}
 	return call{
 		requestType:  rt,
+		tier:         tier,
 		inputTokens:  estimateTokens(req.GetContents(), req.GetSystemInstruction()),
 		outputTokens: r.outputTokens(req.GetGenerationConfig()),
 	}, nil

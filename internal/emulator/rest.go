@@ -26,11 +26,15 @@ var (
 // POST /{v1,v1beta1}/projects/{p}/locations/{l}/publishers/{pub}/models/{m}:{method}
 // with method generateContent, streamGenerateContent (SSE with ?alt=sse, else
 // a JSON array) or countTokens. Bodies are protojson; errors are Google's
-// error JSON.
+// error JSON. It serves the OpenAI-compatible chat completions too
+// (openai.go).
 func restHandler(r *region) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /{version}/projects/{project}/locations/{location}/publishers/{publisher}/models/{modelAndMethod}", func(w http.ResponseWriter, req *http.Request) {
 		serveREST(r, w, req)
+	})
+	mux.HandleFunc("POST /{version}/projects/{project}/locations/{location}/endpoints/openapi/chat/completions", func(w http.ResponseWriter, req *http.Request) {
+		serveChat(r, w, req)
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, &apiError{code: codes.NotFound, msg: "The requested URL was not found on this server."})
@@ -66,7 +70,7 @@ func serveREST(r *region, w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		in.Model = name
-		c, ae := r.newCall(&in, req.Header.Get(HeaderRequestType))
+		c, ae := r.newCall(&in, headersOf(req.Header))
 		if ae != nil {
 			r.reject(ae)
 			writeError(w, ae)
@@ -93,6 +97,11 @@ func serveREST(r *region, w http.ResponseWriter, req *http.Request) {
 	default:
 		writeError(w, &apiError{code: codes.NotFound, msg: fmt.Sprintf("method %q is not served", method)})
 	}
+}
+
+// headersOf reads a REST call's capacity headers.
+func headersOf(h http.Header) capacityHeaders {
+	return capacityHeaders{requestType: h.Get(HeaderRequestType), sharedRequestType: h.Get(HeaderSharedRequestType)}
 }
 
 func restGenerate(ctx context.Context, r *region, w http.ResponseWriter, c call) {
@@ -149,6 +158,16 @@ func restStream(r *region, w http.ResponseWriter, req *http.Request, c call) {
 
 // writeServeError writes a serving error; a dropped connection writes nothing.
 func writeServeError(w http.ResponseWriter, err error) {
+	ae := serveError(err)
+	if ae.refused {
+		return
+	}
+	writeError(w, ae)
+}
+
+// serveError is a serving error as an *apiError: the caller giving up is
+// CANCELLED or DEADLINE_EXCEEDED.
+func serveError(err error) *apiError {
 	var ae *apiError
 	if !errors.As(err, &ae) {
 		ae = &apiError{code: codes.Canceled, msg: err.Error()}
@@ -156,10 +175,7 @@ func writeServeError(w http.ResponseWriter, err error) {
 			ae.code = codes.DeadlineExceeded
 		}
 	}
-	if ae.refused {
-		return
-	}
-	writeError(w, ae)
+	return ae
 }
 
 // writeError writes e as Google's REST error JSON with the HTTP status Google

@@ -145,6 +145,13 @@ type Region struct {
 	// Provisioned is the PT bought in this region; required exactly when the
 	// tier is provisioned.
 	Provisioned *Provisioned `json:"provisioned,omitempty"`
+	// Priority and Flex are the quotas of Priority PayGo and Flex PayGo at
+	// this location, each its own; absent: the tier is not offered here, and
+	// a call that asks for it is refused (Google offers them for some models
+	// at the global endpoint). One that is given needs requestsPerSecond or
+	// tokensPerSecond.
+	Priority *Capacity `json:"priority,omitempty"`
+	Flex     *Capacity `json:"flex,omitempty"`
 	// Latency is the distribution of a successful call's latency.
 	Latency Latency `json:"latency,omitempty"`
 	// Faults is the region's timeline of faults.
@@ -433,6 +440,15 @@ func (r *Region) validate(f string, window time.Duration, bad func(field, format
 		bad(f+".name", "must be a Vertex AI location such as europe-west1, got %q", r.Name)
 	}
 	validCapacity(f+".capacity", r.Capacity, window, bad)
+	for name, c := range map[string]*Capacity{"priority": r.Priority, "flex": r.Flex} {
+		if c == nil {
+			continue
+		}
+		validCapacity(f+"."+name, *c, window, bad)
+		if c.IsZero() {
+			bad(f+"."+name, "needs requestsPerSecond or tokensPerSecond")
+		}
+	}
 	switch r.Tier {
 	case table.TierShared:
 		if r.Provisioned != nil {
