@@ -8,21 +8,27 @@
 //	POST /{v1,v1beta1}/projects/{p}/locations/{l}/publishers/{pub}/models/{m}:generateContent
 //	POST /{v1,v1beta1}/projects/{p}/locations/{l}/publishers/{pub}/models/{m}:streamGenerateContent[?alt=sse]
 //	POST /{v1,v1beta1}/projects/{p}/locations/{l}/publishers/{pub}/models/{m}:countTokens
+//	POST /{v1,v1beta1}/projects/{p}/locations/{l}/endpoints/openapi/chat/completions
 //	GET  /metrics, /debug/pools, /healthz, /readyz
 //
 // The pool is found by project, publisher and model; the location in the path
-// is the client's wish, not an order.
+// is the client's wish, not an order. The OpenAI-compatible chat completions
+// (chat.go) name the model in the body, "google/{model}", which the router
+// reads without decoding the rest; they are routed and forwarded like the
+// other calls, streams (server-sent events) included.
 //
 // # Bytes through
 //
 // The router does not decode bodies. The caller's body bytes go to the
 // region's Vertex REST endpoint, on the API version the caller used, with
-// only the host, the location in the path, the request-type header and the
-// credentials changed (router/upstream); the answer comes back as it
+// only the host, the location in the path, the capacity headers (the request
+// type and the pay-as-you-go tier, from the capacity the policy picked) and
+// the credentials changed (router/upstream); the answer comes back as it
 // arrives, streams flushed chunk by chunk, server-sent events (?alt=sse) or
 // one JSON array alike. Of the answer the router reads only what it needs,
-// as the bytes pass: the status, Google's error JSON, and the usageMetadata
-// with its traffic type and token counts. A field neither the router nor its
+// as the bytes pass: the status, Google's error JSON (whose message tells a
+// full PT's 429 from pay-as-you-go's), and the usageMetadata (or a chat
+// completion's usage) with its traffic type and token counts. A field neither the router nor its
 // protos know passes untouched in both directions, and an error the region
 // answers reaches the caller byte for byte. The errors the router answers
 // itself are Google's error JSON ({"error":{"code","message","status"}}),

@@ -40,8 +40,11 @@ var relayBuffers = sync.Pool{New: func() any {
 // within the write timeout, or the caller is cut off and the call ends.
 func (x *exchange) relay(resp *http.Response) (policy.Report, bool, error) {
 	defer func() { _ = resp.Body.Close() }()
-	stream := x.method == methodStream
-	sse := stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	// A chat completion is a stream when the region answers one (the body
+	// asked "stream": true): the router does not decode the body to know.
+	stream := x.method == methodStream || (x.method == methodChat && sse)
+	sse = stream && sse
 	framing := upstream.FrameObject
 	if stream && !sse {
 		framing = upstream.FrameArray
@@ -182,7 +185,7 @@ func (x *exchange) flush() error {
 // of its own), an element for a JSON array. Any other answer cannot be ended
 // well formed: the connection is cut, so the caller sees it broken.
 func (x *exchange) breakOff(err error, sse bool) {
-	if x.method != methodStream || !x.scan.Between() {
+	if (x.method != methodStream && !sse) || !x.scan.Between() {
 		x.abort = true
 		return
 	}

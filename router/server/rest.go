@@ -24,6 +24,8 @@ const (
 	methodGenerate = "generateContent"
 	methodStream   = "streamGenerateContent"
 	methodCount    = "countTokens"
+	// methodChat is the OpenAI-compatible chat completions (chat.go).
+	methodChat = "chatCompletions"
 )
 
 // route is what the path of a REST call names:
@@ -105,6 +107,12 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 	defer x.finish()
 
 	rt, ok := parseRoute(r.URL.Path)
+	if !ok && r.Method == http.MethodPost {
+		if cr, ok := parseChatRoute(r.URL.Path); ok {
+			x.serveChat(cr)
+			return
+		}
+	}
 	if !ok || r.Method != http.MethodPost {
 		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("The requested URL %s was not found on this server.", r.URL.Path), 0)
 		return

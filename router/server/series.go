@@ -21,7 +21,7 @@ import (
 type series struct {
 	m     *metrics.Metrics
 	label string
-	ok    [3]boundRequest // answered 200, by method: generateContent, streamGenerateContent, countTokens
+	ok    [len(methods)]boundRequest // answered 200, by method
 	// regions are the pool's regions' series, in table order.
 	regions []boundRegion
 }
@@ -47,7 +47,7 @@ type boundRegion struct {
 type boundCounter struct{ prometheus.Counter }
 
 // methods are the methods of the surfaces, in the order of series.ok.
-var methods = [...]string{methodGenerate, methodStream, methodCount}
+var methods = [...]string{methodGenerate, methodStream, methodCount, methodChat}
 
 func newSeries(m *metrics.Metrics, label string, regions []table.Region) *series {
 	s := &series{m: m, label: label, regions: make([]boundRegion, len(regions))}

@@ -38,19 +38,27 @@ const (
 	attrShedReason    = attribute.Key("regionwarden.shed_reason")
 	operationCount    = "count_tokens"
 	operationGenerate = "generate_content"
+	operationChat     = "chat"
 )
+
+// operation is the gen_ai.operation.name of a method.
+func operation(method string) string {
+	switch method {
+	case methodCount:
+		return operationCount
+	case methodChat:
+		return operationChat
+	}
+	return operationGenerate
+}
 
 // Every span of a call says what it is in the GenAI semantic conventions'
 // terms: the operation, the provider (Vertex AI) and the model asked for.
 // Prompts and answers are never recorded: the spans carry names, counts and
 // outcomes only.
 func genAIAttrs(method, model string) []attribute.KeyValue {
-	op := operationGenerate
-	if method == methodCount {
-		op = operationCount
-	}
 	return []attribute.KeyValue{
-		semconv.GenAIOperationNameKey.String(op),
+		semconv.GenAIOperationNameKey.String(operation(method)),
 		semconv.GenAIProviderNameGCPVertexAI,
 		semconv.GenAIRequestModel(model),
 	}
@@ -58,12 +66,7 @@ func genAIAttrs(method, model string) []attribute.KeyValue {
 
 // spanName is a span's name as the GenAI conventions ask:
 // "{gen_ai.operation.name} {gen_ai.request.model}".
-func spanName(method, model string) string {
-	if method == methodCount {
-		return operationCount + " " + model
-	}
-	return operationGenerate + " " + model
-}
+func spanName(method, model string) string { return operation(method) + " " + model }
 
 // startSpan starts the call's server span for method on model, continuing
 // the trace that carrier holds (the caller's W3C traceparent, from its HTTP

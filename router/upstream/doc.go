@@ -8,9 +8,11 @@
 // A call names its Target: the pool and the region the policy picked, and the
 // caller's own Authorization. Over REST (Send) the caller's body bytes go on
 // unchanged, to the same API version, with only what routing must change:
-// the host, the location in the path, the request-type header (derived here,
-// from the region's tier) and the credentials. Over gRPC the request's model
-// is rewritten and the request type travels as metadata; fields this build's
+// the host, the location in the path, the capacity headers
+// X-Vertex-AI-LLM-Request-Type and X-Vertex-AI-LLM-Shared-Request-Type
+// (derived here, from the capacity the policy picked: Headers) and the
+// credentials. Over gRPC the request's model is rewritten and the capacity
+// headers travel as metadata; fields this build's
 // protos do not know travel as the protobuf runtime's unknown fields.
 //
 // Credentials are chosen per call by an Authorizer: the router's own
@@ -19,9 +21,12 @@
 // Options.Insecure, the emulators' and tests' plaintext setup, says otherwise.
 //
 // An answer is read only as far as the router needs: AnswerScanner finds the
-// usageMetadata (tokens, traffic type) and a stream's error while the bytes
-// pass, without decoding them. A REST error answer is kept whole (*Error) to
+// usageMetadata (tokens, traffic type), a chat completion's usage, and a
+// stream's error while the bytes pass, without decoding them; ChatModel
+// reads a chat completion's model the same way. A REST error answer is kept whole (*Error) to
 // be passed on byte for byte. Classify turns a call's error into the
-// policy.Outcome the router learns from; HTTPStatus and GoogleError turn it
-// into the answer the caller sees when the router answers itself.
+// policy.Outcome the router learns from, telling Google's two 429s apart
+// (a full PT's, ProvisionedFull; pay-as-you-go's, Capacity); HTTPStatus and
+// GoogleError turn it into the answer the caller sees when the router
+// answers itself.
 package upstream

@@ -21,7 +21,8 @@ type Request struct {
 	// Version is the API version the caller used, v1 or v1beta1; the region
 	// is called with the same.
 	Version string
-	// Method is generateContent, streamGenerateContent or countTokens.
+	// Method is generateContent, streamGenerateContent, countTokens or
+	// MethodChatCompletions.
 	Method string
 	// RawQuery is the caller's query string (?alt=sse), sent as it is.
 	RawQuery string
@@ -120,9 +121,17 @@ func AnswerHeader(dst, src http.Header) {
 	}
 }
 
+// MethodChatCompletions is the Request.Method of the OpenAI-compatible chat
+// completions: POST /{version}/projects/{p}/locations/{l}/endpoints/openapi/chat/completions,
+// the model named in the body as "{publisher}/{model}".
+const MethodChatCompletions = "chat/completions"
+
 // path is the REST path of a call to t: the caller's, with the region's
 // location and the pool's names.
 func path(r *Request, t *Target) string {
+	if r.Method == MethodChatCompletions {
+		return "/" + r.Version + "/projects/" + t.Pool.Project + "/locations/" + t.Region.Name + "/endpoints/openapi/chat/completions"
+	}
 	var b strings.Builder
 	b.WriteByte('/')
 	b.WriteString(r.Version)

@@ -2,6 +2,9 @@ package upstream
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
 
 	"google.golang.org/grpc/codes"
 )
@@ -21,6 +24,7 @@ const (
 	fieldNone = iota
 	fieldUsage
 	fieldError
+	fieldChatUsage
 )
 
 // maxCapture bounds the bytes of one captured field: a usageMetadata or an
@@ -29,8 +33,9 @@ const maxCapture = 16 << 10
 
 // AnswerScanner reads what the router needs of an answer while its bytes
 // pass on to the caller, without decoding the answer: the usageMetadata of
-// each answer object (total tokens and traffic type) and an error object
-// (Vertex ends a failing stream with one). It is a byte-level JSON state
+// each answer object (total tokens and traffic type), the usage of an
+// OpenAI-compatible chat completion, and an error object (Vertex ends a
+// failing stream with one). It is a byte-level JSON state
 // machine that follows strings and nesting only, and captures the values of
 // those two keys of the answer objects themselves, so fields it does not know
 // cost nothing and are never touched. Feed it the bytes in any pieces, in
@@ -206,6 +211,8 @@ func (s *AnswerScanner) field() int {
 	switch string(s.key[:s.keyN]) {
 	case "usageMetadata":
 		return fieldUsage
+	case "usage":
+		return fieldChatUsage
 	case "error":
 		return fieldError
 	}
@@ -238,6 +245,8 @@ func (s *AnswerScanner) finish() {
 			}
 		})
 		s.OutputTokens = max(s.OutputTokens, output)
+	case fieldChatUsage:
+		s.chatUsage()
 	case fieldError:
 		code, httpStatus := codes.Unknown, 0
 		members(s.buf, func(k, v []byte) {
@@ -258,6 +267,52 @@ func (s *AnswerScanner) finish() {
 		s.Err = code
 	}
 	s.capture, s.buf = fieldNone, s.buf[:0]
+}
+
+// chatUsage reads the captured usage of an OpenAI-compatible chat
+// completion (or its last chunk), as Vertex writes it: prompt_tokens,
+// completion_tokens (the answer), completion_tokens_details.reasoning_tokens
+// (thoughts, counted in total_tokens beside completion_tokens), total_tokens,
+// and the traffic type in extra_properties.google.traffic_type.
+func (s *AnswerScanner) chatUsage() {
+	var output int64
+	members(s.buf, func(k, v []byte) {
+		switch string(k) {
+		case "total_tokens":
+			if n, ok := parseInt(v); ok && n > s.Tokens {
+				s.Tokens = n
+			}
+		case "prompt_tokens":
+			if n, ok := parseInt(v); ok && n > s.InputTokens {
+				s.InputTokens = n
+			}
+		case "completion_tokens":
+			if n, ok := parseInt(v); ok {
+				output += n
+			}
+		case "completion_tokens_details":
+			members(v, func(k, v []byte) {
+				if string(k) == "reasoning_tokens" {
+					if n, ok := parseInt(v); ok {
+						output += n
+					}
+				}
+			})
+		case "extra_properties":
+			members(v, func(k, v []byte) {
+				if string(k) == "google" {
+					members(v, func(k, v []byte) {
+						if string(k) == "traffic_type" {
+							if t := trafficType(v); t != "" {
+								s.TrafficType = t
+							}
+						}
+					})
+				}
+			})
+		}
+	})
+	s.OutputTokens = max(s.OutputTokens, output)
 }
 
 // TrafficTypes are the values of usageMetadata.trafficType this build knows,
@@ -288,6 +343,33 @@ func trafficType(v []byte) string {
 		}
 	}
 	return string(name)
+}
+
+// ChatModel reads the "model" member of a chat completion request body (a
+// JSON object) without decoding the rest: the body's top-level members are
+// stepped over as bytes. It fails when the body is not an object, has no
+// string "model", or has more than one: a router that read one model and a
+// region that read another would route a call by a name it does not run.
+func ChatModel(body []byte) (string, error) {
+	var model []byte
+	n := 0
+	members(body, func(k, v []byte) {
+		if string(k) == "model" {
+			model = v
+			n++
+		}
+	})
+	switch {
+	case n == 0:
+		return "", errors.New(`the request body has no "model"`)
+	case n > 1:
+		return "", errors.New(`the request body has more than one "model"`)
+	}
+	var name string
+	if err := json.Unmarshal(model, &name); err != nil {
+		return "", fmt.Errorf(`"model" is not a string: %s`, model)
+	}
+	return name, nil
 }
 
 // members calls fn with the raw key and value of each member of the JSON
