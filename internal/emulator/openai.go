@@ -203,11 +203,10 @@ func chatStream(ctx context.Context, r *region, w http.ResponseWriter, c call, m
 // responseText is the text of an answer's first candidate.
 func responseText(m *aiplatformpb.GenerateContentResponse) string {
 	var b strings.Builder
-	for _, c := range m.GetCandidates() {
-		for _, p := range c.GetContent().GetParts() {
+	if cs := m.GetCandidates(); len(cs) > 0 {
+		for _, p := range cs[0].GetContent().GetParts() {
 			b.WriteString(p.GetText())
 		}
-		break
 	}
 	return b.String()
 }
