@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -112,11 +111,7 @@ func (e *discoveryEnv) orderEnds(location string) {
 // reconcile runs the pool reconciler once, as the manager would.
 func (e *discoveryEnv) reconcile(name string) reconcile.Result {
 	e.t.Helper()
-	res, err := e.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.ns, Name: name}})
-	if err != nil {
-		e.t.Fatalf("reconciling %s: %v", name, err)
-	}
-	return res
+	return reconcileOnce(e.t, e.r, e.ns, name)
 }
 
 func poolWithDiscovery(mode capacityv1alpha1.DiscoveryMode) poolOption {

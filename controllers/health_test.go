@@ -230,9 +230,7 @@ func (e *healthEnv) gcpShows(project, location string, gsus int64) {
 
 func (e *healthEnv) reconcilePT(name string) {
 	e.t.Helper()
-	if _, err := e.pt.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: e.ns, Name: name}}); err != nil {
-		e.t.Fatalf("reconciling PT %s: %v", name, err)
-	}
+	reconcileOnce(e.t, e.pt, e.ns, name)
 }
 
 // reconcilePool reconciles the pool once, after the manager's cache holds

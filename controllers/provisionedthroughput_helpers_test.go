@@ -231,11 +231,7 @@ func (e *ptEnv) get(name string) *capacityv1alpha1.ProvisionedThroughput {
 // reconcile runs the reconciler once on the PT, as the manager would.
 func (e *ptEnv) reconcile(name string) reconcile.Result {
 	e.t.Helper()
-	res, err := e.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.ns, Name: name}})
-	if err != nil {
-		e.t.Fatalf("reconciling %s: %v", name, err)
-	}
-	return res
+	return reconcileOnce(e.t, e.r, e.ns, name)
 }
 
 // waitFor waits until ok holds of the PT.

@@ -109,8 +109,7 @@ func TestRegionPoolProtectsReadyPT(t *testing.T) {
 func TestRegionPoolAddsUndeclaredRegion(t *testing.T) {
 	e := newPoolEnv(t, true)
 	e.createPool("flash", []string{"europe-west1", "europe-west4"})
-	createPT(e.t, e.ns, "global-order", 1, withLocation("global"))
-	e.setPTReady("global-order", true, capacityv1alpha1.ReasonActive, 0)
+	e.readyPT("global-order", "global", 1)
 
 	rt := e.waitTable("flash-routing", "protects global", protects("global"))
 	if got, want := tiers(rt), []string{"global=provisioned", "europe-west1=shared", "europe-west4=shared"}; !slices.Equal(got, want) {
@@ -193,8 +192,7 @@ func TestRegionPoolOwnsItsConfigMap(t *testing.T) {
 func TestRegionPoolRevertsHandEdit(t *testing.T) {
 	e := newPoolEnv(t, true)
 	e.createPool("flash", []string{"europe-west1", "us-east5"})
-	createPT(e.t, e.ns, "order", 2, withLocation("us-east5"))
-	e.setPTReady("order", true, capacityv1alpha1.ReasonActive, 0)
+	e.readyPT("order", "us-east5", 2)
 	rt := e.waitTable("flash-routing", "protects us-east5", protects("us-east5"))
 	want := rt.cm.Data[table.DataKey]
 	e.waitPool("flash", "is reconciled", isReconciled)
@@ -454,8 +452,7 @@ func TestRegionPoolStallsOnWhatOnlyAPersonFixes(t *testing.T) {
 	for i := 1; i <= table.MaxRegions; i++ {
 		full = append(full, "europe-west"+strconv.Itoa(i))
 	}
-	createPT(e.t, e.ns, "one-too-many", 2, withLocation("us-east5"))
-	e.setPTReady("one-too-many", true, capacityv1alpha1.ReasonActive, 0)
+	e.readyPT("one-too-many", "us-east5", 2)
 	e.createPool("full", full)
 
 	for _, tc := range []struct{ pool, detail string }{

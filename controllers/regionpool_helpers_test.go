@@ -135,6 +135,14 @@ func (e *poolEnv) createPool(name string, regions []string, opts ...poolOption) 
 	return createPool(e.t, e.ns, name, regions, opts...)
 }
 
+// readyPT creates a PT of gsus in location and makes it ready, as the PT
+// controller would once GCP confirmed it.
+func (e *poolEnv) readyPT(name, location string, gsus int64) {
+	e.t.Helper()
+	createPT(e.t, e.ns, name, gsus, withLocation(location))
+	e.setPTReady(name, true, capacityv1alpha1.ReasonActive, 0)
+}
+
 // setPTReady writes the PT's Ready condition (and observed tokens per second
 // when tokens > 0) through the status subresource, as the PT controller would.
 func (e *poolEnv) setPTReady(name string, ready bool, reason string, tokens float64) {

@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 	"github.com/regionwarden/regionwarden/internal/gcp"
@@ -50,6 +52,17 @@ func TestMain(m *testing.M) {
 		testClient, err = client.New(cfg, client.Options{Scheme: testScheme})
 		return err
 	}))
+}
+
+// reconcileOnce runs r once on ns/name, as the manager would, and fails
+// the test if it returns an error.
+func reconcileOnce(t testing.TB, r reconcile.Reconciler, ns, name string) reconcile.Result {
+	t.Helper()
+	res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+	if err != nil {
+		t.Fatalf("reconciling %s/%s: %v", ns, name, err)
+	}
+	return res
 }
 
 // startManager runs mgr until the test ends and waits for its cache.
