@@ -368,6 +368,50 @@ func TestRegionPoolPolicy(t *testing.T) {
 	}
 }
 
+// TestRegionPoolPayGoTiers: the tiers a pool lists for its regions and gives
+// each priority reach the table as the router reads them, and a region that
+// lists none takes the table's default for its tier (standard while shared,
+// none while it holds a PT).
+func TestRegionPoolPayGoTiers(t *testing.T) {
+	e := newPoolEnv(t, true)
+	e.readyPT("global-order", "global", 2)
+	e.createPool("flash", []string{"global", "europe-west4", "us-central1"}, func(p *capacityv1alpha1.RegionPool) {
+		p.Spec.Regions[0].PayGoTiers = []capacityv1alpha1.PayGoTier{capacityv1alpha1.PayGoFlex, capacityv1alpha1.PayGoPriority}
+		p.Spec.Regions[1].PayGoTiers = []capacityv1alpha1.PayGoTier{capacityv1alpha1.PayGoStandard, capacityv1alpha1.PayGoFlex}
+		p.Spec.Policy.PayGo.Critical = []capacityv1alpha1.PayGoTier{capacityv1alpha1.PayGoPriority}
+		p.Spec.Policy.PayGo.Sheddable = []capacityv1alpha1.PayGoTier{capacityv1alpha1.PayGoStandard, capacityv1alpha1.PayGoFlex}
+	})
+	rt := e.waitTable("flash-routing", "protects global", protects("global"))
+	for name, want := range map[string][]table.PayGoTier{
+		"global":       {table.PayGoPriority, table.PayGoFlex},
+		"europe-west4": {table.PayGoStandard, table.PayGoFlex},
+		"us-central1":  {table.PayGoStandard},
+	} {
+		if got := rt.region(name).PayGoTiers; !slices.Equal(got, want) {
+			t.Errorf("%s pay-as-you-go tiers = %v, want %v", name, got, want)
+		}
+	}
+	want := table.PayGo{
+		Critical:  []table.PayGoTier{table.PayGoPriority},
+		Default:   table.DefaultPayGoDefault,
+		Sheddable: []table.PayGoTier{table.PayGoStandard, table.PayGoFlex},
+	}
+	if got := rt.table.Pools[0].Policy.PayGo; !reflect.DeepEqual(got, want) {
+		t.Errorf("payGo = %+v, want %+v (the order of each list is the preference)", got, want)
+	}
+
+	// Without tiers listed, global holds its PT alone: the pool's change
+	// reaches the table.
+	p := e.pool("flash")
+	p.Spec.Regions[0].PayGoTiers = nil
+	if err := e.cl.Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	e.waitTable("flash-routing", "lists no tier for global", func(rt routingTable) bool {
+		return len(rt.region("global").PayGoTiers) == 0
+	})
+}
+
 // TestOmittedMeansTheSameEverywhere: a RegionPool that sets only what it must
 // (project, model, region names), defaulted by the API server from the CRD's
 // markers and rendered by the controller, routes exactly as a hand-written

@@ -139,6 +139,7 @@ func renderPool(pool *capacityv1alpha1.RegionPool, pts []capacityv1alpha1.Provis
 		if sr.RequestsPerSecond != nil {
 			r.Capacity.RequestsPerSecond = float64(*sr.RequestsPerSecond)
 		}
+		r.PayGoTiers = tableTiers(sr.PayGoTiers)
 		out.pool.Regions = append(out.pool.Regions, r)
 	}
 	for name, l := range byLocation {
@@ -217,7 +218,25 @@ func renderPolicy(p capacityv1alpha1.RoutingPolicy, capacityShare *int32) table.
 	case capacityv1alpha1.RequestTypeSpillover:
 		out.Provisioned.RequestType = table.RequestTypeSpillover
 	}
+	out.PayGo = table.PayGo{
+		Critical:  tableTiers(p.PayGo.Critical),
+		Default:   tableTiers(p.PayGo.Default),
+		Sheddable: tableTiers(p.PayGo.Sheddable),
+	}
 	out.Default()
+	return out
+}
+
+// tableTiers are pay-as-you-go tiers as the routing table spells them, in
+// their order; nil (unset, for the table to default) for none.
+func tableTiers(ts []capacityv1alpha1.PayGoTier) []table.PayGoTier {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]table.PayGoTier, len(ts))
+	for i, t := range ts {
+		out[i] = table.PayGoTier(strings.ToLower(string(t)))
+	}
 	return out
 }
 

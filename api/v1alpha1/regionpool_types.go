@@ -19,6 +19,19 @@ const (
 	RequestTypeDedicated RequestType = "Dedicated"
 )
 
+// PayGoTier is a pay-as-you-go tier of Vertex AI, chosen per call with the
+// X-Vertex-AI-LLM-Shared-Request-Type header: Standard (none), Priority
+// (Priority PayGo: a higher price for more consistent performance) or Flex
+// (Flex PayGo: half the price, slower and throttled more).
+// +kubebuilder:validation:Enum=Standard;Priority;Flex
+type PayGoTier string
+
+const (
+	PayGoStandard PayGoTier = "Standard"
+	PayGoPriority PayGoTier = "Priority"
+	PayGoFlex     PayGoTier = "Flex"
+)
+
 // RegionPoolSpec is the set of regions that serve one publisher model of one
 // project, and how the router treats them.
 type RegionPoolSpec struct {
@@ -214,6 +227,21 @@ type PoolRegion struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('(?i)^([a-z0-9]([a-z0-9-]*[a-z0-9])?[.])+googleapis[.]com:[0-9]+$') || self.matches('^(localhost|127([.][0-9]{1,3}){3}):[0-9]+$')",message="endpoint must be a Google API host (*.googleapis.com, Private Service Connect names included) or a loopback address: the router sends credentials nowhere else"
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
+
+	// PayGoTiers are the pay-as-you-go tiers the router may call at this
+	// location: Standard, Priority, Flex. Google offers Priority and Flex
+	// PayGo for some models and locations only (the global endpoint), and
+	// they cost differently, so the router uses them only where they are
+	// listed, for the calls spec.policy.payGo gives them to. Unset: Standard
+	// while the location holds no Provisioned Throughput; none while it
+	// does (the PT's overflow then spills into Standard inside Google, with
+	// requestType Spillover), so that listing tiers is what lets the router
+	// call them directly, e.g. Priority PayGo on global while the PT there
+	// is full.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=3
+	// +optional
+	PayGoTiers []PayGoTier `json:"payGoTiers,omitempty"`
 }
 
 // RoutingPolicy holds the router's knobs for a pool.
@@ -230,6 +258,46 @@ type RoutingPolicy struct {
 	// +kubebuilder:default={}
 	// +optional
 	Provisioned ProvisionedPolicy `json:"provisioned,omitempty"`
+	// PayGo says which pay-as-you-go tiers calls of each priority may use.
+	// +kubebuilder:default={}
+	// +optional
+	PayGo PayGoPolicy `json:"payGo,omitempty"`
+}
+
+// PayGoPolicy maps a call's priority (X-Regionwarden-Priority, capped by
+// spec.callers) to the pay-as-you-go tiers it may use once provisioned
+// capacity is full, in order of preference (each list is atomic: its order
+// is the preference, and a tier appears once). Provisioned Throughput always
+// comes first: it is paid for. A tier no region lists in payGoTiers is
+// skipped, so the defaults cost nothing extra until a region lists Priority
+// or Flex.
+type PayGoPolicy struct {
+	// Critical calls: by default Priority PayGo where a region offers it,
+	// else Standard.
+	// +kubebuilder:default={Priority,Standard}
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:XValidation:rule="self.all(t, self.filter(u, u == t).size() == 1)",message="a tier is listed once"
+	// +optional
+	Critical []PayGoTier `json:"critical,omitempty"`
+	// Default calls: by default Standard.
+	// +kubebuilder:default={Standard}
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:XValidation:rule="self.all(t, self.filter(u, u == t).size() == 1)",message="a tier is listed once"
+	// +optional
+	Default []PayGoTier `json:"default,omitempty"`
+	// Sheddable calls: by default Flex PayGo where a region offers it, else
+	// Standard.
+	// +kubebuilder:default={Flex,Standard}
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:XValidation:rule="self.all(t, self.filter(u, u == t).size() == 1)",message="a tier is listed once"
+	// +optional
+	Sheddable []PayGoTier `json:"sheddable,omitempty"`
 }
 
 // EjectionPolicy is failure-rate outlier detection for pay-as-you-go regions.

@@ -2,6 +2,7 @@ package v1alpha1_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,6 +115,9 @@ func TestDefaultsAreAppliedByTheAPIServer(t *testing.T) {
 		{"provisioned.requestType", strings.ToLower(string(got.Spec.Policy.Provisioned.RequestType)), string(want.Provisioned.RequestType)},
 		{"callers.maxPriority", strings.ToLower(string(got.Spec.Callers.MaxPriority)), string(table.DefaultMaxPriority)},
 		{"capacityShare", deref(got.Spec.CapacityShare), want.CapacityShare},
+		{"payGo.critical", tiers(got.Spec.Policy.PayGo.Critical), fmt.Sprint(want.PayGo.Critical)},
+		{"payGo.default", tiers(got.Spec.Policy.PayGo.Default), fmt.Sprint(want.PayGo.Default)},
+		{"payGo.sheddable", tiers(got.Spec.Policy.PayGo.Sheddable), fmt.Sprint(want.PayGo.Sheddable)},
 		{"GetCapacityShare of an unset share", (&capacityv1alpha1.RegionPool{}).GetCapacityShare(), table.DefaultCapacityShare},
 	}
 	for _, c := range checks {
@@ -138,4 +142,13 @@ func deref(v *int32) int {
 		return -1
 	}
 	return int(*v)
+}
+
+// tiers is ts as the routing table spells them, printed.
+func tiers(ts []capacityv1alpha1.PayGoTier) string {
+	out := make([]table.PayGoTier, len(ts))
+	for i, t := range ts {
+		out[i] = table.PayGoTier(strings.ToLower(string(t)))
+	}
+	return fmt.Sprint(out)
 }

@@ -196,6 +196,24 @@ func TestBadObjectsAreRefused(t *testing.T) {
 		{"unknown request type", goodPool, func(o map[string]any) {
 			set(o, "spec.policy.provisioned.requestType", "Shared")
 		}, "spec.policy.provisioned.requestType"},
+		{"unknown pay-as-you-go tier of a region", goodPool, func(o map[string]any) {
+			set(o, "spec.regions", []any{map[string]any{"name": "global", "payGoTiers": []any{"Standard", "Express"}}})
+		}, "spec.regions[0].payGoTiers[1]"},
+		{"pay-as-you-go tier of a region listed twice", goodPool, func(o map[string]any) {
+			set(o, "spec.regions", []any{map[string]any{"name": "global", "payGoTiers": []any{"Priority", "Priority"}}})
+		}, "spec.regions[0].payGoTiers[1]"},
+		{"tier spelt as the routing table spells it", goodPool, func(o map[string]any) {
+			set(o, "spec.policy.payGo.critical", []any{"priority"})
+		}, "spec.policy.payGo.critical[0]"},
+		{"critical tier listed twice", goodPool, func(o map[string]any) {
+			set(o, "spec.policy.payGo.critical", []any{"Priority", "Standard", "Priority"})
+		}, "spec.policy.payGo.critical: Invalid value: a tier is listed once"},
+		{"no tier for sheddable calls", goodPool, func(o map[string]any) {
+			set(o, "spec.policy.payGo.sheddable", []any{})
+		}, "spec.policy.payGo.sheddable"},
+		{"four default tiers", goodPool, func(o map[string]any) {
+			set(o, "spec.policy.payGo.default", []any{"Standard", "Flex", "Priority", "Standard"})
+		}, "spec.policy.payGo.default"},
 		{"configmap name not a name", goodPool, func(o map[string]any) {
 			set(o, "spec.output.configMapName", "Routing_Table")
 		}, "spec.output.configMapName"},
