@@ -92,7 +92,7 @@ func (r *RegionPoolReconciler) askGCP(ctx context.Context, pool *capacityv1alpha
 		requeue = min(interval, SourceRetryInterval)
 		ctrl.LoggerFrom(ctx).Info("GCP could not be asked; discovery keeps the last answer", "code", gcp.Code(err).String(), "error", err.Error())
 	} else {
-		pool.Status.Discovered = mergeDiscovered(pool, pool.Status.Discovered, facts)
+		pool.Status.Discovered = mergeDiscovered(pool, pool.Status.Discovered, facts, pool.Status.LastDiscoveryTime, interval)
 		pool.Status.LastDiscoveryTime = stamp(facts.FetchedAt)
 	}
 	return requeue + time.Duration(rand.Float64()*VerificationJitter*float64(requeue)), err
@@ -208,9 +208,21 @@ func (r *RegionPoolReconciler) discoveryInterval(pool *capacityv1alpha1.RegionPo
 // than the grace period. A region the spec no longer lists leaves the set. The
 // result is sorted by name; ProvisionedThroughput is carried over, to be set
 // by the caller.
-func mergeDiscovered(pool *capacityv1alpha1.RegionPool, prev []capacityv1alpha1.DiscoveredRegion, facts *gcp.ProjectFacts) []capacityv1alpha1.DiscoveredRegion {
+//
+// Only time in which GCP answered counts toward the grace period: an outage
+// of GCP (or of the operator) says nothing about an order, so when this
+// answer comes more than answerGap(interval) after the last one (lastAnswer),
+// every missingSince moves forward by the excess. Without that, an order
+// omitted by one answer before a long outage would lose its protection at
+// the first answer after it, on two answers' word instead of the grace
+// period's worth of them.
+func mergeDiscovered(pool *capacityv1alpha1.RegionPool, prev []capacityv1alpha1.DiscoveredRegion, facts *gcp.ProjectFacts, lastAnswer *metav1.Time, interval time.Duration) []capacityv1alpha1.DiscoveredRegion {
 	at := stamp(facts.FetchedAt)
 	grace := pool.GetDiscoveryGracePeriod()
+	var unanswered time.Duration
+	if lastAnswer != nil {
+		unanswered = max(at.Sub(lastAnswer.Time)-answerGap(interval), 0)
+	}
 	var out []capacityv1alpha1.DiscoveredRegion
 	for _, sr := range pool.Spec.Regions {
 		i := slices.IndexFunc(prev, func(d capacityv1alpha1.DiscoveredRegion) bool { return d.Name == sr.Name })
@@ -232,8 +244,15 @@ func mergeDiscovered(pool *capacityv1alpha1.RegionPool, prev []capacityv1alpha1.
 			continue
 		}
 		d := *prev[i].DeepCopy()
-		if d.MissingSince == nil {
+		switch {
+		case d.MissingSince == nil:
 			d.MissingSince = at.DeepCopy()
+		case unanswered > 0:
+			moved := d.MissingSince.Add(unanswered)
+			if moved.After(at.Time) {
+				moved = at.Time
+			}
+			d.MissingSince = stamp(moved)
 		}
 		if at.Sub(d.MissingSince.Time) > grace {
 			continue
@@ -242,6 +261,13 @@ func mergeDiscovered(pool *capacityv1alpha1.RegionPool, prev []capacityv1alpha1.
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// answerGap is the longest time between two of GCP's answers that discovery
+// takes for answers in a row: the asking interval with its requeue jitter.
+// Any time beyond it went unanswered.
+func answerGap(interval time.Duration) time.Duration {
+	return interval + time.Duration(VerificationJitter*float64(interval))
 }
 
 // discoveredEvent is the Warning about one region that became undeclared.

@@ -85,7 +85,8 @@ func TestDiscoveryIsFailStatic(t *testing.T) {
 	}
 
 	// The order ends. The region stays protected while GCP's answers have
-	// omitted it for up to the grace period, an outage in between included.
+	// omitted it for up to the grace period; an outage in between does not
+	// count, however long.
 	e.orderEnds("europe-west4")
 	e.clk.Step(interval)
 	p = expectProtected("at the first answer without the order")
@@ -93,17 +94,28 @@ func TestDiscoveryIsFailStatic(t *testing.T) {
 	if missingSince == nil {
 		t.Fatal("missingSince not set")
 	}
-	e.clk.Step(grace / 2)
-	expectProtected("half the grace period later")
-	e.fake.SetError(testProject, status.Error(codes.Unavailable, "Monitoring is down"))
-	e.clk.Step(interval)
-	expectProtected("in an outage after the order ended")
-	e.fake.SetError(testProject, nil)
-	e.clk.Step(missingSince.Add(grace).Sub(e.clk.Now()))
-	p = expectProtected("at the grace period")
-	if !p.Status.Discovered[0].MissingSince.Equal(missingSince) {
-		t.Errorf("missingSince moved from %v to %v", missingSince, p.Status.Discovered[0].MissingSince)
+	// answered steps the clock one interval at a time, GCP answering each
+	// reconcile, for as long as d allows.
+	answered := func(d time.Duration, when string) {
+		for end := e.clk.Now().Add(d); !e.clk.Now().Add(interval).After(end); {
+			e.clk.Step(interval)
+			expectProtected(when)
+		}
 	}
+	answered(grace/2, "half the grace period later")
+	e.fake.SetError(testProject, status.Error(codes.Unavailable, "Monitoring is down"))
+	for range 24 { // two hours: longer than the grace period
+		e.clk.Step(interval)
+		expectProtected("in an outage after the order ended")
+	}
+	e.fake.SetError(testProject, nil)
+	e.clk.Step(interval)
+	p = expectProtected("at the first answer after the outage")
+	outage := 25*interval - answerGap(interval)
+	if got := p.Status.Discovered[0].MissingSince; !got.Equal(stamp(missingSince.Add(outage))) {
+		t.Fatalf("missingSince moved from %v to %v, want by the outage, %v", missingSince, got, outage)
+	}
+	answered(missingSince.Add(outage+grace).Sub(e.clk.Now()), "answered up to the grace period")
 
 	e.clk.Step(interval)
 	e.reconcile("flash")

@@ -33,9 +33,11 @@ func TestMergeDiscovered(t *testing.T) {
 		}
 		return &gcp.ProjectFacts{Project: testProject, FetchedAt: t0.Add(now), Entries: entries}
 	}
+	interval := 5 * time.Minute
 	for _, tc := range []struct {
 		name  string
 		prev  []capacityv1alpha1.DiscoveredRegion
+		last  *metav1.Time // the answer before facts; nil: one interval before
 		facts *gcp.ProjectFacts
 		want  []capacityv1alpha1.DiscoveredRegion
 	}{
@@ -90,6 +92,19 @@ func TestMergeDiscovered(t *testing.T) {
 			want:  []capacityv1alpha1.DiscoveredRegion{{Name: "europe-west4", GSUs: 4, LastSeenTime: at(0), MissingSince: atp(3 * grace)}},
 		},
 		{
+			name:  "an outage before the answer does not count toward the grace period",
+			prev:  []capacityv1alpha1.DiscoveredRegion{{Name: "europe-west4", GSUs: 4, LastSeenTime: at(0), MissingSince: atp(5 * time.Minute)}},
+			last:  atp(5 * time.Minute),
+			facts: facts(5*time.Minute + 2*grace),
+			want:  []capacityv1alpha1.DiscoveredRegion{{Name: "europe-west4", GSUs: 4, LastSeenTime: at(0), MissingSince: atp(5*time.Minute + 2*grace - answerGap(interval))}},
+		},
+		{
+			name:  "answers a jittered interval apart are answers in a row",
+			prev:  []capacityv1alpha1.DiscoveredRegion{{Name: "europe-west4", GSUs: 4, LastSeenTime: at(0), MissingSince: atp(5 * time.Minute)}},
+			last:  atp(5*time.Minute + grace + time.Second - answerGap(interval)),
+			facts: facts(5*time.Minute + grace + time.Second),
+		},
+		{
 			name:  "a region the spec no longer lists goes",
 			prev:  []capacityv1alpha1.DiscoveredRegion{{Name: "asia-east1", GSUs: 4, LastSeenTime: at(0)}},
 			facts: facts(time.Minute, gcp.Facts{Location: "asia-east1", GSUs: 4}),
@@ -98,7 +113,11 @@ func TestMergeDiscovered(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pool := testPool(discoveryRegions...)
 			pool.Spec.Discovery.GracePeriod = &metav1.Duration{Duration: grace}
-			got := mergeDiscovered(pool, tc.prev, tc.facts)
+			last := tc.last
+			if last == nil {
+				last = &metav1.Time{Time: tc.facts.FetchedAt.Add(-interval)}
+			}
+			got := mergeDiscovered(pool, tc.prev, tc.facts, last, interval)
 			if len(got) != len(tc.want) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}

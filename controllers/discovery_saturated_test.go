@@ -24,7 +24,7 @@ func TestCapacitySaturated(t *testing.T) {
 			Location: "europe-west1", Publisher: "google", Model: testModel, GSUs: 6, TokensPerSecond: 15000,
 			Consumed: map[string]float64{gcp.RequestTypeDedicated: dedicated},
 		}}}
-		pool.Status.Discovered = mergeDiscovered(pool, pool.Status.Discovered, facts)
+		pool.Status.Discovered = mergeDiscovered(pool, pool.Status.Discovered, facts, pool.Status.LastDiscoveryTime, capacityv1alpha1.DefaultDiscoveryInterval)
 		pool.Status.LastDiscoveryTime = stamp(facts.FetchedAt)
 		r.setCapacitySaturated(pool)
 		return meta.FindStatusCondition(pool.Status.Conditions, capacityv1alpha1.ConditionCapacitySaturated)
