@@ -11,6 +11,10 @@ GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 # Go test flags; TEST_PKGS narrows the packages (default: all).
 TEST_PKGS ?= ./...
 TEST_FLAGS ?= -count=1 -timeout 25m
+# Packages whose tests replay scenarios on a compressed real clock: make test
+# runs them after the others, alone, so that other packages' tests do not take
+# the CPU their load generators need to keep their schedule.
+TIMED_PKGS := github.com/regionwarden/regionwarden/internal/replay
 
 # Build flags of vet, test, bench and demo: those of the test control plane
 # (hack/setup-envtest.sh), whose build requires this go.mod's module versions,
@@ -76,7 +80,13 @@ envtest: ## Build (once) the test control plane: kube-apiserver and etcd from Go
 
 .PHONY: test
 test: vet prometheus redis ## Run the tests against a real kube-apiserver and etcd (built on first use), the alert rules with promtool, and the share exchange with a real Redis server.
-	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go test $(GO_BUILD_FLAGS) $(TEST_FLAGS) $(TEST_PKGS)
+	@assets="$$(hack/setup-envtest.sh)" && pkgs="$$(go list $(TEST_PKGS))" && \
+	rest="$$(echo "$$pkgs" | grep -vx '$(TIMED_PKGS)' || true)" && \
+	timed="$$(echo "$$pkgs" | grep -x '$(TIMED_PKGS)' || true)" && \
+	if [ -n "$$rest" ]; then echo "go test $(TEST_FLAGS) <$$(echo "$$rest" | wc -l) packages>"; \
+		KUBEBUILDER_ASSETS="$$assets" go test $(GO_BUILD_FLAGS) $(TEST_FLAGS) $$rest; fi && \
+	if [ -n "$$timed" ]; then echo "go test $(TEST_FLAGS) $$timed (alone: its replays run on a real clock)"; \
+		KUBEBUILDER_ASSETS="$$assets" go test $(GO_BUILD_FLAGS) $(TEST_FLAGS) $$timed; fi
 
 .PHONY: bench
 bench: ## Run the benchmarks and print their numbers.

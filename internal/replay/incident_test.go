@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -64,7 +63,7 @@ func TestProvisionedIncidentHeadline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays four minutes of scenario time in about 40 seconds")
 	}
-	rep, err := Run(context.Background(), shortIncident(t), []Policy{Regionwarden(), Blocklist()}, Options{Seed: 7, Scale: 6})
+	rep, err := runOnSchedule(t, shortIncident(t), []Policy{Regionwarden(), Blocklist()}, Options{Seed: 7, Scale: 6})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -45,7 +44,7 @@ func TestRoutersShareQuota(t *testing.T) {
 	for _, o := range cols {
 		pols = append(pols, Replicas(o))
 	}
-	rep, err := Run(context.Background(), shortDown(t), pols, Options{Seed: 3, Scale: 5})
+	rep, err := runOnSchedule(t, shortDown(t), pols, Options{Seed: 3, Scale: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

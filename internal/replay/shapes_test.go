@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -51,7 +50,7 @@ func TestFailureShapes(t *testing.T) {
 			return adaptive{p}, err
 		})
 		wg.Go(func() {
-			s.rep, s.err = Run(context.Background(), s.sc, []Policy{pol}, Options{Seed: 3, Scale: 6, Logf: t.Logf})
+			s.rep, s.err = runOnSchedule(t, s.sc, []Policy{pol}, Options{Seed: 3, Scale: 6, Logf: t.Logf})
 		})
 	}
 	wg.Wait()
