@@ -153,7 +153,11 @@ func (st *poolState) buildSlots(find func(name string) *region) {
 			s.rps = c.RequestsPerSecond
 			s.reqCost = max(int64(float64(rateCapacity)/c.RequestsPerSecond), 1)
 		case s.provisioned && c.TokensPerSecond > 0:
-			s.tokCost = float64(rateCapacity) / c.TokensPerSecond
+			// Google counts a PT's tokens over a window that depends on
+			// its size: the meter holds TokensPerSecond × window of them.
+			w := tp.Policy.Provisioned.WindowFor(c.GSUs)
+			s.tokWindow, s.tokWidth = int64(w), int64(w)/windowBuckets
+			s.tokCost = float64(rateCapacity) / (c.TokensPerSecond * w.Seconds())
 		}
 		switch {
 		case c.RequestsPerSecond > 0:
@@ -207,6 +211,12 @@ func (p *Pool) Update(tp table.Pool) error {
 		r := s.r
 		if prev := r.cfg.Load(); prev != nil && prev.st.failWidth != st.failWidth {
 			r.fails.reset()
+		}
+		if prev := r.cfg.Load(); prev != nil && prev.tokWidth != s.tokWidth {
+			// Its buckets mean other spans now. Forgetting what it
+			// admitted lets through at most one window's worth again,
+			// once, when a table changes the window.
+			r.toks.w.reset()
 		}
 		r.limit.clamp(st.maxLimit)
 		if !s.ejectable && r.ejectedUntil.Load() > now {

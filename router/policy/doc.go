@@ -55,7 +55,13 @@
 // Pick. Otherwise TokensPerSecond: a call is charged the region's average
 // tokens per call when it is picked, so calls still in flight count, and the
 // charge is corrected by the tokens the caller reports with Attempt.DoneTokens
-// (refunded when the attempt failed, was refused or was cancelled). Otherwise
+// (refunded when the attempt failed, was refused or was cancelled). A PT's
+// tokens are counted over the PT's window, not one second: Google enforces a
+// PT's quota over a window that grows as the order shrinks (40 s or more up
+// to 3 GSUs), so the router meters TokensPerSecond × window over a sliding
+// window of that length (table.Provisioned.WindowFor: the pool's setting, or
+// the shortest window Google gives the order's size), and a burst the PT was
+// bought to absorb goes to it instead of spilling. Otherwise
 // provisioned capacity is unbounded here and the region's 429s alone, through
 // the throttle, move traffic away.
 //

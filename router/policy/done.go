@@ -71,14 +71,14 @@ func (r *region) settleTokens(s *slot, rep Report, now int64) {
 	case rep.Outcome == Success && rep.Tokens > 0:
 		cost := int64(float64(rep.Tokens) * s.tokCost)
 		if d := cost - rep.charged; d >= 0 {
-			r.toks.add(now, d)
+			r.toks.add(now, d, s.tokWidth)
 		} else {
-			r.toks.refund(rep.chargedAt, now, -d)
+			r.toks.refund(rep.chargedAt, now, -d, s.tokWidth)
 		}
 		r.learnTokens(rep.Tokens)
 	case rep.Outcome == Success:
 	default:
-		r.toks.refund(rep.chargedAt, now, rep.charged)
+		r.toks.refund(rep.chargedAt, now, rep.charged, s.tokWidth)
 	}
 }
 

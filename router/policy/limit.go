@@ -88,7 +88,8 @@ func (l *aimd) clamp(hi float64) {
 //
 //	λ × (deadline + rateWindow)
 //
-// calls (the extra second is the burst a sliding window admits at once). That
+// calls (the extra second is the burst a sliding window admits at once; for
+// a PT metered over a longer window, that window). That
 // many calls in flight is the region being slow, not the region being
 // overloaded: an AIMD limit that grows by one per limit's worth of successes
 // would shed them for tens of seconds after the region's latency rises, while
@@ -114,14 +115,16 @@ func (s *slot) littleLimit(l uint8, now, deadline int64) int64 {
 		return hi
 	}
 	var rate float64
+	burst := rateWindow
 	switch est := s.r.tokEst.Load(); {
 	case s.rps > 0:
 		rate = s.rps
 	case s.tokCost > 0 && est > 0:
-		rate = float64(rateCapacity) / (float64(est) * s.tokCost)
+		rate = float64(rateCapacity) / (float64(est) * s.tokCost) / (float64(s.tokWindow) / float64(time.Second))
+		burst = s.tokWindow
 	default:
 		return hi
 	}
-	span := float64(deadline-now+rateWindow) / float64(time.Second)
+	span := float64(deadline-now+burst) / float64(time.Second)
 	return min(int64(math.Ceil(rate*span)), hi)
 }

@@ -279,7 +279,8 @@ func (p *Pool) weighted(st *poolState, ranks *[maxCandidates]int8, rank int8) in
 // admit takes a place for the call in lane l of region s if it has headroom:
 // room in flight for the call's priority, a throttle draw of the lane that
 // lets it through, a PT not known to be full, and room under the region's
-// capacity hint in the last second (the hinted lane alone has one). A probe
+// capacity hint (the hinted lane alone has one): in the last second, or in
+// the PT's window for a PT's tokens. A probe
 // of a demoted region skips the throttle: it is the trickle that sees
 // recovery. Requests count when admitted. Tokens count in advance at the
 // region's average per call: admit returns that charge, which done corrects
@@ -312,7 +313,7 @@ func (p *Pool) admit(s *slot, l uint8, cs *callState, now int64, probe bool, ref
 	switch {
 	case s.tokCost > 0:
 		charged = int64(float64(r.tokEst.Load()) * s.tokCost)
-		if ok, wait := r.toks.take(now, charged); !ok {
+		if ok, wait := r.toks.take(now, charged, s.tokWidth); !ok {
 			r.inFlight.Add(-1)
 			ref.note(wait)
 			return 0, false
@@ -324,7 +325,7 @@ func (p *Pool) admit(s *slot, l uint8, cs *callState, now int64, probe bool, ref
 			return 0, false
 		}
 	case s.reqCost > 0:
-		if ok, wait := r.reqs.take(now, s.reqCost); !ok {
+		if ok, wait := r.reqs.take(now, s.reqCost, meterWidth); !ok {
 			r.inFlight.Add(-1)
 			ref.note(wait)
 			return 0, false

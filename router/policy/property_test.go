@@ -172,8 +172,8 @@ func hasHeadroom(p *Pool, pr Priority) bool {
 		case r.ejectedUntil.Load() > now && !panicking:
 		case r.inFlight.Load()+1 > ceiling(int64(r.limit.get()), pr):
 		case r.throttleP(now, st) > 0:
-		case s.tokCost > 0 && !fits(r.toks.sum(now), int64(float64(r.tokEst.Load())*s.tokCost)):
-		case s.reqCost > 0 && s.reqCost <= rateCapacity && !fits(r.reqs.sum(now), s.reqCost):
+		case s.tokCost > 0 && !fits(r.toks.sum(now, s.tokWidth), int64(float64(r.tokEst.Load())*s.tokCost)):
+		case s.reqCost > 0 && s.reqCost <= rateCapacity && !fits(r.reqs.sum(now, meterWidth), s.reqCost):
 		case s.reqCost > rateCapacity && r.slow.next.Load() > now:
 		default:
 			return true
@@ -314,8 +314,8 @@ func demotedDue(p *Pool, now int64) (due []int, sure bool) {
 		switch {
 		case r.inFlight.Load() != 0:
 		case r.lanes[laneProvisioned].fullUntil.Load() != 0: // a full PT is not asked
-		case s.tokCost > 0 && !fits(r.toks.sum(now), int64(float64(r.tokEst.Load())*s.tokCost)):
-		case s.reqCost > 0 && s.reqCost <= rateCapacity && !fits(r.reqs.sum(now), s.reqCost):
+		case s.tokCost > 0 && !fits(r.toks.sum(now, s.tokWidth), int64(float64(r.tokEst.Load())*s.tokCost)):
+		case s.reqCost > 0 && s.reqCost <= rateCapacity && !fits(r.reqs.sum(now, meterWidth), s.reqCost):
 		case s.reqCost > rateCapacity && r.slow.next.Load() > now:
 		default:
 			continue
@@ -422,7 +422,7 @@ func TestPropertyDemotion(t *testing.T) {
 		if s := ps; s.reqCost > 0 {
 			gap += 2*s.reqCost*costUnit + meterWidth
 		} else if s.tokCost > 0 {
-			gap += 2*int64(200*s.tokCost)*costUnit + meterWidth // calls report up to 200 tokens
+			gap += 2*int64(200*s.tokCost)*s.tokWindow/rateCapacity + s.tokWidth // calls report up to 200 tokens
 		}
 		bound := (st.restoreAfter + 2) * gap
 		begin := p.nanos()

@@ -5,27 +5,34 @@ import (
 	"time"
 )
 
-// Capacity is counted in microseconds of a region's capacity: a call at a
-// rate of N a second costs 1s/N, so whatever the rate, a window of one second
-// holds one second of capacity (rateCapacity). Microseconds keep a second of
-// capacity within a window's 20-bit count; a rate above a million calls or
-// tokens a second counts as a million.
+// Capacity is counted in millionths of a window's capacity: over a window of
+// one second, a call at a rate of N a second costs 1s/N in microseconds, so
+// whatever the rate, a window holds rateCapacity. Over a PT's window of w
+// seconds (table.Provisioned.WindowFor), a token costs rateCapacity / (N × w):
+// the window holds N × w tokens. A million units keep a window of capacity
+// within a bucket's 20-bit count; a capacity above a million calls or tokens
+// a window counts as a million.
 const (
-	// rateWindow is the span over which a region's capacity is counted: a
-	// capacity of N a second admits at most N in any rateWindow, bursts
-	// included. In nanoseconds.
+	// rateWindow is the span over which a region's capacity is counted,
+	// but for a PT's tokens, which count over the PT's window: a capacity
+	// of N a second admits at most N in any rateWindow, bursts included.
+	// In nanoseconds.
 	rateWindow = int64(time.Second)
-	// costUnit is the unit of a cost.
+	// costUnit is the unit of a cost in a one-second window.
 	costUnit = int64(time.Microsecond)
-	// rateCapacity is one rateWindow of capacity, in costUnits.
+	// rateCapacity is one window of capacity, in costUnits.
 	rateCapacity = rateWindow / costUnit
-	// meterWidth is the width of a meter's buckets, in nanoseconds.
+	// meterWidth is the width of the buckets of a one-second meter, in
+	// nanoseconds.
 	meterWidth = rateWindow / windowBuckets
 )
 
 // meter is a lock-free rate limit over a sliding window: it sums the cost of
-// what it admitted in the last rateWindow and admits a call when that sum plus
-// the call's cost stays within rateCapacity.
+// what it admitted in the last window and admits a call when that sum plus
+// the call's cost stays within rateCapacity. The window is windowBuckets
+// buckets of a width that the caller passes with every call and keeps the
+// same (meterWidth for one second; a PT's window / windowBuckets for its
+// tokens): a meter whose width changes must be reset.
 //
 // Unlike a token bucket with a burst of one second (which admits up to twice
 // the rate within one second: the burst, then the rate), a sliding window
@@ -39,33 +46,34 @@ type meter struct {
 	w window // a: cost admitted, in costUnits; b: unused
 }
 
-// sum is the cost admitted in the window that ends at now.
-func (m *meter) sum(now int64) int64 {
-	a, _ := m.w.sum(bucketOf(now, meterWidth))
+// sum is the cost admitted in the window of buckets of width that ends at
+// now.
+func (m *meter) sum(now, width int64) int64 {
+	a, _ := m.w.sum(bucketOf(now, width))
 	return a
 }
 
 // add adds cost d >= 0 at now.
-func (m *meter) add(now, d int64) { m.w.add(bucketOf(now, meterWidth), d, 0) }
+func (m *meter) add(now, d, width int64) { m.w.add(bucketOf(now, width), d, 0) }
 
 // refund takes back cost d >= 0 that was added at time at, if the window that
 // ends at now still holds it: the call consumed less than it was charged.
-func (m *meter) refund(at, now, d int64) {
+func (m *meter) refund(at, now, d, width int64) {
 	if at < 0 {
 		return
 	}
-	m.w.addPast(bucketOf(at, meterWidth), bucketOf(now, meterWidth), -d, 0)
+	m.w.addPast(bucketOf(at, width), bucketOf(now, width), -d, 0)
 }
 
-// take admits a call of cost at now if the window has room for it, and adds
-// its cost. When it has not, wait is how long until enough of the window's
-// cost expires, in nanoseconds.
-func (m *meter) take(now, cost int64) (ok bool, wait int64) {
-	s := m.sum(now)
+// take admits a call of cost at now if the window of buckets of width has
+// room for it, and adds its cost. When it has not, wait is how long until
+// enough of the window's cost expires, in nanoseconds.
+func (m *meter) take(now, cost, width int64) (ok bool, wait int64) {
+	s := m.sum(now, width)
 	if !fits(s, cost) {
-		return false, m.wait(now, s, cost)
+		return false, m.wait(now, s, cost, width)
 	}
-	m.add(now, cost)
+	m.add(now, cost, width)
 	return true, 0
 }
 
@@ -76,8 +84,8 @@ func fits(s, cost int64) bool { return s == 0 || s+cost <= rateCapacity }
 
 // wait is how long from now until the oldest buckets of a window holding s
 // have expired enough to admit cost.
-func (m *meter) wait(now, s, cost int64) int64 {
-	idx := bucketOf(now, meterWidth)
+func (m *meter) wait(now, s, cost, width int64) int64 {
+	idx := bucketOf(now, width)
 	for k := uint64(windowBuckets - 1); k > 0; k-- {
 		if k > idx {
 			continue
@@ -86,10 +94,10 @@ func (m *meter) wait(now, s, cost int64) int64 {
 		a, _ := m.w.at(i)
 		if s -= a; fits(s, cost) {
 			// Bucket i leaves the window when bucket i+windowBuckets begins.
-			return int64(i+windowBuckets)*meterWidth - now
+			return int64(i+windowBuckets)*width - now
 		}
 	}
-	return int64(idx+windowBuckets)*meterWidth - now
+	return int64(idx+windowBuckets)*width - now
 }
 
 // pacer spaces calls of a capacity under one call per rateWindow, which a

@@ -21,7 +21,7 @@ func TestMeterNeverOverWindow(t *testing.T) {
 	for range 5000 {
 		now += rnd.Int64N(int64(40 * time.Millisecond)) // about 50 calls a second
 		offered[(now-start)/int64(time.Second)]++
-		if ok, wait := m.take(now, cost); ok {
+		if ok, wait := m.take(now, cost, meterWidth); ok {
 			perBucket[now/meterWidth]++
 		} else if wait <= 0 || wait > rateWindow {
 			t.Fatalf("refusal at %d with wait %v, want within (0, 1s]", now, time.Duration(wait))
@@ -56,29 +56,29 @@ func TestMeterRefundAndWait(t *testing.T) {
 	var m meter
 	t0 := int64(1_700_000_000)*int64(time.Second) + 30*int64(time.Millisecond)
 	for i := range 4 {
-		if ok, _ := m.take(t0, cost); !ok {
+		if ok, _ := m.take(t0, cost, meterWidth); !ok {
 			t.Fatalf("call %d of 4 at 4/s refused", i+1)
 		}
 	}
-	ok, wait := m.take(t0+int64(300*time.Millisecond), cost)
+	ok, wait := m.take(t0+int64(300*time.Millisecond), cost, meterWidth)
 	if ok || time.Duration(wait) != 670*time.Millisecond {
 		t.Fatalf("fifth call 0.3 s later: admitted %v, wait %v; want refused, wait 0.67s (when the first bucket leaves the window)", ok, time.Duration(wait))
 	}
-	m.refund(t0, t0+int64(500*time.Millisecond), cost)
-	if ok, _ := m.take(t0+int64(500*time.Millisecond), cost); !ok {
+	m.refund(t0, t0+int64(500*time.Millisecond), cost, meterWidth)
+	if ok, _ := m.take(t0+int64(500*time.Millisecond), cost, meterWidth); !ok {
 		t.Fatal("after a refund within the window: refused, want room for one")
 	}
 	// A refund of a charge the window no longer holds is ignored: it must
 	// not make room in the next second.
 	t1 := t0 + int64(time.Second)
 	for range 4 {
-		m.take(t1, cost)
+		m.take(t1, cost, meterWidth)
 	}
-	m.refund(t0, t1, cost)
-	if ok, _ := m.take(t1, cost); ok {
+	m.refund(t0, t1, cost, meterWidth)
+	if ok, _ := m.take(t1, cost, meterWidth); ok {
 		t.Fatal("a refund of an expired charge made room")
 	}
-	if got := m.sum(t1); got != 4*cost {
+	if got := m.sum(t1, meterWidth); got != 4*cost {
 		t.Fatalf("sum %d after 4 calls, want %d", got, 4*cost)
 	}
 }
@@ -88,13 +88,13 @@ func TestMeterRefundAndWait(t *testing.T) {
 func TestMeterCostlyCall(t *testing.T) {
 	var m meter
 	now := int64(1_700_000_000) * int64(time.Second)
-	if ok, _ := m.take(now, 3*rateCapacity); !ok {
+	if ok, _ := m.take(now, 3*rateCapacity, meterWidth); !ok {
 		t.Fatal("a call of 3 s of capacity into an empty window: refused")
 	}
-	if ok, _ := m.take(now+int64(900*time.Millisecond), 1); ok {
+	if ok, _ := m.take(now+int64(900*time.Millisecond), 1, meterWidth); ok {
 		t.Fatal("a call 0.9 s later was admitted")
 	}
-	if ok, _ := m.take(now+rateWindow, 1); !ok {
+	if ok, _ := m.take(now+rateWindow, 1, meterWidth); !ok {
 		t.Fatal("a call 1 s later was refused")
 	}
 }

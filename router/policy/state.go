@@ -71,7 +71,11 @@ type slot struct {
 	weight      float64 // share of traffic within the region's tier
 	rps         float64 // the RequestsPerSecond hint; 0: none
 	reqCost     int64   // costUnits per request at the RPS hint; 0: no hint
-	tokCost     float64 // costUnits per token at TokensPerSecond; 0: none
+	tokCost     float64 // costUnits per token at TokensPerSecond over tokWindow; 0: none
+	// tokWindow is the window over which a PT's tokens are metered (the
+	// pool's provisioned window, or its size's), and tokWidth the width of
+	// its buckets, in nanoseconds; zero without tokCost.
+	tokWindow, tokWidth int64
 	// lanes has bit l set for each lane (lane.go) the region offers: the PT
 	// lane when provisioned, and the pay-as-you-go tiers the table lists.
 	lanes uint8
@@ -96,7 +100,7 @@ type region struct {
 	limit        aimd
 	reqs         meter        // requests admitted, in costUnits of the region's RPS
 	slow         pacer        // requests, for an RPS under one call per rateWindow
-	toks         meter        // tokens admitted or consumed, in costUnits of its TokensPerSecond
+	toks         meter        // tokens admitted or consumed, in costUnits of its TokensPerSecond over the slot's tokWindow
 	tokEst       atomic.Int64 // tokens a successful call consumes, on average (EWMA)
 	fails        window       // a: answered, b: failed; buckets of the state's failWidth
 	lanes        [laneCount]lane

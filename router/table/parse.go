@@ -407,6 +407,9 @@ func (p *Policy) Validate() error {
 	default:
 		return fieldError("provisioned.requestType", "unknown request type %q (spillover or dedicated)", p.Provisioned.RequestType)
 	}
+	if w := p.Provisioned.Window.Duration; w != 0 && (w < time.Second || w > MaxProvisionedWindow) {
+		return fieldError("provisioned.window", "%v is out of range [1s, %v] (omit it for the size-based default)", w, MaxProvisionedWindow)
+	}
 	c := p.Concurrency
 	switch {
 	case c.MaxInFlight < 1 || c.MaxInFlight > 1000000:

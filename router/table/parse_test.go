@@ -81,6 +81,9 @@ func TestParseErrorsNameTheirPath(t *testing.T) {
 		{"budget above 100", doc(pool(`{"name": "us-east5"}`, `"policy": {"retry": {"budgetPercent": 101}}`)), "pools[0].policy.retry.budgetPercent", "out of range"},
 		{"retry floor negative", doc(pool(`{"name": "us-east5"}`, `"policy": {"retry": {"minRetriesPerSecond": -1}}`)), "pools[0].policy.retry.minRetriesPerSecond", "out of range"},
 		{"unknown request type", doc(pool(`{"name": "us-east5"}`, `"policy": {"provisioned": {"requestType": "Dedicated"}}`)), "pools[0].policy.provisioned.requestType", `unknown request type "Dedicated"`},
+		{"window under a second", doc(pool(`{"name": "us-east5"}`, `"policy": {"provisioned": {"window": "500ms"}}`)), "pools[0].policy.provisioned.window", "out of range [1s, 33m20s]"},
+		{"window negative", doc(pool(`{"name": "us-east5"}`, `"policy": {"provisioned": {"window": "-5s"}}`)), "pools[0].policy.provisioned.window", "out of range"},
+		{"window too long", doc(pool(`{"name": "us-east5"}`, `"policy": {"provisioned": {"window": "1h"}}`)), "pools[0].policy.provisioned.window", "out of range"},
 		{"in flight negative", doc(pool(`{"name": "us-east5"}`, `"policy": {"concurrency": {"maxInFlight": -1}}`)), "pools[0].policy.concurrency.maxInFlight", "out of range"},
 		{"initial above max", doc(pool(`{"name": "us-east5"}`, `"policy": {"concurrency": {"regionInitialLimit": 600}}`)), "pools[0].policy.concurrency.regionInitialLimit", "out of range"},
 	}

@@ -214,10 +214,17 @@ type Retry struct {
 	MinRetriesPerSecond *int `json:"minRetriesPerSecond"`
 }
 
-// Provisioned says how provisioned regions are called.
+// Provisioned says how provisioned regions are called and metered.
 type Provisioned struct {
 	// RequestType is spillover (default) or dedicated.
 	RequestType RequestType `json:"requestType"`
+	// Window is the span over which the router meters each PT's token
+	// limit: capacity x window tokens in any sliding window of that length,
+	// as Google enforces a PT's quota over a window (window.go). Zero
+	// (omitted): each region's window follows from its GSUs
+	// (DefaultProvisionedWindow). Set: 1s to MaxProvisionedWindow, the same
+	// for every provisioned region of the pool.
+	Window Duration `json:"window,omitzero"`
 }
 
 // Concurrency bounds in-flight calls (bulkheads).
