@@ -25,6 +25,13 @@
 //
 // # Policy, in the order it applies
 //
+// Locations. Each region of a pool is one location, called at its own
+// endpoint with its own name in the path. A PT serves only calls to the
+// location it was bought in (one on global only calls to the global endpoint,
+// a regional one only calls to its region: Google's "Use Provisioned
+// Throughput"), so the provisioned tier and the PT lane belong to that region
+// alone, and an attempt on another region never counts on them.
+//
 // Tiers. Provisioned regions take first attempts, in proportion to their
 // capacity (RequestsPerSecond, else TokensPerSecond, else GSUs) and up to it.
 // Overflow and retries spill to pay-as-you-go: to the tiers the call's
