@@ -43,8 +43,8 @@ func ptReady(pt *capacityv1alpha1.ProvisionedThroughput) bool {
 
 // ptMatchesPool reports whether pt is capacity for pool's model: same
 // namespace, same project, same publisher (both defaulted) and the same model
-// string, compared exactly. A PT declared for "gemini-2.5-flash-lite-001" does
-// not protect a pool of "gemini-2.5-flash-lite": Vertex AI bills and enforces
+// string, compared exactly. A PT declared for "gemini-3.6-flash-001" does
+// not protect a pool of "gemini-3.6-flash": Vertex AI bills and enforces
 // Provisioned Throughput per model ID, and guessing at version aliases could
 // route traffic as provisioned that GCP serves as pay-as-you-go.
 func ptMatchesPool(pool *capacityv1alpha1.RegionPool, pt *capacityv1alpha1.ProvisionedThroughput) bool {

@@ -55,7 +55,7 @@ type ProvisionedThroughputSpec struct {
 	Publisher string `json:"publisher,omitempty"`
 
 	// Model is the publisher model ID, with or without its version suffix, e.g.
-	// "gemini-2.5-flash-lite" or "gemini-2.5-flash-lite-001". Immutable.
+	// "gemini-3.6-flash" or "gemini-3.6-flash-001". Immutable.
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9.-]{0,126}[a-z0-9])?$`
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="model is immutable: capacity for another model is another commitment"
 	Model string `json:"model"`

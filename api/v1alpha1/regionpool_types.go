@@ -45,7 +45,7 @@ type RegionPoolSpec struct {
 	// +optional
 	Publisher string `json:"publisher,omitempty"`
 
-	// Model is the publisher model ID the pool serves, e.g. "gemini-2.5-flash-lite".
+	// Model is the publisher model ID the pool serves, e.g. "gemini-3.6-flash".
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9.-]{0,126}[a-z0-9])?$`
 	Model string `json:"model"`
 

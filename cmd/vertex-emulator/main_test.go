@@ -57,7 +57,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	}
 
 	url := "http://" + addrs.Regions["europe-west4"].REST +
-		"/v1/projects/demo-project/locations/europe-west4/publishers/google/models/gemini-2.5-flash-lite:generateContent"
+		"/v1/projects/demo-project/locations/europe-west4/publishers/google/models/gemini-3.6-flash:generateContent"
 	resp, err := http.Post(url, "application/json", strings.NewReader(`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`))
 	if err != nil {
 		t.Fatal(err)

@@ -85,7 +85,7 @@ type Scenario struct {
 	Project string `json:"project"`
 	// Publisher is the model's publisher; default google.
 	Publisher string `json:"publisher,omitempty"`
-	// Model is the model ID, e.g. gemini-2.5-flash-lite.
+	// Model is the model ID, e.g. gemini-3.6-flash.
 	Model string `json:"model"`
 	// Duration is how long the incident lasts in scenario time.
 	Duration Duration `json:"duration"`
@@ -381,7 +381,7 @@ func (s *Scenario) Validate() error {
 		bad("publisher", "must be a publisher name such as google, got %q", s.Publisher)
 	}
 	if !namePattern.MatchString(s.Model) {
-		bad("model", "must be a model ID such as gemini-2.5-flash-lite, got %q", s.Model)
+		bad("model", "must be a model ID such as gemini-3.6-flash, got %q", s.Model)
 	}
 	if s.Duration.Duration <= 0 {
 		bad("duration", "must be positive, got %s", s.Duration)

@@ -59,7 +59,7 @@ type ProjectFacts struct {
 type Facts struct {
 	Location  string
 	Publisher string
-	// Model is GCP's model_user_id label, e.g. "gemini-2.5-flash-lite".
+	// Model is GCP's model_user_id label, e.g. "gemini-3.6-flash".
 	Model string
 	// GSUs is dedicated_gsu_limit: its latest point of the last GaugeWindow.
 	GSUs int64
@@ -116,8 +116,8 @@ func (p *ProjectFacts) clone() *ProjectFacts {
 var versionSuffix = regexp.MustCompile(`-[0-9]{3}$`)
 
 // sameModel reports whether two model IDs name the same model: equal, or equal
-// but for a version suffix -NNN on one side ("gemini-2.5-flash-lite" and
-// "gemini-2.5-flash-lite-001"). Two different suffixes are different models.
+// but for a version suffix -NNN on one side ("gemini-3.6-flash" and
+// "gemini-3.6-flash-001"). Two different suffixes are different models.
 func sameModel(a, b string) bool {
 	if a == b {
 		return true

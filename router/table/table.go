@@ -51,7 +51,7 @@ type Pool struct {
 	Project string `json:"project"`
 	// Publisher is the model publisher, "google" for Gemini.
 	Publisher string `json:"publisher"`
-	// Model is the publisher model ID, e.g. "gemini-2.5-flash-lite".
+	// Model is the publisher model ID, e.g. "gemini-3.6-flash".
 	Model string `json:"model"`
 	// Regions are sorted: provisioned first, then by name. At least one.
 	Regions []Region `json:"regions"`
