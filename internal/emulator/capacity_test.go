@@ -144,3 +144,41 @@ func equalCounts(a, b map[string]int) bool {
 	}
 	return true
 }
+
+// TestPTWindowOfItsSize: a PT that sets no window is enforced over its
+// size's: a 2-GSU order over 40 s, so a burst takes 40 s of its capacity
+// at once, and the PT is full until the burst leaves the window.
+func TestPTWindowOfItsSize(t *testing.T) {
+	sc := mustParse(t, strings.Replace(baseScenario, ", window: 1s}", "}", 1))
+	if w := sc.Regions[0].Provisioned.EnforcedWindow(); w != 40*time.Second {
+		t.Fatalf("a 2-GSU order's window is %s, want 40s", w)
+	}
+	e, clock := start(t, sc, 1)
+	clock.Set(time.Minute)
+	c := client(t, e, "europe-west1")
+	burst := func() (served int) {
+		for range 250 {
+			_, err := generate(t, c, sc, "europe-west1", "dedicated")
+			switch status.Code(err) {
+			case codes.OK:
+				served++
+			case codes.ResourceExhausted:
+			default:
+				t.Fatalf("unexpected error: %v", err)
+			}
+		}
+		return served
+	}
+	// 5 calls a second over 40 s.
+	if got := burst(); got != 200 {
+		t.Fatalf("a burst onto an idle PT: %d served, want 200", got)
+	}
+	clock.Advance(20 * time.Second)
+	if got := burst(); got != 0 {
+		t.Fatalf("half a window later: %d served, want 0", got)
+	}
+	clock.Advance(21 * time.Second)
+	if got := burst(); got != 200 {
+		t.Fatalf("a window later: %d served, want 200", got)
+	}
+}

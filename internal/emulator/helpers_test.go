@@ -25,12 +25,14 @@ duration: 10m
 load: {requestsPerSecond: 10}`
 
 // baseScenario has a provisioned region and a shared one; tests append
-// faults or change capacity through the YAML they pass.
+// faults or change capacity through the YAML they pass. Its PT is enforced
+// over one second, as its pay-as-you-go quota is, so that tests count both
+// in the same second; TestPTWindowOfItsSize drops that.
 const baseScenario = scenarioHead + `
 regions:
 - name: europe-west1
   tier: provisioned
-  provisioned: {gsus: 2, tokensPerSecond: 100000, requestsPerSecond: 5, mode: spillover}
+  provisioned: {gsus: 2, tokensPerSecond: 100000, requestsPerSecond: 5, mode: spillover, window: 1s}
   capacity: {requestsPerSecond: 3}
   latency: {distribution: fixed, p50: 100ms}
 - name: europe-west4

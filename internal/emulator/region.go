@@ -135,7 +135,7 @@ func newRegion(sc *Scenario, cfg *Region, clock Clock, seed uint64) *region {
 		tokens:    map[string]int64{},
 	}
 	if p := cfg.Provisioned; p != nil {
-		r.pt = newQuota(p.Capacity(), sc.CapacityWindow.Duration)
+		r.pt = newQuota(p.Capacity(), p.EnforcedWindow())
 	}
 	if c := cfg.Priority; c != nil {
 		r.priority = newQuota(*c, sc.CapacityWindow.Duration)

@@ -93,7 +93,8 @@ type Scenario struct {
 	// second. Default 1.
 	TimeScale float64 `json:"timeScale,omitempty"`
 	// CapacityWindow is the sliding window, in scenario time, over which
-	// capacity is enforced. Default 1s.
+	// pay-as-you-go capacity is enforced. Default 1s. A PT has a window of
+	// its own (Provisioned.Window).
 	CapacityWindow Duration `json:"capacityWindow,omitempty"`
 	// Load is what a replay sends.
 	Load Load `json:"load"`
@@ -173,15 +174,32 @@ type Provisioned struct {
 	GSUs int64 `json:"gsus"`
 	// TokensPerSecond is the PT amount in tokens/s (dedicated_token_limit).
 	TokensPerSecond float64 `json:"tokensPerSecond"`
-	// RequestsPerSecond optionally also caps PT calls per second.
+	// RequestsPerSecond optionally also caps PT calls, over the PT's window.
 	RequestsPerSecond float64 `json:"requestsPerSecond,omitempty"`
 	// Mode is spillover (default) or dedicated.
 	Mode PTMode `json:"mode,omitempty"`
+	// Window is the sliding window, in scenario time, over which the PT's
+	// capacity is enforced: capacity x window in any window of that length,
+	// as Google enforces a PT over a window that depends on its size.
+	// Default: the window of its GSUs (Window).
+	Window Duration `json:"window,omitempty"`
 }
 
 // Capacity is the PT as the rate limit it enforces.
 func (p *Provisioned) Capacity() Capacity {
 	return Capacity{RequestsPerSecond: p.RequestsPerSecond, TokensPerSecond: p.TokensPerSecond}
+}
+
+// EnforcedWindow is the window over which the PT's capacity is enforced: the
+// scenario's, else the shortest Google gives an order of its size
+// (table.DefaultProvisionedWindow). The shortest is the harshest Google
+// documents for the size: a router that keeps within it keeps within any
+// window of the size's range.
+func (p *Provisioned) EnforcedWindow() time.Duration {
+	if p.Window.Duration > 0 {
+		return p.Window.Duration
+	}
+	return table.DefaultProvisionedWindow(p.GSUs)
 }
 
 // Latency is a latency distribution in scenario time.
@@ -469,7 +487,10 @@ func (r *Region) validate(f string, window time.Duration, bad func(field, format
 		if p.TokensPerSecond <= 0 {
 			bad(f+".provisioned.tokensPerSecond", "must be positive, got %v", p.TokensPerSecond)
 		}
-		validCapacity(f+".provisioned", p.Capacity(), window, bad)
+		if p.Window.Duration < 0 || (p.Window.Duration > 0 && p.Window.Duration < 10*time.Millisecond) {
+			bad(f+".provisioned.window", "must be at least 10ms, got %s", p.Window)
+		}
+		validCapacity(f+".provisioned", p.Capacity(), p.EnforcedWindow(), bad)
 		if p.Mode != ModeSpillover && p.Mode != ModeDedicated {
 			bad(f+".provisioned.mode", "must be spillover or dedicated, got %q", p.Mode)
 		}

@@ -22,7 +22,7 @@ load: {requestsPerSecond: 10}
 regions:
 - name: global
   tier: provisioned
-  provisioned: {gsus: 1, tokensPerSecond: 100000, requestsPerSecond: 2}
+  provisioned: {gsus: 1, tokensPerSecond: 100000, requestsPerSecond: 2, window: 1s}
   capacity: {requestsPerSecond: 1}
   priority: {requestsPerSecond: 3}
   flex: {requestsPerSecond: 2}
