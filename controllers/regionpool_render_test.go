@@ -183,7 +183,7 @@ func TestRenderPolicy(t *testing.T) {
 			MaxEjectedPercent: &zero,
 		},
 		Retry:       capacityv1alpha1.RetryPolicy{MaxAttempts: 4, BudgetPercent: &forty, MinRetriesPerSecond: &three},
-		Provisioned: capacityv1alpha1.ProvisionedPolicy{RequestType: capacityv1alpha1.RequestTypeDedicated},
+		Provisioned: capacityv1alpha1.ProvisionedPolicy{RequestType: capacityv1alpha1.RequestTypeDedicated, Window: &metav1.Duration{Duration: 90 * time.Second}},
 	}, &forty)
 	want := table.DefaultPolicy()
 	want.CapacityShare = 40
@@ -196,6 +196,7 @@ func TestRenderPolicy(t *testing.T) {
 	}
 	want.Retry = table.Retry{MaxAttempts: 4, BudgetPercent: new(40), MinRetriesPerSecond: new(3)}
 	want.Provisioned.RequestType = table.RequestTypeDedicated
+	want.Provisioned.Window = table.Duration{Duration: 90 * time.Second}
 	if !got.Equal(want) {
 		t.Errorf("policy = %v, want %v", got, want)
 	}

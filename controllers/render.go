@@ -218,6 +218,7 @@ func renderPolicy(p capacityv1alpha1.RoutingPolicy, capacityShare *int32) table.
 	case capacityv1alpha1.RequestTypeSpillover:
 		out.Provisioned.RequestType = table.RequestTypeSpillover
 	}
+	out.Provisioned.Window = duration(p.Provisioned.Window)
 	out.PayGo = table.PayGo{
 		Critical:  tableTiers(p.PayGo.Critical),
 		Default:   tableTiers(p.PayGo.Default),

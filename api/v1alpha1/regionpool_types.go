@@ -391,6 +391,22 @@ type ProvisionedPolicy struct {
 	// +kubebuilder:default=Spillover
 	// +optional
 	RequestType RequestType `json:"requestType,omitempty"`
+
+	// Window is the span over which the router meters each provisioned
+	// region's token limit: capacity x window tokens in any sliding window
+	// of that length, as Google enforces a PT's quota over a window that
+	// depends on the order's size. Unset: each region's window follows from
+	// its GSUs, the shortest of Google's range for the size (up to 3 GSUs
+	// 40s, under 50 GSUs 5s, 50 or more and unknown 1s), so the router never
+	// sends a burst Google's window refuses. Set it, 1s to 2000s, when
+	// Google documents another window for the model; a window longer than
+	// Google's comes back as a full PT, and the router spills.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('2000s')",message="window must be between 1s and 2000s"
+	// +optional
+	Window *metav1.Duration `json:"window,omitempty"`
 }
 
 // Output says where the routing table is written.

@@ -196,6 +196,15 @@ func TestBadObjectsAreRefused(t *testing.T) {
 		{"unknown request type", goodPool, func(o map[string]any) {
 			set(o, "spec.policy.provisioned.requestType", "Shared")
 		}, "spec.policy.provisioned.requestType"},
+		{"provisioned window under a second", goodPool, func(o map[string]any) {
+			set(o, "spec.policy.provisioned.window", "500ms")
+		}, "spec.policy.provisioned.window: Invalid value: \"500ms\": window must be between 1s and 2000s"},
+		{"provisioned window over 2000s", goodPool, func(o map[string]any) {
+			set(o, "spec.policy.provisioned.window", "1h")
+		}, "spec.policy.provisioned.window: Invalid value: \"1h\": window must be between 1s and 2000s"},
+		{"malformed provisioned window", goodPool, func(o map[string]any) {
+			set(o, "spec.policy.provisioned.window", "forty seconds")
+		}, "spec.policy.provisioned.window"},
 		{"unknown pay-as-you-go tier of a region", goodPool, func(o map[string]any) {
 			set(o, "spec.regions", []any{map[string]any{"name": "global", "payGoTiers": []any{"Standard", "Express"}}})
 		}, "spec.regions[0].payGoTiers[1]"},
