@@ -155,6 +155,10 @@ func (st *poolState) ejected(now int64) int {
 // When no candidate admits the call it returns a *CapacityError.
 func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, fallback bool) (*slot, uint8, int64, error) {
 	var ranks [maxCandidates]int8
+	// cands lists the k (slot × laneCount + lane) that got a rank, so that
+	// the draws below walk the few lanes a call may use, not every lane of
+	// every region.
+	var cands candidates
 	var present uint32 // bit r: some candidate has rank r
 	var ref refusal
 	ejected := 0
@@ -164,6 +168,8 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, fallback b
 			ranks[k] = st.rankOf(s, l, cs, now, retry)
 			if ranks[k] != rankNone {
 				present |= 1 << ranks[k]
+				cands.k[cands.n] = uint8(k)
+				cands.n++
 			}
 		}
 	}
@@ -192,7 +198,7 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, fallback b
 		rank := int8(bits.TrailingZeros32(present))
 		present &^= 1 << rank
 		for {
-			k := p.weighted(st, &ranks, rank)
+			k := p.weighted(st, &ranks, &cands, rank)
 			if k < 0 {
 				break
 			}
@@ -248,28 +254,33 @@ func (st *poolState) rankOf(s *slot, l uint8, cs *callState, now int64, retry bo
 	return rank
 }
 
+// candidates are the lanes ranked for one attempt, as indexes into ranks.
+type candidates struct {
+	k [maxCandidates]uint8
+	n int
+}
+
 // weighted draws one candidate of the given rank, in proportion to the
 // lanes' weights, or returns -1 when the rank has none. A lone candidate
 // costs no draw.
-func (p *Pool) weighted(st *poolState, ranks *[maxCandidates]int8, rank int8) int {
+func (p *Pool) weighted(st *poolState, ranks *[maxCandidates]int8, cands *candidates, rank int8) int {
 	var total float64
-	last, k := -1, 0
-	n := len(st.slots) * laneCount
-	for i := range n {
-		if ranks[i] == rank {
-			total += st.slots[i/laneCount].laneWeight[i%laneCount]
-			last = i
-			k++
+	last, n := -1, 0
+	for _, k := range cands.k[:cands.n] {
+		if ranks[k] == rank {
+			total += st.slots[k/laneCount].laneWeight[k%laneCount]
+			last = int(k)
+			n++
 		}
 	}
-	if k <= 1 {
+	if n <= 1 {
 		return last
 	}
 	x := p.rnd.float() * total
-	for i := range n {
-		if ranks[i] == rank {
-			if x -= st.slots[i/laneCount].laneWeight[i%laneCount]; x < 0 {
-				return i
+	for _, k := range cands.k[:cands.n] {
+		if ranks[k] == rank {
+			if x -= st.slots[k/laneCount].laneWeight[k%laneCount]; x < 0 {
+				return int(k)
 			}
 		}
 	}
