@@ -127,6 +127,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				cols = append(cols, replay.Replicas(o))
 			}
 		}
+		if sc.Name == replay.ScenarioSmallPTBursts && slices.ContainsFunc(cols, func(p replay.Policy) bool { return p.Name == replay.NameRegionwarden }) {
+			// What the PT's window is worth: the same policy, metering
+			// the PT over one second.
+			cols = append(cols, replay.PerSecond())
+		}
 		fmt.Fprintf(stdout, "== %s: %s of scenario time at scale %g (about %s real), %d policies\n",
 			sc.Name, dur, scale, time.Duration(float64(dur)/scale).Round(time.Second), len(cols))
 		rep, err := replay.Run(ctx, sc, cols, replay.Options{
@@ -302,6 +307,7 @@ var scenarioOrder = []string{
 	replay.ScenarioProvisionedSlow,
 	replay.ScenarioTotalOutage,
 	replay.ScenarioManyRouters,
+	replay.ScenarioSmallPTBursts,
 }
 
 // scenarioRank is a scenario file's place in scenarioOrder.
@@ -314,7 +320,7 @@ func scenarioRank(path string) int {
 
 // policyNote says what regionwarden does in the scenarios, and what it still
 // loses.
-const policyNote = "How regionwarden gets its numbers. It counts each region's capacity over a sliding second, as the regions count their quota, and charges a call to a PT its expected tokens when it starts, so it sends no region more than it takes and a retry finds headroom where the table says there is some. " +
+const policyNote = "How regionwarden gets its numbers. It counts each region's capacity over a sliding second, as the regions count their quota, and a PT's tokens over the PT's window (40 s for an order of up to 3 GSUs: small-pt-bursts), as Google counts them; it charges a call to a PT its expected tokens when it starts, so it sends no region more than it takes and a retry finds headroom where the table says there is some. " +
 	"A provisioned region failing intermittently (the incident's runs of six 504s) keeps its first attempts, and its failed calls fall back to another region outside the retry budget (10% of calls plus one retry a second). " +
 	"A provisioned region failing at or over the ejection threshold (provisioned-region-down, total-outage) is demoted, never removed: the regions that answer take first attempts up to their quotas, it takes what they have no room for and a probe every half second, and it gets its full share back after seven probes in a row succeed. " +
 	"Each region's throttle (the SRE book's client-side adaptive throttling) counts failures as well as 429s, so when every region fails every region's share falls together and attempts per call fall under one. " +

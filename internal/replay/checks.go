@@ -14,6 +14,7 @@ const (
 	ScenarioProvisionedDown     = "provisioned-region-down"
 	ScenarioProvisionedSlow     = "provisioned-region-slow"
 	ScenarioTotalOutage         = "total-outage"
+	ScenarioSmallPTBursts       = "small-pt-bursts"
 )
 
 // Targets of the scenarios.
@@ -45,6 +46,10 @@ const (
 	// MaxOutageRecovery is how soon after a total outage success must be
 	// back to its baseline.
 	MaxOutageRecovery = 10 * time.Second
+	// MaxWindowSpill is the most that metering a small PT over its window
+	// may spill to pay-as-you-go in the bursts on a small PT, as a share of
+	// what metering it over one second spills.
+	MaxWindowSpill = 0.5
 )
 
 // Check is one target of a scenario and what a policy measured against it.
@@ -166,8 +171,30 @@ func Checks(rep *Report) []Check {
 		})
 	case ScenarioManyRouters:
 		cs = append(cs, replicaChecks(rep)...)
+	case ScenarioSmallPTBursts:
+		perSecond := rep.result(NamePerSecond)
+		each(regionwardenPolicies, func(r *Result) Check {
+			return windowCheck(r, perSecond)
+		})
 	}
 	return cs
+}
+
+// windowCheck holds a column that meters a small PT over its window to
+// spilling at most MaxWindowSpill of what the per-second column spills to
+// pay-as-you-go, with no 429 from the PT. The comparison needs the
+// per-second column to spill something: otherwise the replay shows nothing.
+func windowCheck(r, perSecond *Result) Check {
+	c := Check{Target: fmt.Sprintf("%s, metering the PT over its window, spills to pay-as-you-go at most %s of the calls %s spills, and the PT answers it no 429",
+		r.Policy, pct(MaxWindowSpill), NamePerSecond)}
+	if perSecond == nil || perSecond.Skipped != "" {
+		c.Measured = "no per-second column to compare with"
+		return c
+	}
+	spill, base, throttled := r.PayGo(), perSecond.PayGo(), r.ptThrottled()
+	c.Measured = fmt.Sprintf("%d calls spilled against %d (%s), %d 429s from the PT", spill, base, pct(shareOf(float64(spill), float64(base))), throttled)
+	c.Pass = base > 0 && float64(spill) <= MaxWindowSpill*float64(base) && throttled == 0
+	return c
 }
 
 // shareOf is the share a is of b, 0 when b is 0.

@@ -25,8 +25,10 @@ const (
 	NameBlocklist    = "count blocklist"
 	NameAllowlist    = "blocklist + PT allowlist"
 	NameRegionwarden = "regionwarden (in process)"
-	NameRouter       = "regionwarden router (end to end)"
-	NamePortkey      = "Portkey gateway"
+	// NamePerSecond is regionwarden with every PT metered over one second.
+	NamePerSecond = "regionwarden, PT metered per second (in process)"
+	NameRouter    = "regionwarden router (end to end)"
+	NamePortkey   = "Portkey gateway"
 )
 
 // Blocklist is the count blocklist the outage came from, in process.
@@ -48,12 +50,28 @@ func Allowlist() Policy {
 // demotions and restorations to env.Logf.
 func Regionwarden() Policy {
 	return InProcess(NameRegionwarden, func(env *Env) (Selector, error) {
-		p, err := policy.New(env.Pool, policy.Options{Now: env.Now, Seed: env.Seed, Logger: env.logger()})
-		if err != nil {
-			return nil, err
-		}
-		return adaptive{p}, nil
+		return newAdaptive(env.Pool, env)
 	})
+}
+
+// PerSecond is the adaptive policy with every PT metered over one second
+// (policy.provisioned.window 1s) instead of the window of its size: the
+// column that shows what the window is worth.
+func PerSecond() Policy {
+	return InProcess(NamePerSecond, func(env *Env) (Selector, error) {
+		tp := env.Pool
+		tp.Policy.Provisioned.Window = table.Duration{Duration: time.Second}
+		return newAdaptive(tp, env)
+	})
+}
+
+// newAdaptive is the adaptive policy for pool tp on the replay's clock.
+func newAdaptive(tp table.Pool, env *Env) (Selector, error) {
+	p, err := policy.New(tp, policy.Options{Now: env.Now, Seed: env.Seed, Logger: env.logger()})
+	if err != nil {
+		return nil, err
+	}
+	return adaptive{p}, nil
 }
 
 // Selector is a region-selection policy that the replay drives in process:

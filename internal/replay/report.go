@@ -81,6 +81,31 @@ type Result struct {
 // SuccessRate is the share of calls that succeeded.
 func (r *Result) SuccessRate() float64 { return ratio(r.Succeeded, r.Requests) }
 
+// PayGo is how many successful calls pay-as-you-go served: the calls a PT
+// did not.
+func (r *Result) PayGo() int64 { return r.Succeeded - r.Provisioned }
+
+// ptThrottled is how many calls the provisioned regions answered 429.
+func (r *Result) ptThrottled() int64 {
+	var n int64
+	for _, rl := range r.Regions {
+		if rl.Tier == "provisioned" {
+			n += rl.Throttled
+		}
+	}
+	return n
+}
+
+// result is the result of the named policy, or nil.
+func (rep *Report) result(name string) *Result {
+	for _, r := range rep.Results {
+		if r.Policy == name {
+			return r
+		}
+	}
+	return nil
+}
+
 // PTShare is the share of successful calls that the PT served.
 func (r *Result) PTShare() float64 { return ratio(r.Provisioned, r.Succeeded) }
 
@@ -109,6 +134,8 @@ type RegionLoad struct {
 	// SecondsOver counts the seconds in which more calls arrived than
 	// Capacity; LongestOver is the longest run of such seconds.
 	SecondsOver, LongestOver int
+	// Throttled counts the calls the region answered 429.
+	Throttled int64
 }
 
 // NewRegionLoad is the load an emulated region's stats show. Cut the stats
@@ -118,6 +145,7 @@ func NewRegionLoad(rs emulator.RegionStats) RegionLoad {
 		Name: rs.Name, Tier: string(rs.Tier), Capacity: rs.CapacityRequestsPerSecond,
 		Requests: rs.Requests, Peak: rs.PeakRequestsPerSecond,
 		SecondsOver: rs.SecondsOverCapacity, LongestOver: rs.LongestOverCapacity,
+		Throttled: rs.ByCode["RESOURCE_EXHAUSTED"],
 	}
 }
 
