@@ -25,7 +25,8 @@ const (
 	// DefaultGrowDelay is how long a larger share must have been the target
 	// before it applies: a capacity window (1 s), so that what a router that
 	// left admitted last has left the regions' windows, plus one interval, the
-	// spread of the routers' moves to a new epoch.
+	// spread of the routers' moves to a new epoch. A pool whose PTs are
+	// counted over a longer window waits that window instead (growDelay).
 	DefaultGrowDelay = time.Second + DefaultInterval
 	// MinApplyInterval and MinGrowth bound how often a growing share is
 	// applied: at most every 250 ms, and only by more than 5%. A shrinking
@@ -259,7 +260,7 @@ func (c *Controller) recompute(now time.Time, force bool) bool {
 			src += " (share store: no exchange in " + c.o.MaxAge.String() + ")"
 		}
 		ps.source = src
-		next, share := ps.push(now, *pool, target, c.o.GrowDelay)
+		next, share := ps.push(now, *pool, target, growDelay(pool, c.o.GrowDelay, c.o.Interval))
 		switch cmp := compare(next, ps.applied); {
 		case force, cmp == notComparable, cmp == smaller:
 		case cmp == larger && now.Sub(c.applied) >= MinApplyInterval:
@@ -269,6 +270,24 @@ func (c *Controller) recompute(now time.Time, force bool) bool {
 		ps.applied, ps.share, changed = next, share, true
 	}
 	return changed
+}
+
+// growDelay is how long a larger share must have been pool's target before
+// it applies: grow, or longer for a pool whose PTs Google counts over a
+// longer window (table.Provisioned.WindowFor: 40 s for an order of up to 3
+// GSUs). What a router that left admitted last stays in the PT's window for
+// that long, so the others grow into its share once it has left the window,
+// plus one interval, the spread of the routers' moves. The whole pool waits:
+// its shared regions' capacity goes unused for that moment rather than its
+// PT's being used twice.
+func growDelay(pool *table.Pool, grow, interval time.Duration) time.Duration {
+	for _, r := range pool.Regions {
+		// A one-second window is the one grow is made for.
+		if w := pool.Policy.Provisioned.WindowFor(r.Capacity.GSUs); r.Tier == table.TierProvisioned && w > time.Second {
+			grow = max(grow, w+interval)
+		}
+	}
+	return grow
 }
 
 // push records target at now and returns the pool scaled by the smallest

@@ -47,7 +47,8 @@ func TestControllerShrinksAtOnceAndGrowsLate(t *testing.T) {
 	var a applied
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	c := New(Options{Apply: a.apply, Replicas: &n, Now: func() time.Time { return now }, GrowDelay: time.Second})
-	tbl := &table.Table{Version: table.Version, Pools: []table.Pool{testPool()}}
+	tp := testPool()
+	tbl := &table.Table{Version: table.Version, Pools: []table.Pool{tp}}
 	if err := c.SetTable(tbl); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestControllerShrinksAtOnceAndGrowsLate(t *testing.T) {
 		t.Fatalf("back to 2 replicas for 1.1s: metered at %v, want 3", got)
 	}
 	// A new table keeps the share in force and applies at once.
-	p := testPool()
+	p := tp
 	p.Policy.CapacityShare = 50
 	if err := c.SetTable(&table.Table{Version: table.Version, Pools: []table.Pool{p}}); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package share
 
 import (
 	"testing"
+	"time"
 
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -12,6 +13,10 @@ func testPool() table.Pool {
 		{Name: "europe-west4", Capacity: table.Capacity{RequestsPerSecond: 6}},
 		{Name: "europe-north1"},
 	}, Policy: table.DefaultPolicy()}
+	// Its PT counted over one second, a larger share applies after the
+	// controller's grow delay (TestControllerGrowsAfterThePTWindow has a
+	// PT's own window).
+	p.Policy.Provisioned.Window = table.Duration{Duration: time.Second}
 	p.Default()
 	return p
 }
