@@ -36,6 +36,11 @@ const (
 	TierFlex     = "flex"
 )
 
+// FullProvisioned is the capacity RegionStats.Full counts a PT's 429s
+// under ("Exceeded the Provisioned Throughput"); the pay-as-you-go tiers'
+// are counted under their names.
+const FullProvisioned = "provisioned"
+
 // Usage kinds: which capacity served a call, as Cloud Monitoring's
 // request_type label spells them.
 const (
@@ -116,6 +121,7 @@ type region struct {
 	byTraffic map[string]int64
 	byUsage   map[string]int64
 	tokens    map[string]int64 // by traffic type
+	full      map[string]int64 // 429s by the capacity that was full
 	seq       int64
 
 	// listeners are dropped while a refused outage lasts; set by Start.
@@ -133,6 +139,7 @@ func newRegion(sc *Scenario, cfg *Region, clock Clock, seed uint64) *region {
 		byTraffic: map[string]int64{},
 		byUsage:   map[string]int64{},
 		tokens:    map[string]int64{},
+		full:      map[string]int64{},
 	}
 	if p := cfg.Provisioned; p != nil {
 		r.pt = newQuota(p.Capacity(), p.EnforcedWindow())
@@ -171,6 +178,9 @@ type admission struct {
 	id      int64
 	// done says begin already counted the outcome: answer err at once.
 	done bool
+	// full is the capacity whose quota refused the call (a 429): the PT
+	// (FullProvisioned) or a pay-as-you-go tier; empty otherwise.
+	full string
 }
 
 // refusing reports whether a refused outage is active now.
@@ -227,6 +237,9 @@ func (r *region) begin(c call) admission {
 	if err != nil {
 		a.err, a.done = err, true
 		r.recordLocked(a, err.outcome())
+		if a.full != "" {
+			r.full[a.full]++
+		}
 		return a
 	}
 
@@ -239,6 +252,12 @@ func (r *region) begin(c call) admission {
 		if a.err == nil && fs.f.ErrorRate > 0 && fs.proc.fail() {
 			code := faultCodes[fs.f.Code]
 			a.err = &apiError{code: code, msg: faultMessage(code)}
+			// A 429 fault is the tier's shared capacity running out (Google's
+			// dynamic shared quota), whatever the caller's own rate: counted
+			// under the tier when the call was pay-as-you-go alone.
+			if code == codes.ResourceExhausted && (r.pt == nil || c.requestType == RequestTypeShared) {
+				r.full[c.tier]++
+			}
 		}
 	}
 	if a.err != nil {
@@ -287,6 +306,7 @@ func (r *region) admitLocked(a *admission, c call, t time.Duration, tokens int) 
 			q, traffic = r.flex, aiplatformpb.GenerateContentResponse_UsageMetadata_ON_DEMAND_FLEX
 		}
 		if !q.admit(t, tokens) {
+			a.full = c.tier
 			return &apiError{code: codes.ResourceExhausted, msg: msgResourceExhausted}
 		}
 		a.traffic, a.usage = traffic, usage
@@ -309,6 +329,7 @@ func (r *region) admitLocked(a *admission, c call, t time.Duration, tokens int) 
 		if provisioned() {
 			return nil
 		}
+		a.full = FullProvisioned
 		return &apiError{code: codes.ResourceExhausted, msg: msgExceededPT}
 	default:
 		if r.pt == nil {
@@ -318,6 +339,7 @@ func (r *region) admitLocked(a *admission, c call, t time.Duration, tokens int) 
 			return nil
 		}
 		if r.cfg.Provisioned.Mode == ModeDedicated {
+			a.full = FullProvisioned
 			return &apiError{code: codes.ResourceExhausted, msg: msgExceededPT}
 		}
 		return onDemand(usageSpillover)

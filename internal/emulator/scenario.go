@@ -118,6 +118,32 @@ type Load struct {
 	OutputTokens int `json:"outputTokens,omitempty"`
 	// Phases multiply the base rate over windows of scenario time.
 	Phases []Phase `json:"phases,omitempty"`
+	// Priorities are the shares of calls sent with each priority (the
+	// router's X-Regionwarden-Priority); the rest are default calls. Omitted:
+	// every call is a default call.
+	Priorities PriorityMix `json:"priorities,omitempty"`
+}
+
+// PriorityMix is the share of calls of each priority other than default,
+// each in [0, 1], together at most 1.
+type PriorityMix struct {
+	Critical  float64 `json:"critical,omitempty"`
+	Sheddable float64 `json:"sheddable,omitempty"`
+}
+
+// IsZero reports whether every call is a default call.
+func (m PriorityMix) IsZero() bool { return m.Critical == 0 && m.Sheddable == 0 }
+
+// Of is the priority of a call drawn with u, uniform in [0, 1): critical
+// below Critical, sheddable in the next Sheddable, default above.
+func (m PriorityMix) Of(u float64) table.Priority {
+	switch {
+	case u < m.Critical:
+		return table.PriorityCritical
+	case u < m.Critical+m.Sheddable:
+		return table.PrioritySheddable
+	}
+	return table.PriorityDefault
 }
 
 // IntRange is an inclusive range of integers.
@@ -441,6 +467,15 @@ func (l *Load) validate(bad func(field, format string, args ...any)) {
 	}
 	if l.OutputTokens < 0 {
 		bad("load.outputTokens", "must not be negative, got %d", l.OutputTokens)
+	}
+	pm := l.Priorities
+	for name, v := range map[string]float64{"critical": pm.Critical, "sheddable": pm.Sheddable} {
+		if v < 0 || v > 1 || math.IsNaN(v) {
+			bad("load.priorities."+name, "must be a share in [0, 1], got %v", v)
+		}
+	}
+	if pm.Critical+pm.Sheddable > 1 {
+		bad("load.priorities", "critical and sheddable shares add up to %v, more than 1", pm.Critical+pm.Sheddable)
 	}
 	for i, p := range l.Phases {
 		f := fmt.Sprintf("load.phases[%d]", i)

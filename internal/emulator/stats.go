@@ -44,6 +44,11 @@ type RegionStats struct {
 	ByUsage map[string]int64 `json:"byUsage"`
 	// Tokens counts the tokens of admitted calls by traffic type.
 	Tokens map[string]int64 `json:"tokens"`
+	// Full counts the 429s of each capacity whose quota was full: provisioned
+	// ("Exceeded the Provisioned Throughput"), standard, priority or flex
+	// ("Resource exhausted"). A fault's injected 429s count under the tier
+	// of a call that was pay-as-you-go alone.
+	Full map[string]int64 `json:"full,omitempty"`
 	// PeakRequestsPerSecond is the most calls that arrived in one second of
 	// scenario time, and PeakSecond is that second.
 	PeakRequestsPerSecond int64 `json:"peakRequestsPerSecond"`
@@ -81,6 +86,7 @@ func (r *region) stats() RegionStats {
 		ByTrafficType:             maps.Clone(r.byTraffic),
 		ByUsage:                   maps.Clone(r.byUsage),
 		Tokens:                    maps.Clone(r.tokens),
+		Full:                      maps.Clone(r.full),
 		PerSecond:                 make([]SecondStats, len(r.seconds)),
 	}
 	for i, s := range r.seconds {

@@ -2,6 +2,7 @@ package emulator_test
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -41,13 +42,14 @@ func TestTiersHaveTheirOwnQuotas(t *testing.T) {
 		name, region, requestType, tier string
 		calls                           int
 		want                            map[string]int
+		full                            map[string]int64 // the stats' 429s by the capacity that was full
 	}{
-		{"priority alone", "global", "shared", "priority", 5, map[string]int{"ON_DEMAND_PRIORITY": 3, "429": 2}},
-		{"flex alone", "global", "shared", "flex", 4, map[string]int{"ON_DEMAND_FLEX": 2, "429": 2}},
-		{"standard alone", "global", "shared", "", 3, map[string]int{"ON_DEMAND": 1, "429": 2}},
-		{"PT spills into priority", "global", "", "priority", 6, map[string]int{"PROVISIONED_THROUGHPUT": 2, "ON_DEMAND_PRIORITY": 3, "429": 1}},
-		{"PT spills into standard", "global", "", "", 4, map[string]int{"PROVISIONED_THROUGHPUT": 2, "ON_DEMAND": 1, "429": 1}},
-		{"dedicated ignores the tier", "global", "dedicated", "priority", 3, map[string]int{"PROVISIONED_THROUGHPUT": 2, "429pt": 1}},
+		{"priority alone", "global", "shared", "priority", 5, map[string]int{"ON_DEMAND_PRIORITY": 3, "429": 2}, map[string]int64{"priority": 2}},
+		{"flex alone", "global", "shared", "flex", 4, map[string]int{"ON_DEMAND_FLEX": 2, "429": 2}, map[string]int64{"flex": 2}},
+		{"standard alone", "global", "shared", "", 3, map[string]int{"ON_DEMAND": 1, "429": 2}, map[string]int64{"standard": 2}},
+		{"PT spills into priority", "global", "", "priority", 6, map[string]int{"PROVISIONED_THROUGHPUT": 2, "ON_DEMAND_PRIORITY": 3, "429": 1}, map[string]int64{"priority": 1}},
+		{"PT spills into standard", "global", "", "", 4, map[string]int{"PROVISIONED_THROUGHPUT": 2, "ON_DEMAND": 1, "429": 1}, map[string]int64{"standard": 1}},
+		{"dedicated ignores the tier", "global", "dedicated", "priority", 3, map[string]int{"PROVISIONED_THROUGHPUT": 2, "429pt": 1}, map[string]int64{"provisioned": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := mustParse(t, tierScenario)
@@ -73,6 +75,9 @@ func TestTiersHaveTheirOwnQuotas(t *testing.T) {
 			}
 			if !equalCounts(got, tc.want) {
 				t.Errorf("served %v, want %v", got, tc.want)
+			}
+			if full := e.Stats().Regions[0].Full; !maps.Equal(full, tc.full) {
+				t.Errorf("stats count the 429s of full capacities as %v, want %v", full, tc.full)
 			}
 		})
 	}
