@@ -308,6 +308,7 @@ var scenarioOrder = []string{
 	replay.ScenarioTotalOutage,
 	replay.ScenarioManyRouters,
 	replay.ScenarioSmallPTBursts,
+	replay.ScenarioPriorityPayGo,
 }
 
 // scenarioRank is a scenario file's place in scenarioOrder.

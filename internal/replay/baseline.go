@@ -76,7 +76,7 @@ func newBlocklist(tp table.Pool, now func() time.Time, keep bool) (*blocklist, e
 }
 
 // Start begins a call that must end by deadline (zero: none).
-func (b *blocklist) Start(deadline time.Time) Selection {
+func (b *blocklist) Start(deadline time.Time, _ table.Priority) Selection {
 	return &blockCall{b: b, deadline: deadline}
 }
 

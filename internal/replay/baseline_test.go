@@ -74,11 +74,11 @@ func TestBlocklistNoRegions(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 12 {
-			if a, err := b.Start(time.Time{}).Pick(); err == nil {
+			if a, err := b.Start(time.Time{}, table.PriorityDefault).Pick(); err == nil {
 				a.Done(policy.Report{Outcome: policy.Failure})
 			}
 		}
-		a, err := b.Start(time.Time{}).Pick()
+		a, err := b.Start(time.Time{}, table.PriorityDefault).Pick()
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: Pick after 12 failures = %v, want %v", tc.name, err, tc.want)
 		}
@@ -87,7 +87,7 @@ func TestBlocklistNoRegions(t *testing.T) {
 		}
 		clk.t = clk.t.Add(blocklistDuration)
 		if tc.want != nil {
-			if _, err := b.Start(time.Time{}).Pick(); err != nil {
+			if _, err := b.Start(time.Time{}, table.PriorityDefault).Pick(); err != nil {
 				t.Errorf("%s: a minute later: %v, want the regions back", tc.name, err)
 			}
 		}
@@ -103,7 +103,7 @@ func TestBlocklistRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := b.Start(clk.t.Add(time.Second))
+	c := b.Start(clk.t.Add(time.Second), table.PriorityDefault)
 	a, _ := c.Pick()
 	a.Done(policy.Report{Outcome: policy.Failure})
 	r, err := c.Pick()
@@ -114,13 +114,13 @@ func TestBlocklistRetries(t *testing.T) {
 	if _, err := c.Pick(); !errors.Is(err, policy.ErrAttemptsExhausted) {
 		t.Errorf("third attempt with maxAttempts 2: %v, want ErrAttemptsExhausted", err)
 	}
-	c = b.Start(clk.t.Add(time.Second))
+	c = b.Start(clk.t.Add(time.Second), table.PriorityDefault)
 	a, _ = c.Pick()
 	a.Done(policy.Report{Outcome: policy.Success})
 	if _, err := c.Pick(); !errors.Is(err, policy.ErrNotRetryable) {
 		t.Errorf("retry after a success: %v, want ErrNotRetryable", err)
 	}
-	c = b.Start(clk.t.Add(time.Second))
+	c = b.Start(clk.t.Add(time.Second), table.PriorityDefault)
 	clk.t = clk.t.Add(time.Second)
 	if _, err := c.Pick(); !errors.Is(err, policy.ErrDeadlineExceeded) {
 		t.Errorf("pick past the deadline: %v, want ErrDeadlineExceeded", err)

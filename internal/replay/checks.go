@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/regionwarden/regionwarden/internal/emulator"
+	"github.com/regionwarden/regionwarden/router/table"
 )
 
 // Scenario names whose targets Checks knows.
@@ -15,6 +18,7 @@ const (
 	ScenarioProvisionedSlow     = "provisioned-region-slow"
 	ScenarioTotalOutage         = "total-outage"
 	ScenarioSmallPTBursts       = "small-pt-bursts"
+	ScenarioPriorityPayGo       = "priority-paygo"
 )
 
 // Targets of the scenarios.
@@ -176,6 +180,8 @@ func Checks(rep *Report) []Check {
 		each(regionwardenPolicies, func(r *Result) Check {
 			return windowCheck(r, perSecond)
 		})
+	case ScenarioPriorityPayGo:
+		priorityChecks(rep, each)
 	}
 	return cs
 }
@@ -195,6 +201,51 @@ func windowCheck(r, perSecond *Result) Check {
 	c.Measured = fmt.Sprintf("%d calls spilled against %d (%s), %d 429s from the PT", spill, base, pct(shareOf(float64(spill), float64(base))), throttled)
 	c.Pass = base > 0 && float64(spill) <= MaxWindowSpill*float64(base) && throttled == 0
 	return c
+}
+
+// priorityChecks adds, through each, the targets of the priority-paygo
+// scenario: while the PT is full and standard pay-as-you-go throttles, regionwarden serves every
+// critical call, the overflow through Priority PayGo; a policy that knows
+// no pay-as-you-go tiers loses critical calls in the same conditions, which
+// shows the conditions bite. The conditions are checked as well as the
+// outcome: the load asks more of the PT than it has, and standard
+// pay-as-you-go answered 429s in the policy's own run.
+func priorityChecks(rep *Report, each func(names []string, f func(r *Result) Check)) {
+	ptFull := rep.Rate > rep.PTCalls
+	conditions := fmt.Sprintf("while the PT is full (the load asks %s calls/s of a PT that serves %s) and standard pay-as-you-go throttles",
+		trimFloat(rep.Rate), trimFloat(rep.PTCalls))
+	measure := func(r *Result) (crit PriorityResult, standard429 int64, msg string) {
+		if p := r.Priority(table.PriorityCritical); p != nil {
+			crit = *p
+		}
+		for _, rl := range r.Regions {
+			standard429 += rl.Full[emulator.TierStandard]
+		}
+		var parts []string
+		for _, p := range r.Priorities {
+			parts = append(parts, fmt.Sprintf("%s %s of %d (PT %d, Priority PayGo %d, standard %d, Flex %d)", p.Priority, pct(p.SuccessRate()), p.Requests,
+				p.ByTraffic[trafficProvisioned], p.ByTraffic[trafficPriority], p.ByTraffic[trafficStandard], p.ByTraffic[trafficFlex]))
+		}
+		msg = fmt.Sprintf("%s; the PT served %.2f calls/s; standard pay-as-you-go answered %d 429s",
+			strings.Join(parts, "; "), ratio(r.Provisioned, int64(rep.Duration/time.Second)), standard429)
+		return crit, standard429, msg
+	}
+	each(regionwardenPolicies, func(r *Result) Check {
+		crit, standard429, msg := measure(r)
+		return Check{
+			Target:   fmt.Sprintf("%s, %s serves 100%% of critical calls, what the PT cannot take through Priority PayGo", conditions, r.Policy),
+			Measured: msg,
+			Pass:     ptFull && standard429 > 0 && crit.Requests > 0 && crit.Succeeded == crit.Requests && crit.ByTraffic[trafficPriority] > 0,
+		}
+	})
+	each([]string{NameBlocklist, NameAllowlist}, func(r *Result) Check {
+		crit, standard429, _ := measure(r)
+		return Check{
+			Target:   fmt.Sprintf("the %s, which knows no pay-as-you-go tiers, loses critical calls in the same conditions (under 100%%)", r.Policy),
+			Measured: fmt.Sprintf("critical %s of %d; standard pay-as-you-go answered %d 429s", pct(crit.SuccessRate()), crit.Requests, standard429),
+			Pass:     ptFull && standard429 > 0 && crit.Requests > 0 && crit.Succeeded < crit.Requests,
+		}
+	})
 }
 
 // shareOf is the share a is of b, 0 when b is 0.

@@ -87,6 +87,7 @@ func startRouter(ctx context.Context, bin string, env *Env) (*httpCaller, error)
 	// The caller's own token, which the router forwards (its default
 	// --caller-auth): the emulated regions take any.
 	c.headers = http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer replay-caller"}}
+	c.priority = true
 	c.body = requestBody(env.Prompt)
 	if err := c.waitReady(ctx, "http://"+addr+"/readyz"); err != nil {
 		_ = c.Close()
@@ -107,7 +108,7 @@ func restResult(code int, body []byte) CallResult {
 		if err := json.Unmarshal(body, &out); err != nil {
 			return CallResult{Err: Other}
 		}
-		return CallResult{Provisioned: out.UsageMetadata.TrafficType == "PROVISIONED_THROUGHPUT"}
+		return served(out.UsageMetadata.TrafficType)
 	}
 	var e struct {
 		Error struct {

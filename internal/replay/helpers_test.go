@@ -21,8 +21,9 @@ func TestRestResult(t *testing.T) {
 		body string
 		want CallResult
 	}{
-		{"PT answer", 200, `{"usageMetadata":{"trafficType":"PROVISIONED_THROUGHPUT"}}`, CallResult{Provisioned: true}},
-		{"on-demand answer", 200, `{"usageMetadata":{"trafficType":"ON_DEMAND"}}`, CallResult{}},
+		{"PT answer", 200, `{"usageMetadata":{"trafficType":"PROVISIONED_THROUGHPUT"}}`, CallResult{Provisioned: true, Traffic: "PROVISIONED_THROUGHPUT"}},
+		{"on-demand answer", 200, `{"usageMetadata":{"trafficType":"ON_DEMAND"}}`, CallResult{Traffic: "ON_DEMAND"}},
+		{"Priority PayGo answer", 200, `{"usageMetadata":{"trafficType":"ON_DEMAND_PRIORITY"}}`, CallResult{Traffic: "ON_DEMAND_PRIORITY"}},
 		{"unreadable answer", 200, `{`, CallResult{Err: Other}},
 		{"over capacity", 429, `{"error":{"code":429,"message":"over capacity: no region has headroom (priority default); retry after 1s"}}`, CallResult{Err: Shed}},
 		{"shed", 429, `{"error":{"code":429,"message":"shed: over the concurrency limit for this priority (priority default); retry after 1s"}}`, CallResult{Err: Shed}},
@@ -44,18 +45,7 @@ func TestRestResult(t *testing.T) {
 // region provisioned and never ejectable, shared regions hinted with their
 // quota, provisioned first.
 func TestRegionPool(t *testing.T) {
-	sc, err := emulator.LoadScenario("../../test/scenarios/provisioned-region-incident.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var addrs []emulator.RegionAddr
-	for i, r := range sc.Regions {
-		addrs = append(addrs, emulator.RegionAddr{Name: r.Name, GRPC: fmt.Sprintf("127.0.0.1:%d", 9000+i)})
-	}
-	p := regionPool(sc, addrs)
-	if err := p.Validate(); err != nil {
-		t.Fatalf("pool does not validate: %v", err)
-	}
+	sc, p := scenarioPool(t, ScenarioProvisionedIncident)
 	first := p.Regions[0]
 	if first.Name != "europe-west1" || first.Tier != table.TierProvisioned || first.Ejectable || first.Capacity.TokensPerSecond != 15000 || first.Capacity.GSUs != 6 {
 		t.Errorf("first region %+v, want the provisioned europe-west1 with 6 GSUs and 15000 tokens/s, not ejectable", first)
@@ -69,6 +59,26 @@ func TestRegionPool(t *testing.T) {
 			t.Errorf("region %s endpoint %q, want the emulated region", r.Name, r.Endpoint)
 		}
 	}
+}
+
+// scenarioPool loads test/scenarios/<name>.yaml and renders its table, with
+// made-up loopback endpoints, as regionPool does for a replay; the pool
+// must validate.
+func scenarioPool(t *testing.T, name string) (*emulator.Scenario, table.Pool) {
+	t.Helper()
+	sc, err := emulator.LoadScenario("../../test/scenarios/" + name + ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs []emulator.RegionAddr
+	for i, r := range sc.Regions {
+		addrs = append(addrs, emulator.RegionAddr{Name: r.Name, GRPC: fmt.Sprintf("127.0.0.1:%d", 9000+i)})
+	}
+	p := regionPool(sc, addrs)
+	if err := p.Validate(); err != nil {
+		t.Fatalf("%s: pool does not validate: %v", name, err)
+	}
+	return sc, p
 }
 
 // TestPhaseRecovery measures a surge from per-second counts: attempts per

@@ -77,8 +77,9 @@ func newAdaptive(tp table.Pool, env *Env) (Selector, error) {
 // Selector is a region-selection policy that the replay drives in process:
 // the adaptive policy (through a small adapter) or a baseline.
 type Selector interface {
-	// Start begins a call that must end by deadline, on the policy's clock.
-	Start(deadline time.Time) Selection
+	// Start begins a call of priority pr that must end by deadline, on the
+	// policy's clock.
+	Start(deadline time.Time, pr table.Priority) Selection
 }
 
 // Selection picks the regions of one call's attempts, one at a time.
@@ -103,10 +104,21 @@ type Attempt struct {
 // adaptive is the adaptive policy as a Selector.
 type adaptive struct{ p *policy.Pool }
 
-func (a adaptive) Start(deadline time.Time) Selection {
+func (a adaptive) Start(deadline time.Time, pr table.Priority) Selection {
 	c := &adaptiveCall{}
-	c.c = a.p.Start(policy.Request{Deadline: deadline})
+	c.c = a.p.Start(policy.Request{Deadline: deadline, Priority: policyPriority(pr)})
 	return c
+}
+
+// policyPriority is pr as the policy orders calls; default for any other.
+func policyPriority(pr table.Priority) policy.Priority {
+	switch pr {
+	case table.PriorityCritical:
+		return policy.PriorityCritical
+	case table.PrioritySheddable:
+		return policy.PrioritySheddable
+	}
+	return policy.PriorityDefault
 }
 
 // adaptiveCall is one call under the adaptive policy.
@@ -187,10 +199,10 @@ type routerCaller struct {
 
 // Call makes attempts as the policy picks them until one succeeds or the
 // policy refuses another, within one deadline.
-func (c *routerCaller) Call(caller context.Context, deadline time.Duration) CallResult {
+func (c *routerCaller) Call(caller context.Context, deadline time.Duration, pr table.Priority) CallResult {
 	ctx, cancel := context.WithTimeout(caller, c.env.Clock.Real(deadline))
 	defer cancel()
-	call := c.r.Start(c.env.Now().Add(deadline))
+	call := c.r.Start(c.env.Now().Add(deadline), pr)
 	last := Other
 	for {
 		a, err := call.Pick()
@@ -214,9 +226,8 @@ func (c *routerCaller) Call(caller context.Context, deadline time.Duration) Call
 		a.Done(rep)
 		switch rep.Outcome {
 		case policy.Success:
-			pt := resp.GetUsageMetadata().GetTrafficType() == aiplatformpb.GenerateContentResponse_UsageMetadata_PROVISIONED_THROUGHPUT
-			return CallResult{Provisioned: pt}
-		case policy.Capacity:
+			return served(resp.GetUsageMetadata().GetTrafficType().String())
+		case policy.Capacity, policy.ProvisionedFull:
 			last = Throttled
 		case policy.Failure:
 			last = Failed

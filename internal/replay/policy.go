@@ -78,9 +78,10 @@ var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Caller sends one call through a policy.
 type Caller interface {
-	// Call makes one call that must end within deadline (scenario time),
-	// retrying as the policy does, and says how it ended.
-	Call(ctx context.Context, deadline time.Duration) CallResult
+	// Call makes one call of priority pr that must end within deadline
+	// (scenario time), retrying as the policy does, and says how it ended.
+	// A policy that knows no priorities treats every call alike.
+	Call(ctx context.Context, deadline time.Duration, pr table.Priority) CallResult
 	// Close releases what Start acquired.
 	Close() error
 }
@@ -133,12 +134,35 @@ type CallResult struct {
 	// Provisioned says the answer's usageMetadata.trafficType was
 	// PROVISIONED_THROUGHPUT.
 	Provisioned bool
+	// Traffic is the answer's usageMetadata.trafficType (PROVISIONED_THROUGHPUT,
+	// ON_DEMAND, ON_DEMAND_PRIORITY, ON_DEMAND_FLEX); empty for a failed call.
+	Traffic string
 }
+
+// served is the result of a call answered with traffic type traffic.
+func served(traffic string) CallResult {
+	return CallResult{Provisioned: traffic == trafficProvisioned, Traffic: traffic}
+}
+
+// Traffic types (usageMetadata.trafficType) of the capacities that serve a
+// call: the PT, and standard, Priority and Flex pay-as-you-go.
+const (
+	trafficProvisioned = "PROVISIONED_THROUGHPUT"
+	trafficStandard    = "ON_DEMAND"
+	trafficPriority    = "ON_DEMAND_PRIORITY"
+	trafficFlex        = "ON_DEMAND_FLEX"
+)
 
 // regionPool is the routing-table pool for a scenario, as the operator would
 // render it: provisioned regions with the GSUs and token limit GCP reports,
 // shared regions with their quota as the requests-per-second hint, and the
 // default policy. Endpoints are the emulated regions' gRPC addresses.
+//
+// A region that offers Priority or Flex PayGo lists the pay-as-you-go tiers
+// it offers (standard too where it has a pay-as-you-go quota), as a pool
+// that wants them must; any other region takes the table's default. A
+// scenario whose load sends priorities lets its callers claim them up to
+// critical, as a pool must for the router to honor them.
 func regionPool(sc *emulator.Scenario, addrs []emulator.RegionAddr) table.Pool {
 	p := table.Pool{Project: sc.Project, Publisher: sc.Publisher, Model: sc.Model, Policy: table.DefaultPolicy()}
 	for i, r := range sc.Regions {
@@ -152,7 +176,21 @@ func regionPool(sc *emulator.Scenario, addrs []emulator.RegionAddr) table.Pool {
 		} else {
 			tr.Capacity.RequestsPerSecond = sc.RequestsPerSecond(&sc.Regions[i])
 		}
+		if r.Priority != nil || r.Flex != nil {
+			if !r.Capacity.IsZero() {
+				tr.PayGoTiers = append(tr.PayGoTiers, table.PayGoStandard)
+			}
+			if r.Priority != nil {
+				tr.PayGoTiers = append(tr.PayGoTiers, table.PayGoPriority)
+			}
+			if r.Flex != nil {
+				tr.PayGoTiers = append(tr.PayGoTiers, table.PayGoFlex)
+			}
+		}
 		p.Regions = append(p.Regions, tr)
+	}
+	if !sc.Load.Priorities.IsZero() {
+		p.Callers.MaxPriority = table.PriorityCritical
 	}
 	p.Default()
 	return p

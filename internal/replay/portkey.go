@@ -16,6 +16,7 @@ import (
 
 	"github.com/regionwarden/regionwarden/internal/emulator"
 	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream"
 )
 
 // PortkeyVersion is the release of Portkey's gateway the replays install.
@@ -174,14 +175,17 @@ type httpCaller struct {
 	url     string
 	headers http.Header
 	body    []byte
-	client  *http.Client
-	exited  chan struct{}
-	out     *tailBuffer
+	// priority sends each call's priority in X-Regionwarden-Priority, for a
+	// gateway that reads it (the router).
+	priority bool
+	client   *http.Client
+	exited   chan struct{}
+	out      *tailBuffer
 }
 
 // Call makes one generateContent call through the gateway, waiting a little
 // past the deadline so that the gateway's answer, not a hang-up, ends it.
-func (c *httpCaller) Call(ctx context.Context, deadline time.Duration) CallResult {
+func (c *httpCaller) Call(ctx context.Context, deadline time.Duration, pr table.Priority) CallResult {
 	d := c.env.Clock.Real(deadline)
 	ctx, cancel := context.WithTimeout(ctx, d+d/5+50*time.Millisecond)
 	defer cancel()
@@ -191,6 +195,9 @@ func (c *httpCaller) Call(ctx context.Context, deadline time.Duration) CallResul
 	}
 	for k, v := range c.headers {
 		req.Header[k] = v
+	}
+	if c.priority && pr != table.PriorityDefault && pr != "" {
+		req.Header.Set(upstream.HeaderPriority, string(pr))
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {

@@ -202,7 +202,7 @@ func newReplicated(env *Env, o ReplicaOptions) (_ *replicated, err error) {
 
 // Start sends the call to a router drawn by the split and counts it in that
 // router's demand, admitted or not.
-func (r *replicated) Start(deadline time.Time) Selection {
+func (r *replicated) Start(deadline time.Time, pr table.Priority) Selection {
 	r.mu.Lock()
 	x := r.rnd.Float64()
 	r.mu.Unlock()
@@ -214,7 +214,7 @@ func (r *replicated) Start(deadline time.Time) Selection {
 	if rep.meter != nil {
 		rep.meter.Add(r.env.Now().UnixNano())
 	}
-	return adaptive{rep.pool}.Start(deadline)
+	return adaptive{rep.pool}.Start(deadline, pr)
 }
 
 // Shares is each router's share in force, in router order (1 under ShareNone).

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/regionwarden/regionwarden/internal/emulator"
+	"github.com/regionwarden/regionwarden/router/table"
 )
 
 // Report is one scenario replayed against a set of policies.
@@ -36,6 +37,9 @@ type Report struct {
 	// most 1): what a policy can serve then if the faulty regions serve
 	// nothing.
 	FaultCarry float64
+	// PTCalls is what the scenario's PTs can serve together, in calls per
+	// second of the scenario's typical size.
+	PTCalls float64
 	// Results are one per policy, in the order given to Run.
 	Results []*Result
 }
@@ -68,6 +72,9 @@ type Result struct {
 	// Sessions counts finished client sessions; CleanSessions those in which
 	// every call succeeded.
 	Sessions, CleanSessions int64
+	// Priorities are the calls of each priority the load sent (critical,
+	// default, sheddable; those it sent none of are absent).
+	Priorities []PriorityResult
 	// Regions is the load each region received, in the scenario's order.
 	Regions []RegionLoad
 	// Series is the run in bucketWidth buckets of call start time.
@@ -122,6 +129,29 @@ func (r *Result) Region(name string) *RegionLoad {
 	return nil
 }
 
+// Priority returns the calls of priority pr, or nil when the load sent none.
+func (r *Result) Priority(pr table.Priority) *PriorityResult {
+	for i := range r.Priorities {
+		if r.Priorities[i].Priority == pr {
+			return &r.Priorities[i]
+		}
+	}
+	return nil
+}
+
+// PriorityResult is how the calls of one priority went.
+type PriorityResult struct {
+	Priority table.Priority
+	// Requests is the calls made; Succeeded how many succeeded.
+	Requests, Succeeded int64
+	// ByTraffic counts the successful calls by the traffic type that served
+	// them (usageMetadata.trafficType).
+	ByTraffic map[string]int64
+}
+
+// SuccessRate is the share of the priority's calls that succeeded.
+func (p *PriorityResult) SuccessRate() float64 { return ratio(p.Succeeded, p.Requests) }
+
 // RegionLoad is what one region received from one policy, counted by
 // scenario second of arrival at the region.
 type RegionLoad struct {
@@ -136,6 +166,9 @@ type RegionLoad struct {
 	SecondsOver, LongestOver int
 	// Throttled counts the calls the region answered 429.
 	Throttled int64
+	// Full counts the region's 429s by the capacity that was full: its PT
+	// (emulator.FullProvisioned) or a pay-as-you-go tier.
+	Full map[string]int64
 }
 
 // NewRegionLoad is the load an emulated region's stats show. Cut the stats
@@ -146,6 +179,7 @@ func NewRegionLoad(rs emulator.RegionStats) RegionLoad {
 		Requests: rs.Requests, Peak: rs.PeakRequestsPerSecond,
 		SecondsOver: rs.SecondsOverCapacity, LongestOver: rs.LongestOverCapacity,
 		Throttled: rs.ByCode["RESOURCE_EXHAUSTED"],
+		Full:      rs.Full,
 	}
 }
 
@@ -268,6 +302,7 @@ func writeReport(b *strings.Builder, rep *Report, chartDir string) {
 	}
 	b.WriteString("\n")
 	writeRegions(b, rep)
+	writePriorities(b, rep)
 	writeFault(b, rep)
 	writePhases(b, rep)
 	writeChecks(b, rep)
@@ -304,6 +339,31 @@ func writeRegions(b *strings.Builder, rep *Report) {
 			fmt.Fprintf(b, " %d calls, peak %d/s, over %d s (%d s) |", rl.Requests, rl.Peak, rl.SecondsOver, rl.LongestOver)
 		}
 		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+}
+
+// writePriorities writes, for a load that sends priorities, how the calls of
+// each priority went and which traffic type served them.
+func writePriorities(b *strings.Builder, rep *Report) {
+	var ran []*Result
+	for _, r := range rep.Results {
+		if r.Skipped == "" && (len(r.Priorities) > 1 || (len(r.Priorities) == 1 && r.Priorities[0].Priority != table.PriorityDefault)) {
+			ran = append(ran, r)
+		}
+	}
+	if len(ran) == 0 {
+		return
+	}
+	b.WriteString("Calls by priority (X-Regionwarden-Priority): success, and the traffic type that served them " +
+		"(PT: PROVISIONED_THROUGHPUT, standard: ON_DEMAND, Priority: ON_DEMAND_PRIORITY, Flex: ON_DEMAND_FLEX).\n\n")
+	b.WriteString("| Policy | Priority | Calls | Success | PT | Standard | Priority | Flex |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range ran {
+		for _, p := range r.Priorities {
+			fmt.Fprintf(b, "| %s | %s | %d | %s | %d | %d | %d | %d |\n", r.Policy, p.Priority, p.Requests, pct(p.SuccessRate()),
+				p.ByTraffic[trafficProvisioned], p.ByTraffic[trafficStandard], p.ByTraffic[trafficPriority], p.ByTraffic[trafficFlex])
+		}
 	}
 	b.WriteString("\n")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/regionwarden/regionwarden/internal/emulator"
+	"github.com/regionwarden/regionwarden/router/table"
 )
 
 // Options tune a replay. The zero value replays the scenario at its
@@ -96,6 +98,11 @@ func Run(ctx context.Context, sc *emulator.Scenario, policies []Policy, o Option
 		}
 	}
 	rep.Fault, rep.FaultCarry = faultSpan(sc, dur)
+	for i := range sc.Regions {
+		if p := sc.Regions[i].Provisioned; p != nil {
+			rep.PTCalls += sc.RequestsPerSecond(&emulator.Region{Provisioned: p})
+		}
+	}
 	// Policies that cannot keep up with the replay's scale replay in a pass
 	// of their own, after the others, at the scale they can take.
 	rep.Results = make([]*Result, len(policies))
@@ -265,6 +272,9 @@ func (pr *policyRun) close() {
 // the replay's duration; then it waits for the calls in flight.
 func (pr *policyRun) drive(ctx context.Context) {
 	rnd := rand.New(rand.NewPCG(pr.seed, 0x5e55))
+	// Priorities come from a stream of their own, so that a scenario without
+	// them draws the same arrivals and sessions as before they existed.
+	prios := rand.New(rand.NewPCG(pr.seed, 0x9e10))
 	load := &pr.sc.Load
 	var sessions sessionPool
 	var wg sync.WaitGroup
@@ -288,6 +298,10 @@ func (pr *policyRun) drive(ctx context.Context) {
 			}
 		}
 		pr.rec.lag(pr.clock.Elapsed() - t)
+		prio := table.PriorityDefault
+		if !load.Priorities.IsZero() {
+			prio = load.Priorities.Of(prios.Float64())
+		}
 		s := sessions.take(func() int {
 			return load.SessionCalls.Min + rnd.IntN(load.SessionCalls.Max-load.SessionCalls.Min+1)
 		})
@@ -295,9 +309,9 @@ func (pr *policyRun) drive(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			start := pr.clock.Elapsed()
-			res := pr.caller.Call(ctx, load.Deadline.Duration)
+			res := pr.caller.Call(ctx, load.Deadline.Duration, prio)
 			end := pr.clock.Elapsed()
-			pr.rec.record(start, end-start, res)
+			pr.rec.record(start, end-start, prio, res)
 			if done, clean := sessions.release(s, res.Err == NoError); done {
 				pr.rec.session(clean)
 			}
@@ -394,6 +408,7 @@ type recorder struct {
 	sessions  int64
 	clean     int64
 	lags      []time.Duration // how late each call was sent
+	byPrio    map[table.Priority]*PriorityResult
 }
 
 // secondCount is one scenario second of one policy's run.
@@ -402,14 +417,25 @@ type secondCount struct {
 }
 
 func newRecorder(dur time.Duration) *recorder {
-	return &recorder{errs: map[ErrorKind]int64{}, seconds: make([]secondCount, int(dur/time.Second)+1)}
+	return &recorder{errs: map[ErrorKind]int64{}, seconds: make([]secondCount, int(dur/time.Second)+1), byPrio: map[table.Priority]*PriorityResult{}}
 }
 
-// record counts one call that started at start and took took.
-func (r *recorder) record(start, took time.Duration, res CallResult) {
+// record counts one call of priority prio that started at start and took
+// took.
+func (r *recorder) record(start, took time.Duration, prio table.Priority, res CallResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.requests++
+	p := r.byPrio[prio]
+	if p == nil {
+		p = &PriorityResult{Priority: prio, ByTraffic: map[string]int64{}}
+		r.byPrio[prio] = p
+	}
+	p.Requests++
+	if res.Err == NoError {
+		p.Succeeded++
+		p.ByTraffic[res.Traffic]++
+	}
 	sec := min(int(start/time.Second), len(r.seconds)-1)
 	r.seconds[sec].requests++
 	if res.Err != NoError {
@@ -467,6 +493,13 @@ func (r *recorder) fill(res *Result) {
 		res.Errors[k.String()] = v
 	}
 	res.Sessions, res.CleanSessions = r.sessions, r.clean
+	for _, pr := range []table.Priority{table.PriorityCritical, table.PriorityDefault, table.PrioritySheddable} {
+		if p := r.byPrio[pr]; p != nil {
+			c := *p
+			c.ByTraffic = maps.Clone(p.ByTraffic)
+			res.Priorities = append(res.Priorities, c)
+		}
+	}
 	lat := append([]time.Duration(nil), r.latencies...)
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	res.P50, res.P99 = quantile(lat, 0.50), quantile(lat, 0.99)
