@@ -43,13 +43,14 @@ func TestPTMeteredOverItsWindow(t *testing.T) {
 	oneSecond := base
 	oneSecond.Policy.Provisioned.Window = table.Duration{Duration: time.Second}
 	for _, tc := range []struct {
-		name string
-		pool table.Pool
-		want int // calls the PT takes in the burst
+		name   string
+		pool   table.Pool
+		want   int    // calls the PT takes in the burst
+		window string // as the snapshot shows it
 	}{
-		{"size default: 40 s", base, 40 * tps / tokens},
-		{"one-second window", oneSecond, tps / tokens},
-		{"half of a 40 s window", share.Scale(base, share.StaticPart(2)), 40 * tps / tokens / 2},
+		{"size default: 40 s", base, 40 * tps / tokens, "40s"},
+		{"one-second window", oneSecond, tps / tokens, "1s"},
+		{"half of a 40 s window", share.Scale(base, share.StaticPart(2)), 40 * tps / tokens / 2, "40s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newClock()
@@ -62,6 +63,11 @@ func TestPTMeteredOverItsWindow(t *testing.T) {
 			// A window spans 9 to 10 of its buckets: one call either way.
 			if got < tc.want-1 || got > tc.want {
 				t.Errorf("the PT took %d calls of a burst, want %d", got, tc.want)
+			}
+			// Operators see the window and that it is full.
+			rs := p.Snapshot().Regions[0]
+			if rs.ProvisionedWindow != tc.window || rs.ProvisionedWindowUsed < 0.95 || rs.ProvisionedWindowUsed > 1 {
+				t.Errorf("snapshot: window %q, %.3f used; want %s and full", rs.ProvisionedWindow, rs.ProvisionedWindowUsed, tc.window)
 			}
 		})
 	}

@@ -64,6 +64,12 @@ type RegionSnapshot struct {
 	// is that it is full: calls spill to pay-as-you-go, and one a second
 	// asks the PT again.
 	ProvisionedFull bool `json:"provisionedFull,omitempty"`
+	// ProvisionedWindow is the span over which the PT's token limit is
+	// metered (a Go duration, "40s"), and ProvisionedWindowUsed the share
+	// of that limit × window this router admitted in the window that ends
+	// now; both absent for a region whose PT has no token limit.
+	ProvisionedWindow     string  `json:"provisionedWindow,omitempty"`
+	ProvisionedWindowUsed float64 `json:"provisionedWindowUsed,omitempty"`
 	// InFlight is the region's calls in flight; Limit is its adaptive (AIMD)
 	// limit. While Answering (not failing, demoted or throttled on the
 	// capacity its hints meter), a region admits calls beyond Limit up to
@@ -141,6 +147,10 @@ func (p *Pool) Snapshot() Snapshot {
 			}
 		}
 		rs.ProvisionedFull = s.provisioned && r.lanes[laneProvisioned].full(now)
+		if s.tokCost > 0 {
+			rs.ProvisionedWindow = time.Duration(s.tokWindow).String()
+			rs.ProvisionedWindowUsed = float64(r.toks.sum(now, s.tokWidth)) / float64(rateCapacity)
+		}
 		if d := r.demoted.Load(); d != nil {
 			rs.Demotion = &Demotion{
 				Since:           time.Unix(0, d.since).UTC(),
