@@ -116,6 +116,7 @@ func TestDashboardShowsWhatIssuesAsk(t *testing.T) {
 	walk(d.Panels)
 	for _, m := range []string{
 		"regionwarden_router_traffic_type_total",              // served by traffic type
+		"regionwarden_router_tokens_total",                    // tokens by traffic type and direction
 		"regionwarden_router_attempts_total",                  // by tier, per-region success
 		"regionwarden_provisionedthroughput_utilization",      // PT utilization
 		"regionwarden_provisionedthroughput_spillover_ratio",  // spillover
