@@ -37,7 +37,8 @@ const (
 	model   = "gemini-3.6-flash"
 )
 
-// scenario: the PT is on global (2 calls a second), where standard
+// scenario: the PT is on global (2 calls a second, enforced over one
+// second: the tests count calls, not windows), where standard
 // pay-as-you-go (1 call a second), Priority PayGo and Flex PayGo (5 each)
 // are offered; europe-west4 offers standard pay-as-you-go alone (1 call a
 // second). The emulator's clock stands still, so every call of a test
@@ -51,7 +52,7 @@ load: {requestsPerSecond: 1}
 regions:
 - name: global
   tier: provisioned
-  provisioned: {gsus: 1, tokensPerSecond: 1000000, requestsPerSecond: 2}
+  provisioned: {gsus: 1, tokensPerSecond: 1000000, requestsPerSecond: 2, window: 1s}
   capacity: {requestsPerSecond: 1}
   priority: {requestsPerSecond: 5}
   flex: {requestsPerSecond: 5}
