@@ -11,6 +11,8 @@ import (
 
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
 	"google.golang.org/grpc/codes"
+
+	"github.com/regionwarden/regionwarden/internal/googleerror"
 )
 
 // The OpenAI-compatible Chat Completions surface of Vertex AI ("Call Gemini
@@ -236,8 +238,8 @@ func writeChatServeError(w http.ResponseWriter, err error) {
 // writeChatError writes e as Google's error JSON in an array.
 func writeChatError(w http.ResponseWriter, e *apiError) {
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	w.WriteHeader(httpStatus(e.code))
+	w.WriteHeader(googleerror.HTTPStatus(e.code))
 	_, _ = w.Write([]byte("["))
-	_, _ = w.Write(googleErrorJSON(e.code, e.msg))
+	_, _ = w.Write(googleerror.JSON(e.code, e.msg))
 	_, _ = w.Write([]byte("]"))
 }

@@ -11,6 +11,8 @@ import (
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/regionwarden/regionwarden/internal/googleerror"
 )
 
 // Request types, as the x-vertex-ai-llm-request-type header spells them.
@@ -76,7 +78,7 @@ type apiError struct {
 	refused bool // drop the connection instead of answering
 }
 
-func (e *apiError) Error() string { return statusName(e.code) + ": " + e.msg }
+func (e *apiError) Error() string { return googleerror.StatusName(e.code) + ": " + e.msg }
 
 // grpcErr is the error a gRPC handler returns.
 func (e *apiError) grpcErr() error { return status.Error(e.code, e.msg) }
@@ -86,7 +88,7 @@ func (e *apiError) outcome() string {
 	if e.refused {
 		return outcomeRefused
 	}
-	return statusName(e.code)
+	return googleerror.StatusName(e.code)
 }
 
 // second is one second of scenario time in a region's histogram.

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/regionwarden/regionwarden/internal/googleerror"
 )
 
 // maxBodyBytes bounds a REST request body.
@@ -182,8 +184,8 @@ func serveError(err error) *apiError {
 // maps its code to.
 func writeError(w http.ResponseWriter, e *apiError) {
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	w.WriteHeader(httpStatus(e.code))
-	_, _ = w.Write(googleErrorJSON(e.code, e.msg))
+	w.WriteHeader(googleerror.HTTPStatus(e.code))
+	_, _ = w.Write(googleerror.JSON(e.code, e.msg))
 }
 
 func writeMessage(w http.ResponseWriter, m proto.Message) {

@@ -195,31 +195,30 @@ func codeOfName(name []byte) (codes.Code, bool) {
 	return codes.Unknown, false
 }
 
-// codeOfHTTP is the gRPC code of an HTTP status that came without a status
-// name (from a proxy in front of the API, say), as Google maps them: a 4xx
-// is the caller's, a 5xx the region's.
+// codeOfHTTP is the gRPC code of an HTTP error status that came without a
+// status name (from a proxy in front of the API, say): the code codeInfo
+// gives the status (the first, where codes share one), except where a bare
+// status says more or less than that code. Other statuses are, as Google
+// maps them, the region's (5xx) or the caller's (4xx).
 func codeOfHTTP(httpStatus int) codes.Code {
 	switch httpStatus {
-	case http.StatusBadRequest:
-		return codes.InvalidArgument
-	case http.StatusUnauthorized:
-		return codes.Unauthenticated
-	case http.StatusForbidden:
-		return codes.PermissionDenied
-	case http.StatusNotFound:
-		return codes.NotFound
 	case http.StatusConflict:
+		// Shared by AlreadyExists and Aborted; only a body tells them apart,
+		// and a bare conflict is one to try again.
 		return codes.Aborted
-	case http.StatusTooManyRequests:
-		return codes.ResourceExhausted
-	case 499:
-		return codes.Canceled
-	case http.StatusNotImplemented:
-		return codes.Unimplemented
-	case http.StatusBadGateway, http.StatusServiceUnavailable:
+	case http.StatusInternalServerError:
+		// Shared by Unknown, Internal and DataLoss: a failure of the region.
+		return codes.Internal
+	case http.StatusBadGateway:
+		// A proxy that could not reach the region.
 		return codes.Unavailable
-	case http.StatusGatewayTimeout:
-		return codes.DeadlineExceeded
+	}
+	if httpStatus >= 400 {
+		for c := range codeInfo {
+			if codeInfo[c].http == httpStatus {
+				return codes.Code(c)
+			}
+		}
 	}
 	switch {
 	case httpStatus >= 500:

@@ -6,15 +6,15 @@
 // answers as its Behavior says: text naming itself, a fault, a stream that
 // fails after its first chunk, a call that blocks until the caller goes.
 //
-// It speaks Google's error model on its own (error JSON, HTTP status and
-// status name per code) rather than borrowing router/upstream's mapping, so
-// a mistake in the router's mapping cannot hide behind the fake.
+// It speaks Google's error model (error JSON, HTTP status and status name per
+// code) as internal/googleerror writes it from Google's documentation, as the
+// emulator does, rather than borrowing router/upstream's mapping, so a
+// mistake in the router's mapping cannot hide behind the fake.
 package upstreamtest
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
-	rpccode "google.golang.org/genproto/googleapis/rpc/code"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -34,6 +33,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/regionwarden/regionwarden/internal/googleerror"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -327,48 +327,16 @@ func Prompt(contents []*aiplatformpb.Content) string {
 	return b.String()
 }
 
-// HTTPStatus is the HTTP status Google's REST APIs answer a gRPC code with.
-func HTTPStatus(c codes.Code) int {
-	switch c {
-	case codes.OK:
-		return http.StatusOK
-	case codes.Canceled:
-		return 499
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
-		return http.StatusBadRequest
-	case codes.DeadlineExceeded:
-		return http.StatusGatewayTimeout
-	case codes.NotFound:
-		return http.StatusNotFound
-	case codes.AlreadyExists, codes.Aborted:
-		return http.StatusConflict
-	case codes.PermissionDenied:
-		return http.StatusForbidden
-	case codes.ResourceExhausted:
-		return http.StatusTooManyRequests
-	case codes.Unimplemented:
-		return http.StatusNotImplemented
-	case codes.Unavailable:
-		return http.StatusServiceUnavailable
-	case codes.Unauthenticated:
-		return http.StatusUnauthorized
-	}
-	return http.StatusInternalServerError
-}
-
 // ErrorJSON is Google's REST error body for err's status.
 func ErrorJSON(err error) []byte {
 	st := status.Convert(err)
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{
-		"code": HTTPStatus(st.Code()), "message": st.Message(), "status": rpccode.Code(st.Code()).String(),
-	}})
-	return b
+	return googleerror.JSON(st.Code(), st.Message())
 }
 
 // writeError answers err as Google's REST APIs do.
 func writeError(w http.ResponseWriter, err error) {
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	w.WriteHeader(HTTPStatus(status.Code(err)))
+	w.WriteHeader(googleerror.HTTPStatus(status.Code(err)))
 	_, _ = w.Write(ErrorJSON(err))
 }
 

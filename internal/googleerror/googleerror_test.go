@@ -1,4 +1,4 @@
-package emulator
+package googleerror
 
 import (
 	"encoding/json"
@@ -6,17 +6,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 )
-
-// TestFaultCodesRoundTrip: every HTTP code a scenario's fault may inject
-// reaches a REST client as that HTTP status, with the gRPC code a gRPC client
-// sees, so the two surfaces of a faulty region agree.
-func TestFaultCodesRoundTrip(t *testing.T) {
-	for httpCode, code := range faultCodes {
-		if got := httpStatus(code); got != httpCode {
-			t.Errorf("a fault of HTTP %d is %s over gRPC, which REST answers as HTTP %d", httpCode, code, got)
-		}
-	}
-}
 
 // TestGoogleErrorJSON: the REST body is Google's error shape, with the HTTP
 // status as the code and the google.rpc.Code name, in Google's spelling, as
@@ -41,7 +30,7 @@ func TestGoogleErrorJSON(t *testing.T) {
 				Status  string `json:"status"`
 			} `json:"error"`
 		}
-		if err := json.Unmarshal(googleErrorJSON(tc.code, "why"), &body); err != nil {
+		if err := json.Unmarshal(JSON(tc.code, "why"), &body); err != nil {
 			t.Fatal(err)
 		}
 		if e := body.Error; e.Code != tc.http || e.Status != tc.status || e.Message != "why" {
