@@ -92,13 +92,12 @@ func (r *Result) SuccessRate() float64 { return ratio(r.Succeeded, r.Requests) }
 // did not.
 func (r *Result) PayGo() int64 { return r.Succeeded - r.Provisioned }
 
-// ptThrottled is how many calls the provisioned regions answered 429.
+// ptThrottled is how many calls the regions answered 429 because a PT was
+// full.
 func (r *Result) ptThrottled() int64 {
 	var n int64
 	for _, rl := range r.Regions {
-		if rl.Tier == "provisioned" {
-			n += rl.Throttled
-		}
+		n += rl.Full[emulator.FullProvisioned]
 	}
 	return n
 }
@@ -164,8 +163,6 @@ type RegionLoad struct {
 	// SecondsOver counts the seconds in which more calls arrived than
 	// Capacity; LongestOver is the longest run of such seconds.
 	SecondsOver, LongestOver int
-	// Throttled counts the calls the region answered 429.
-	Throttled int64
 	// Full counts the region's 429s by the capacity that was full: its PT
 	// (emulator.FullProvisioned) or a pay-as-you-go tier.
 	Full map[string]int64
@@ -178,8 +175,7 @@ func NewRegionLoad(rs emulator.RegionStats) RegionLoad {
 		Name: rs.Name, Tier: string(rs.Tier), Capacity: rs.CapacityRequestsPerSecond,
 		Requests: rs.Requests, Peak: rs.PeakRequestsPerSecond,
 		SecondsOver: rs.SecondsOverCapacity, LongestOver: rs.LongestOverCapacity,
-		Throttled: rs.ByCode["RESOURCE_EXHAUSTED"],
-		Full:      rs.Full,
+		Full: rs.Full,
 	}
 }
 
