@@ -56,72 +56,73 @@ type Metrics struct {
 	lastHash string
 }
 
+// counter, latency and gauge define one of the router's metrics, in its
+// namespace; latency histograms share latencyBuckets.
+func counter(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
+}
+
+func latency(name, help string, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Name: name, Help: help, Buckets: latencyBuckets,
+	}, labels)
+}
+
+func gauge(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, labels)
+}
+
 // New returns the router's metrics on a fresh registry that also carries the
 // Go runtime and process collectors.
 func New() *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "requests_total",
-			Help: "Requests answered, by pool, method and HTTP status code.",
-		}, []string{"pool", "method", "code"}),
-		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: Namespace, Name: "request_duration_seconds",
-			Help:    "Time from a request's arrival to its last byte, all attempts included, by pool and method.",
-			Buckets: latencyBuckets,
-		}, []string{"pool", "method"}),
-		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "attempts_total",
-			Help: "Attempts sent to regions, by pool, region, tier (what the attempt asked for: provisioned or shared) and outcome (success, capacity: a pay-as-you-go 429, provisioned_full: a 429 of a full PT, failure, caller_fault, cancelled).", //nolint:misspell // the policy's outcome label
-		}, []string{"pool", "region", "tier", "outcome"}),
-		attemptDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: Namespace, Name: "attempt_duration_seconds",
-			Help:    "Time one attempt spent with its region, by pool, region and tier.",
-			Buckets: latencyBuckets,
-		}, []string{"pool", "region", "tier"}),
-		retriesRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "retries_refused_total",
-			Help: "Retries the policy refused, by pool and reason (budget, attempts, deadline, capacity).",
-		}, []string{"pool", "reason"}),
-		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "shed_total",
-			Help: "Requests refused with 429 before any attempt, by pool, priority and reason (shed: over the concurrency share of the priority; over_capacity: no region has headroom).",
-		}, []string{"pool", "priority", "reason"}),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "in_flight_requests",
-			Help: "Requests being served, by pool.",
-		}, []string{"pool"}),
-		trafficType: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "traffic_type_total",
-			Help: "Answers by the usageMetadata.trafficType the region reported (PROVISIONED_THROUGHPUT, ON_DEMAND, ...), by pool and region: what share provisioned capacity really served.",
-		}, []string{"pool", "region", "traffic_type"}),
-		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "tokens_total",
-			Help: "Tokens of answered calls, by pool, region, tier (what the attempt asked for: provisioned, the region's PT, or shared, pay-as-you-go alone), " +
-				"pay_go_tier (the pay-as-you-go tier it named: standard, priority, flex, or none for a PT called dedicated), " +
-				"traffic_type (what the region says served it: PROVISIONED_THROUGHPUT, ON_DEMAND, ON_DEMAND_PRIORITY, ON_DEMAND_FLEX) " +
+		requests: counter("requests_total",
+			"Requests answered, by pool, method and HTTP status code.",
+			"pool", "method", "code"),
+		requestDuration: latency("request_duration_seconds",
+			"Time from a request's arrival to its last byte, all attempts included, by pool and method.",
+			"pool", "method"),
+		attempts: counter("attempts_total",
+			"Attempts sent to regions, by pool, region, tier (what the attempt asked for: provisioned or shared) and outcome (success, capacity: a pay-as-you-go 429, provisioned_full: a 429 of a full PT, failure, caller_fault, cancelled).", //nolint:misspell // the policy's outcome label
+			"pool", "region", "tier", "outcome"),
+		attemptDuration: latency("attempt_duration_seconds",
+			"Time one attempt spent with its region, by pool, region and tier.",
+			"pool", "region", "tier"),
+		retriesRefused: counter("retries_refused_total",
+			"Retries the policy refused, by pool and reason (budget, attempts, deadline, capacity).",
+			"pool", "reason"),
+		shed: counter("shed_total",
+			"Requests refused with 429 before any attempt, by pool, priority and reason (shed: over the concurrency share of the priority; over_capacity: no region has headroom).",
+			"pool", "priority", "reason"),
+		inFlight: gauge("in_flight_requests",
+			"Requests being served, by pool.",
+			"pool"),
+		trafficType: counter("traffic_type_total",
+			"Answers by the usageMetadata.trafficType the region reported (PROVISIONED_THROUGHPUT, ON_DEMAND, ...), by pool and region: what share provisioned capacity really served.",
+			"pool", "region", "traffic_type"),
+		tokens: counter("tokens_total",
+			"Tokens of answered calls, by pool, region, tier (what the attempt asked for: provisioned, the region's PT, or shared, pay-as-you-go alone), "+
+				"pay_go_tier (the pay-as-you-go tier it named: standard, priority, flex, or none for a PT called dedicated), "+
+				"traffic_type (what the region says served it: PROVISIONED_THROUGHPUT, ON_DEMAND, ON_DEMAND_PRIORITY, ON_DEMAND_FLEX) "+
 				"and direction (input: the prompt; output: candidates and thoughts).",
-		}, []string{"pool", "region", "tier", "pay_go_tier", "traffic_type", "direction"}),
-		callers: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "caller_requests_total",
-			Help: "Requests admitted from callers the router authenticated as Kubernetes ServiceAccounts, by pool and the caller's namespace.",
-		}, []string{"pool", "caller_namespace"}),
-		callerRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "caller_refusals_total",
-			Help: "Requests refused for who they came from, by pool and reason (unauthenticated: 401; forbidden: 403, a ServiceAccount the pool does not list; unavailable: 503, the token could not be checked).",
-		}, []string{"pool", "reason"}),
+			"pool", "region", "tier", "pay_go_tier", "traffic_type", "direction"),
+		callers: counter("caller_requests_total",
+			"Requests admitted from callers the router authenticated as Kubernetes ServiceAccounts, by pool and the caller's namespace.",
+			"pool", "caller_namespace"),
+		callerRefusals: counter("caller_refusals_total",
+			"Requests refused for who they came from, by pool and reason (unauthenticated: 401; forbidden: 403, a ServiceAccount the pool does not list; unavailable: 503, the token could not be checked).",
+			"pool", "reason"),
 		tableLoads: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "table_loads_total",
 			Help: "Routing tables that started serving.",
 		}),
-		tableRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "table_rejections_total",
-			Help: "Routing tables refused (the last good one kept serving), by reason.",
-		}, []string{"reason"}),
-		tableInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "table_info",
-			Help: "1 for the hash of the routing table being served.",
-		}, []string{"hash"}),
+		tableRejections: counter("table_rejections_total",
+			"Routing tables refused (the last good one kept serving), by reason.",
+			"reason"),
+		tableInfo: gauge("table_info",
+			"1 for the hash of the routing table being served.",
+			"hash"),
 		pools: newPoolCollector(),
 	}
 	m.registry.MustRegister(

@@ -40,6 +40,16 @@ func samples(t *testing.T, r *prometheus.Registry) string {
 	return b.String()
 }
 
+// hasSamples fails t for each line of want that the exposition got lacks.
+func hasSamples(t *testing.T, got string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("missing %q in\n%s", w, got)
+		}
+	}
+}
+
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 func TestTableObserver(t *testing.T) {
@@ -48,15 +58,11 @@ func TestTableObserver(t *testing.T) {
 	m.Loaded("file:/t", "bbbb")
 	m.Rejected("file:/t", "invalid", errors.New("bad"))
 	got := samples(t, m.Registry())
-	for _, want := range []string{
+	hasSamples(t, got,
 		"regionwarden_router_table_loads_total 2\n",
 		"regionwarden_router_table_rejections_total reason=invalid 1\n",
 		"regionwarden_router_table_info hash=bbbb 1\n",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("missing %q in\n%s", want, got)
-		}
-	}
+	)
 	if strings.Contains(got, "hash=aaaa") {
 		t.Error("the replaced table's hash is still reported")
 	}
@@ -80,17 +86,13 @@ func TestPoolStateAtScrape(t *testing.T) {
 	}
 	m.WatchPools(func() []policy.Snapshot { return []policy.Snapshot{p.Snapshot()} })
 	got := samples(t, m.Registry())
-	for _, want := range []string{
+	hasSamples(t, got,
 		"regionwarden_router_region_ejected pool=p/google/m region=europe-west1 tier=provisioned 0\n",
 		"regionwarden_router_region_ejected pool=p/google/m region=us-central1 tier=shared 0\n",
 		"regionwarden_router_pool_panic pool=p/google/m 0\n",
 		"regionwarden_router_region_in_flight_limit pool=p/google/m region=us-central1 tier=shared 64\n",
 		"regionwarden_router_region_demoted pool=p/google/m region=europe-west1 tier=provisioned 0\n",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("missing %q in\n%s", want, got)
-		}
-	}
+	)
 	if strings.Contains(got, "region_demoted_since") {
 		t.Errorf("a demotion time while no region is demoted:\n%s", got)
 	}
@@ -112,14 +114,10 @@ func TestPoolStateAtScrape(t *testing.T) {
 		}
 	}
 	got = samples(t, m.Registry())
-	for _, want := range []string{
+	hasSamples(t, got,
 		"regionwarden_router_region_demoted pool=p/google/m region=europe-west1 tier=provisioned 1\n",
 		"regionwarden_router_region_demotions_total pool=p/google/m region=europe-west1 tier=provisioned 1\n",
 		"regionwarden_router_region_demoted_since_timestamp_seconds pool=p/google/m region=europe-west1 tier=provisioned 1.7e+09\n",
 		"regionwarden_router_region_ejected pool=p/google/m region=europe-west1 tier=provisioned 0\n",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("missing %q in\n%s", want, got)
-		}
-	}
+	)
 }

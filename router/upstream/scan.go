@@ -227,21 +227,13 @@ func (s *AnswerScanner) finish() {
 		members(s.buf, func(k, v []byte) {
 			switch string(k) {
 			case "totalTokenCount":
-				if n, ok := parseInt(v); ok && n > s.Tokens {
-					s.Tokens = n
-				}
+				keepMax(&s.Tokens, v)
 			case "promptTokenCount":
-				if n, ok := parseInt(v); ok && n > s.InputTokens {
-					s.InputTokens = n
-				}
+				keepMax(&s.InputTokens, v)
 			case "candidatesTokenCount", "thoughtsTokenCount":
-				if n, ok := parseInt(v); ok {
-					output += n
-				}
+				add(&output, v)
 			case "trafficType":
-				if t := trafficType(v); t != "" {
-					s.TrafficType = t
-				}
+				s.setTrafficType(v)
 			}
 		})
 		s.OutputTokens = max(s.OutputTokens, output)
@@ -279,23 +271,15 @@ func (s *AnswerScanner) chatUsage() {
 	members(s.buf, func(k, v []byte) {
 		switch string(k) {
 		case "total_tokens":
-			if n, ok := parseInt(v); ok && n > s.Tokens {
-				s.Tokens = n
-			}
+			keepMax(&s.Tokens, v)
 		case "prompt_tokens":
-			if n, ok := parseInt(v); ok && n > s.InputTokens {
-				s.InputTokens = n
-			}
+			keepMax(&s.InputTokens, v)
 		case "completion_tokens":
-			if n, ok := parseInt(v); ok {
-				output += n
-			}
+			add(&output, v)
 		case "completion_tokens_details":
 			members(v, func(k, v []byte) {
 				if string(k) == "reasoning_tokens" {
-					if n, ok := parseInt(v); ok {
-						output += n
-					}
+					add(&output, v)
 				}
 			})
 		case "extra_properties":
@@ -303,9 +287,7 @@ func (s *AnswerScanner) chatUsage() {
 				if string(k) == "google" {
 					members(v, func(k, v []byte) {
 						if string(k) == "traffic_type" {
-							if t := trafficType(v); t != "" {
-								s.TrafficType = t
-							}
+							s.setTrafficType(v)
 						}
 					})
 				}
@@ -313,6 +295,28 @@ func (s *AnswerScanner) chatUsage() {
 		}
 	})
 	s.OutputTokens = max(s.OutputTokens, output)
+}
+
+// keepMax sets *n to the integer v holds where that is larger: a stream
+// repeats its usage in every chunk, and the counts only grow.
+func keepMax(n *int64, v []byte) {
+	if m, ok := parseInt(v); ok && m > *n {
+		*n = m
+	}
+}
+
+// add adds the integer v holds to *n.
+func add(n *int64, v []byte) {
+	if m, ok := parseInt(v); ok {
+		*n += m
+	}
+}
+
+// setTrafficType keeps the traffic type v names, if it names one.
+func (s *AnswerScanner) setTrafficType(v []byte) {
+	if t := trafficType(v); t != "" {
+		s.TrafficType = t
+	}
 }
 
 // TrafficTypes are the values of usageMetadata.trafficType this build knows,
