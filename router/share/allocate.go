@@ -198,37 +198,62 @@ func DemandPart(peers []Peer, id string) (Part, bool) {
 // largest when it is ranked. Below one call a second, when no whole call can
 // be handed out, it gets k × share, which the policy paces evenly.
 func (p Part) Calls(k float64) float64 {
+	mine, _ := p.calls(k, 0)
+	return mine
+}
+
+// calls is Calls with the routers' order for equal remainders rotated to
+// begin at rank start, and the number of calls left over after the floors
+// that it handed out. Scale hands out the regions of a pool in turn, each
+// starting where the last one's leftovers ended: with equal shares every
+// region's remainders are equal, and ties always broken toward the first
+// ranks would give those ranks every region's leftover call (three routers
+// over regions of 6, 5 and 4 calls a second: 6, 5 and 4 in all) where
+// turning round the ranks gives each 5. A router's calls are metered in
+// windows of its own, whose losses grow as their capacity shrinks (see
+// Scale), so uneven totals for equal shares cost calls.
+func (p Part) calls(k float64, start int) (mine float64, handed int) {
 	whole := floor(k)
 	if whole < 1 {
-		return k * p.Share
+		return k * p.Share, 0
 	}
 	if p.self < 0 || p.self >= len(p.shares) {
-		return floor(k * p.Share)
+		return floor(k * p.Share), 0
 	}
-	floors := make([]float64, len(p.shares))
+	n := len(p.shares)
+	floors := make([]float64, n)
+	rems := make([]float64, n)
 	left := whole - float64(p.absent)*floor(k/float64(max(p.n, 1)))
 	for i, s := range p.shares {
 		floors[i] = floor(k * s)
 		left -= floors[i]
+		// Rounded so that equal shares have equal remainders whatever the
+		// last bits of their products.
+		rems[i] = math.Round((k*s-floors[i])*1e9) / 1e9
 	}
-	order := make([]int, len(p.shares))
+	order := make([]int, n)
 	for i := range order {
 		order[i] = i
 	}
-	sort.SliceStable(order, func(a, b int) bool {
-		ra, rb := k*p.shares[order[a]]-floors[order[a]], k*p.shares[order[b]]-floors[order[b]]
-		return ra > rb
+	turn := func(i int) int { return ((i-start)%n + n) % n }
+	sort.Slice(order, func(a, b int) bool {
+		ra, rb := rems[order[a]], rems[order[b]]
+		if ra != rb {
+			return ra > rb
+		}
+		return turn(order[a]) < turn(order[b])
 	})
 	// Hand out what is left one call at a time, round the order; more than
 	// one round only when the absent routers' fractions are left too.
-	mine := floors[p.self]
-	for i := 0; left >= 1 && len(order) > 0; i++ {
-		if order[i%len(order)] == p.self {
+	mine = floors[p.self]
+	for i := 0; left >= 1; i++ {
+		if order[i%n] == p.self {
 			mine++
 		}
 		left--
+		handed++
 	}
-	return mine
+	return mine, handed
 }
 
 // floor rounds down, forgiving the last bits of floating point: 6 × 1/3 is

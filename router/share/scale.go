@@ -38,12 +38,25 @@ const minShare = 1e-6
 // capacity is first cut to the cluster's share (policy.capacityShare), then
 // to the router's part of that: tokens per second times the share; requests
 // per second in whole calls (Part.Calls), since regions count calls in a
-// one-second window. The in-flight limits of each region are times the
-// router's whole share, rounded up and at least one, since a region's
-// concurrency is shared like its rate (Little's law: in flight = rate ×
-// latency). GSUs (the order's size), the pool-wide in-flight cap (it
-// protects this router, not the regions) and everything else are kept. A
-// router that takes everything gets the pool as it is. p is not modified.
+// one-second window. The leftover calls of each region go round the routers
+// from where the last region's ended, so that routers of equal shares get
+// equal totals within one call.
+//
+// The in-flight limits of each region are times the router's whole share,
+// rounded up and at least one, since a region's concurrency is shared like
+// its rate (Little's law: in flight = rate × latency). GSUs (the order's
+// size), the pool-wide in-flight cap (it protects this router, not the
+// regions) and everything else are kept. A router that takes everything gets
+// the pool as it is. p is not modified.
+//
+// What a share costs: a router's windows are its own, and a call that finds
+// them full is refused even when another router's have room. A one-second
+// window of k calls admits calls as k servers each held for one second do,
+// so under calls arriving at random it loses Erlang's B(k, A) of an offered
+// A calls a second, which grows as k and A are divided among routers: at 20
+// calls a second for 15, one router serves 13.4, three routers of 5 each
+// 11.9 together. Shares that follow demand keep each router's k in
+// proportion to its A; only a meter the routers share could pool the rest.
 func Scale(p table.Pool, part Part) table.Pool {
 	c := cluster(&p)
 	s := Of(&p, part.Share)
@@ -51,10 +64,13 @@ func Scale(p table.Pool, part Part) table.Pool {
 		return p
 	}
 	p.Regions = append([]table.Region(nil), p.Regions...)
+	start := 0 // where the next region's leftover calls begin (Part.calls)
 	for i := range p.Regions {
 		cp := &p.Regions[i].Capacity
 		if cp.RequestsPerSecond > 0 {
-			cp.RequestsPerSecond = max(part.Calls(cp.RequestsPerSecond*c), minRate)
+			calls, handed := part.calls(cp.RequestsPerSecond*c, start)
+			cp.RequestsPerSecond = max(calls, minRate)
+			start += handed
 		}
 		cp.TokensPerSecond *= s
 	}

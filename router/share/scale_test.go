@@ -74,3 +74,43 @@ func capacityOf(p table.Pool, name string) table.Capacity {
 	}
 	return table.Capacity{}
 }
+
+// TestScaleSpreadsLeftovers: routers of equal shares get equal totals over a
+// pool's regions, within one call: the leftover call of each region goes to
+// the next router in turn, not always to the first ranks. Three routers over
+// regions of 6, 5 and 4 calls a second each get 5, and together exactly 15.
+func TestScaleSpreadsLeftovers(t *testing.T) {
+	p := testPool()
+	p.Regions = []table.Region{
+		{Name: "europe-west4", Capacity: table.Capacity{RequestsPerSecond: 6}},
+		{Name: "europe-north1", Capacity: table.Capacity{RequestsPerSecond: 5}},
+		{Name: "europe-southwest1", Capacity: table.Capacity{RequestsPerSecond: 4}},
+		{Name: "europe-west3", Capacity: table.Capacity{RequestsPerSecond: 2}},
+	}
+	for _, n := range []int{2, 3, 4, 5} {
+		var totals []float64
+		perRegion := make([]float64, len(p.Regions))
+		for rank := range n {
+			var sum float64
+			for i, r := range Scale(p, RankedPart(n, rank)).Regions {
+				// A region left entirely to the others meters minRate.
+				c := floor(r.Capacity.RequestsPerSecond)
+				sum += c
+				perRegion[i] += c
+			}
+			totals = append(totals, sum)
+		}
+		lo, hi := totals[0], totals[0]
+		for _, s := range totals {
+			lo, hi = min(lo, s), max(hi, s)
+		}
+		if hi-lo > 1 {
+			t.Errorf("%d routers of equal shares meter %v calls a second in all: more than one call apart", n, totals)
+		}
+		for i, r := range p.Regions {
+			if perRegion[i] != r.Capacity.RequestsPerSecond {
+				t.Errorf("%d routers meter %v of %s's %v calls a second together", n, perRegion[i], r.Name, r.Capacity.RequestsPerSecond)
+			}
+		}
+	}
+}
