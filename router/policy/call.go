@@ -152,8 +152,9 @@ type Report struct {
 	OnDemand bool
 
 	// charged and chargedAt are the token cost charged to the region in
-	// advance and when, and lane the capacity the attempt asked for: set
-	// from the call's state when the attempt reports.
+	// advance and when (the attempt was picked then), and lane the capacity
+	// the attempt asked for: set from the call's state when the attempt
+	// reports.
 	charged, chargedAt int64
 	lane               uint8
 }

@@ -224,7 +224,7 @@ func (p *Pool) Update(tp table.Pool) error {
 		}
 		if !s.provisioned {
 			r.restore(s, now, "the region is no longer provisioned")
-			r.lanes[laneProvisioned].markOpen()
+			r.lanes[laneProvisioned].reopen()
 		}
 		r.cfg.Store(s)
 	}

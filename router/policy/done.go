@@ -28,7 +28,7 @@ func (r *region) done(rep Report) {
 			r.succeeded(s, now)
 		}
 		if rep.lane == laneProvisioned && !rep.OnDemand {
-			ln.markOpen()
+			ln.markOpen(rep.chargedAt)
 		}
 	case Capacity:
 		ln.throttled(now, false)

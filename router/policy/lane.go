@@ -46,6 +46,8 @@ type lane struct {
 	// until which no call asks for it, and from then on the time at which
 	// one call may ask again (see ptOpen).
 	fullUntil atomic.Int64
+	// fullAt is, on the PT lane, when Google last said the PT is full.
+	fullAt atomic.Int64
 }
 
 // ptFullFor is how long the router keeps calls off a PT that Google said is
@@ -61,10 +63,27 @@ type lane struct {
 const ptFullFor = time.Second
 
 // markFull records that Google said the PT is full at now.
-func (l *lane) markFull(now int64) { l.fullUntil.Store(now + int64(ptFullFor)) }
+func (l *lane) markFull(now int64) {
+	l.fullAt.Store(now)
+	l.fullUntil.Store(now + int64(ptFullFor))
+}
 
-// markOpen records that the PT served a call: it is not full.
-func (l *lane) markOpen() { l.fullUntil.Store(0) }
+// markOpen records that the PT served a call picked at pickedAt: it is not
+// full, unless Google said it is full since that call was picked. Outcomes
+// arrive out of order (a stream reports when it ends, long after it was
+// admitted), and a PT that had room for a call admitted before it filled
+// says nothing of now: only a call picked after the last "full" reopens it.
+func (l *lane) markOpen(pickedAt int64) {
+	if pickedAt > l.fullAt.Load() {
+		l.fullUntil.Store(0)
+	}
+}
+
+// reopen forgets that the PT was full (the region no longer has one).
+func (l *lane) reopen() {
+	l.fullAt.Store(0)
+	l.fullUntil.Store(0)
+}
 
 // ptOpen reports whether a call may ask the PT at now: it may while the PT
 // is not known to be full; once ptFullFor has passed since Google said it is

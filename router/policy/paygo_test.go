@@ -2,6 +2,7 @@ package policy
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 
@@ -210,6 +211,33 @@ func TestSpilledAnswerKeepsPTFull(t *testing.T) {
 	_, a = pick(t, p, PriorityDefault)
 	g.Expect(a.Tier).To(Equal(table.TierProvisioned), "open again")
 	a.Done(Success)
+}
+
+// TestLateSuccessKeepsPTFull: outcomes arrive out of order (a stream
+// reports when it ends): the success of a PT call admitted before Google
+// said the PT is full, reported after, does not reopen it; a success of a
+// call admitted after does.
+func TestLateSuccessKeepsPTFull(t *testing.T) {
+	g := NewWithT(t)
+	clk := newClock()
+	p := mustNew(t, globalPT(table.RequestTypeDedicated), clk)
+	_, early := pick(t, p, PriorityDefault) // a long stream, admitted first
+	g.Expect(early.Tier).To(Equal(table.TierProvisioned))
+	clk.Advance(time.Millisecond)
+	_, a := pick(t, p, PriorityDefault)
+	g.Expect(a.Tier).To(Equal(table.TierProvisioned))
+	a.Done(ProvisionedFull)
+	early.Done(Success) // the stream ends after the PT filled
+	g.Expect(p.Snapshot().Regions[0].ProvisionedFull).To(BeTrue(), "a call admitted before the PT filled says nothing of now")
+	_, a = pick(t, p, PriorityDefault)
+	g.Expect(a.Tier).To(Equal(table.TierShared), "still full")
+	a.Done(Success)
+
+	clk.Advance(ptFullFor)
+	_, probe := pick(t, p, PriorityDefault)
+	g.Expect(probe.Tier).To(Equal(table.TierProvisioned))
+	probe.Done(Success)
+	g.Expect(p.Snapshot().Regions[0].ProvisionedFull).To(BeFalse(), "a call admitted after it filled reopens it")
 }
 
 // TestProvisionedFullOfPayGoIsCapacity: the PT-full message on an attempt
