@@ -16,6 +16,16 @@ func benchPool() table.Pool {
 	)
 }
 
+// benchWindowPool is benchPool with the PT metered by its tokens over its
+// window (2 GSUs: 40 s). The benchmark's calls report no tokens, so the
+// window never fills: it measures the meter's cost on every call, not a
+// refusal's.
+func benchWindowPool() table.Pool {
+	p := benchPool()
+	p.Regions[0].Capacity = table.Capacity{GSUs: 2, TokensPerSecond: 5000}
+	return p
+}
+
 // benchSharedPool is a 5-region pool of shared regions only, where every
 // first attempt is a weighted draw.
 func benchSharedPool() table.Pool {
@@ -41,6 +51,7 @@ func BenchmarkPickDone(b *testing.B) {
 		pool table.Pool
 	}{
 		{"adaptive/provisioned+4shared", benchPool()},
+		{"adaptive/provisioned-window+4shared", benchWindowPool()},
 		{"adaptive/5shared", benchSharedPool()},
 	} {
 		for _, clk := range benchClocks {
