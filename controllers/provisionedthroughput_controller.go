@@ -86,12 +86,8 @@ func (r *ProvisionedThroughputReconciler) Reconcile(ctx context.Context, req ctr
 	events, work := &eventBuffer{}, *r
 	work.Recorder = events
 	defer func() {
-		traceConditions(ctx, pt.Status.Conditions)
-		if err := r.patchStatus(ctx, before, pt); err != nil {
-			retErr = errors.Join(retErr, err)
-			return
-		}
-		events.flush(r.Recorder)
+		changed := !equality.Semantic.DeepEqual(before.Status, pt.Status)
+		retErr = errors.Join(retErr, finishStatus(ctx, r.Client, r.Recorder, events, before, pt, changed))
 	}()
 	return work.reconcile(ctx, pt)
 }
@@ -331,18 +327,6 @@ func requeueAfter(pt *capacityv1alpha1.ProvisionedThroughput, v verification, no
 		}
 	}
 	return next
-}
-
-// patchStatus writes the status computed from before: the one place the
-// object is written. An unchanged status is not written.
-func (r *ProvisionedThroughputReconciler) patchStatus(ctx context.Context, before, pt *capacityv1alpha1.ProvisionedThroughput) error {
-	if equality.Semantic.DeepEqual(before.Status, pt.Status) {
-		return nil
-	}
-	if err := r.Client.Status().Patch(ctx, pt, client.MergeFrom(before)); err != nil {
-		return client.IgnoreNotFound(fmt.Errorf("patching the status of %s/%s: %w", pt.Namespace, pt.Name, err))
-	}
-	return nil
 }
 
 func (r *ProvisionedThroughputReconciler) now() time.Time {

@@ -96,12 +96,8 @@ func (r *RegionPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	events, work := &eventBuffer{}, *r
 	work.Recorder = events
 	defer func() {
-		traceConditions(ctx, pool.Status.Conditions)
-		if err := r.patchStatus(ctx, before, pool); err != nil {
-			retErr = errors.Join(retErr, err)
-			return
-		}
-		events.flush(r.Recorder)
+		changed := !equality.Semantic.DeepEqual(before.Status, pool.Status)
+		retErr = errors.Join(retErr, finishStatus(ctx, r.Client, r.Recorder, events, before, pool, changed))
 	}()
 	return work.reconcile(ctx, pool)
 }
@@ -372,16 +368,4 @@ func (r *RegionPoolReconciler) deleteOwnConfigMap(ctx context.Context, pool *cap
 		return nil
 	}
 	return client.IgnoreNotFound(r.Client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID}))
-}
-
-// patchStatus writes the status computed from before: the one place the pool
-// is written. An unchanged status is not written.
-func (r *RegionPoolReconciler) patchStatus(ctx context.Context, before, pool *capacityv1alpha1.RegionPool) error {
-	if equality.Semantic.DeepEqual(before.Status, pool.Status) {
-		return nil
-	}
-	if err := r.Client.Status().Patch(ctx, pool, client.MergeFrom(before)); err != nil {
-		return client.IgnoreNotFound(fmt.Errorf("patching the status of %s/%s: %w", pool.Namespace, pool.Name, err))
-	}
-	return nil
 }

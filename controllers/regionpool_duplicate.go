@@ -24,14 +24,13 @@ import (
 // the same project, publisher and model and is not being deleted, or nil
 // when pool is the oldest.
 func (r *RegionPoolReconciler) olderPool(ctx context.Context, pool *capacityv1alpha1.RegionPool) (*capacityv1alpha1.RegionPool, error) {
-	var list capacityv1alpha1.RegionPoolList
-	if err := r.Client.List(ctx, &list, client.InNamespace(pool.Namespace),
-		client.MatchingFields{indexPoolByModel: modelKey(pool.Spec.Project, pool.GetPublisher(), pool.Spec.Model)}); err != nil {
+	pools, err := r.poolsOfModel(ctx, pool.Namespace, pool.Spec.Project, pool.GetPublisher(), pool.Spec.Model)
+	if err != nil {
 		return nil, err
 	}
 	oldest := pool
-	for i := range list.Items {
-		p := &list.Items[i]
+	for i := range pools {
+		p := &pools[i]
 		if p.UID == pool.UID || !p.DeletionTimestamp.IsZero() || !samePoolKey(p, pool) {
 			continue
 		}
@@ -93,16 +92,15 @@ func (r *RegionPoolReconciler) poolsOfSameModel(ctx context.Context, o client.Ob
 	if !ok {
 		return nil
 	}
-	var list capacityv1alpha1.RegionPoolList
-	if err := r.Client.List(ctx, &list, client.InNamespace(pool.Namespace),
-		client.MatchingFields{indexPoolByModel: modelKey(pool.Spec.Project, pool.GetPublisher(), pool.Spec.Model)}); err != nil {
+	pools, err := r.poolsOfModel(ctx, pool.Namespace, pool.Spec.Project, pool.GetPublisher(), pool.Spec.Model)
+	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing the pools of a model", "regionPool", client.ObjectKeyFromObject(pool))
 		return nil
 	}
 	var reqs []ctrl.Request
-	for i := range list.Items {
-		if list.Items[i].Name != pool.Name {
-			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	for i := range pools {
+		if pools[i].Name != pool.Name {
+			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&pools[i])})
 		}
 	}
 	return reqs

@@ -103,23 +103,31 @@ func (r *RegionPoolReconciler) poolsForPT(ctx context.Context, o client.Object) 
 	if !ok {
 		return nil
 	}
-	var pools capacityv1alpha1.RegionPoolList
-	if err := r.Client.List(ctx, &pools, client.InNamespace(pt.Namespace),
-		client.MatchingFields{indexPoolByModel: modelKey(pt.Spec.Project, pt.GetPublisher(), pt.Spec.Model)}); err != nil {
+	pools, err := r.poolsOfModel(ctx, pt.Namespace, pt.Spec.Project, pt.GetPublisher(), pt.Spec.Model)
+	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing the pools of a ProvisionedThroughput", "provisionedThroughput", client.ObjectKeyFromObject(pt))
 		return nil
 	}
 	var reqs []ctrl.Request
-	for i := range pools.Items {
-		sel, err := poolSelector(&pools.Items[i])
+	for i := range pools {
+		sel, err := poolSelector(&pools[i])
 		if err != nil || !sel.Matches(labels.Set(pt.Labels)) {
 			// A pool with a bad selector is reconciled by its own watch and
 			// reports the error there.
 			continue
 		}
-		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&pools.Items[i])})
+		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&pools[i])})
 	}
 	return reqs
+}
+
+// poolsOfModel lists the RegionPools of namespace that route project,
+// publisher and model, through indexPoolByModel.
+func (r *RegionPoolReconciler) poolsOfModel(ctx context.Context, namespace, project, publisher, model string) ([]capacityv1alpha1.RegionPool, error) {
+	var list capacityv1alpha1.RegionPoolList
+	err := r.Client.List(ctx, &list, client.InNamespace(namespace),
+		client.MatchingFields{indexPoolByModel: modelKey(project, publisher, model)})
+	return list.Items, err
 }
 
 // poolsForConfigMap maps a ConfigMap to the pools of its namespace that write
