@@ -11,7 +11,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -50,8 +49,7 @@ type config struct {
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := command.FlagSet("replay", stderr)
 	fs.StringVar(&c.scenarios, "scenarios", "test/scenarios", "scenario YAML files or folders, comma-separated")
 	fs.StringVar(&c.out, "out", "docs/replays.md", "Markdown page to write; empty writes none")
 	fs.StringVar(&c.charts, "charts", "docs/replays", "folder for the PNG charts; empty draws none")
@@ -65,16 +63,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.pkScens, "portkey-scenarios", strings.Join(portkeyScenarios, ","), "scenarios to replay the Portkey gateway in, comma-separated; empty means all")
 	fs.IntVar(&c.routers, "routers", 3, "routers of the columns that share capacity, in the "+replay.ScenarioManyRouters+" scenario; 1 leaves them out")
 	fs.BoolVar(&c.verbose, "v", false, "print the policies' diagnostics")
-	if err := fs.Parse(args); err != nil {
+	if err := command.Parse(fs, args); err != nil {
 		return c, err
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if c.scale < 0 || c.duration < 0 {
-		return c, errors.New("--scale and --duration must not be negative")
-	}
-	return c, nil
+	return c, errors.Join(
+		command.NotNegative("scale", c.scale),
+		command.NotNegative("duration", c.duration),
+	)
 }
 
 func defaultPortkeyDir() string {

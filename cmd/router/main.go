@@ -13,7 +13,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -76,8 +75,7 @@ type config struct {
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("router", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := command.FlagSet("router", stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: router (--table-file PATH | --table-configmaps NAMESPACE) [flags]")
 		fmt.Fprintln(fs.Output(), "\nServes Vertex AI's REST surface and routes each call to a region of its pool.\n\nFlags:")
@@ -122,36 +120,31 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.replicas, "replicas", 1, "how many routers meter the same regions, outside a cluster: each meters 1/N of every region's capacity")
 	fs.StringVar(&c.peersService, "peers-service", "", "the router's own Service, in namespace POD_NAMESPACE: the routers are counted from its EndpointSlices (needs get, list, watch on endpointslices there); POD_NAME ranks this router among them")
 	fs.StringVar(&c.shareStore, "share-store", "", "redis://host:port/db of a Redis or Valkey server through which the routers share capacity by their demand; empty: each takes 1/N")
-	if err := fs.Parse(args); err != nil {
+	if err := command.Parse(fs, args); err != nil {
+		return c, err
+	}
+	if err := errors.Join(
+		command.Positive("clock-scale", c.clockScale),
+		command.Positive("request-timeout", c.requestTimeout),
+		command.Positive("max-body-bytes", c.maxBodyBytes),
+		command.NotNegative("max-body-bytes-in-flight", c.maxBodyInFlight),
+		command.Positive("body-read-timeout", c.bodyReadTimeout),
+		command.Positive("write-timeout", c.writeTimeout),
+		command.NotNegative("shutdown-grace", c.shutdownGrace),
+	); err != nil {
 		return c, err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	case c.tableFile == "" && c.tableConfigMaps == "":
 		return c, errors.New("no routing table source: give --table-file PATH or --table-configmaps NAMESPACE")
 	case c.tableFile != "" && c.tableConfigMaps != "":
 		return c, errors.New("give one routing table source, not both --table-file and --table-configmaps")
-	case c.clockScale <= 0:
-		return c, fmt.Errorf("--clock-scale must be positive, got %v", c.clockScale)
 	case c.replicas < 1:
 		return c, fmt.Errorf("--replicas must be at least 1, got %d", c.replicas)
 	case c.peersService != "" && os.Getenv("POD_NAMESPACE") == "":
 		return c, errors.New("--peers-service needs POD_NAMESPACE, the router's namespace (the downward API's metadata.namespace)")
-	case c.requestTimeout <= 0:
-		return c, fmt.Errorf("--request-timeout must be positive, got %s", c.requestTimeout)
-	case c.maxBodyBytes <= 0:
-		return c, fmt.Errorf("--max-body-bytes must be positive, got %d", c.maxBodyBytes)
-	case c.maxBodyInFlight < 0:
-		return c, fmt.Errorf("--max-body-bytes-in-flight must not be negative, got %d", c.maxBodyInFlight)
 	case c.maxBodyInFlight > 0 && c.maxBodyInFlight < c.maxBodyBytes:
 		return c, fmt.Errorf("--max-body-bytes-in-flight (%d) must hold at least one body of --max-body-bytes (%d)", c.maxBodyInFlight, c.maxBodyBytes)
-	case c.bodyReadTimeout <= 0:
-		return c, fmt.Errorf("--body-read-timeout must be positive, got %s", c.bodyReadTimeout)
-	case c.writeTimeout <= 0:
-		return c, fmt.Errorf("--write-timeout must be positive, got %s", c.writeTimeout)
-	case c.shutdownGrace < 0:
-		return c, fmt.Errorf("--shutdown-grace must not be negative, got %s", c.shutdownGrace)
 	case c.callerAuth == auth.ModeNone && !c.upstreamInsecure:
 		return c, errors.New("--caller-auth=none lets anyone who reaches the router call as it: it is for emulators and tests only, and needs --upstream-insecure")
 	}

@@ -11,7 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -41,8 +40,7 @@ type config struct {
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("vertex-emulator", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := command.FlagSet("vertex-emulator", stderr)
 	fs.StringVar(&c.scenario, "scenario", "", "scenario YAML file (required)")
 	fs.Float64Var(&c.scale, "scale", 0, "scenario seconds per real second; 0 uses the scenario's timeScale")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the latency and fault streams")
@@ -51,22 +49,16 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.addressesFile, "addresses-file", "", "write the regions' and monitoring's addresses to this JSON file")
 	fs.StringVar(&c.statsFile, "stats-file", "", "write the final stats, with the per-second histogram, to this JSON file")
 	fs.DurationVar(&c.statsInterval, "stats-interval", 0, "print a stats summary this often (real time); 0 prints only at the end")
-	if err := fs.Parse(args); err != nil {
+	if err := command.Parse(fs, args); err != nil {
 		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if c.scenario == "" {
 		return c, errors.New("--scenario is required")
 	}
-	if c.scale < 0 {
-		return c, fmt.Errorf("--scale must not be negative, got %v", c.scale)
-	}
-	if c.statsInterval < 0 {
-		return c, fmt.Errorf("--stats-interval must not be negative, got %s", c.statsInterval)
-	}
-	return c, nil
+	return c, errors.Join(
+		command.NotNegative("scale", c.scale),
+		command.NotNegative("stats-interval", c.statsInterval),
+	)
 }
 
 // Addresses is the addresses file: where a script finds each region.
