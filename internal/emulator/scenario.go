@@ -220,7 +220,10 @@ func (p *Provisioned) Capacity() Capacity {
 // scenario's, else the shortest Google gives an order of its size
 // (table.DefaultProvisionedWindow). The shortest is the harshest Google
 // documents for the size: a router that keeps within it keeps within any
-// window of the size's range.
+// window of the size's range. Google says its periods follow its own clock,
+// not the requests; the emulator's window slides in tenths of itself on
+// scenario time, so each window aligned to that clock is one of the spans it
+// checks, and it refuses whatever an aligned window would, and more.
 func (p *Provisioned) EnforcedWindow() time.Duration {
 	if p.Window.Duration > 0 {
 		return p.Window.Duration
