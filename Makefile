@@ -129,11 +129,11 @@ run: manifests generate ## Run the manager against the cluster in the current ku
 
 .PHONY: prometheus
 prometheus: ## Install Prometheus and promtool (Debian's prometheus package) when they are missing.
-	@hack/install-prometheus.sh
+	@hack/install-package.sh prometheus promtool prometheus
 
 .PHONY: redis
-redis: ## Install redis-server (Debian's redis-server package) when it is missing.
-	@hack/install-redis.sh
+redis: ## Install redis-server (Debian's redis-server package) when it is missing; Valkey works too, as redis-server on the PATH.
+	@hack/install-package.sh redis-server redis-server
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)

@@ -1,5 +1,5 @@
 // Package redisserver starts a real redis-server (Debian's package, installed
-// by hack/install-redis.sh) on a free loopback port, for the tests and replays
+// by `make redis`) on a free loopback port, for the tests and replays
 // of routers that exchange demand through it. Nothing is persisted.
 package redisserver
 
@@ -17,7 +17,7 @@ import (
 )
 
 // ErrNotInstalled is returned when redis-server is not on the PATH.
-var ErrNotInstalled = errors.New("redis-server is not on the PATH: run hack/install-redis.sh (make redis)")
+var ErrNotInstalled = errors.New("redis-server is not on the PATH: run make redis")
 
 // Server is one redis-server process.
 type Server struct {

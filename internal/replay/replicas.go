@@ -76,7 +76,7 @@ func (o ReplicaOptions) Name() string {
 // adaptive policy and its own share of the capacity (router/share, applied
 // through the policy's Update as the router binary does), each call sent to
 // one of them by the split. With ShareDemand a real redis-server runs for the
-// column (hack/install-redis.sh); without one the column is skipped.
+// column (make redis); without one the column is skipped.
 func Replicas(o ReplicaOptions) Policy {
 	return InProcess(o.Name(), func(env *Env) (Selector, error) { return newReplicated(env, o) })
 }
