@@ -47,10 +47,14 @@ func Allowlist() Policy {
 }
 
 // Regionwarden is the adaptive policy (policy.New), in process. It logs its
-// demotions and restorations to env.Logf.
+// demotions and restorations to env.Logf, and how its calls ended.
 func Regionwarden() Policy {
 	return InProcess(NameRegionwarden, func(env *Env) (Selector, error) {
-		return newAdaptive(env.Pool, env)
+		s, err := newAdaptive(env.Pool, env)
+		if err != nil || env.Logf == nil {
+			return s, err
+		}
+		return tallySelector{Selector: s, name: NameRegionwarden, t: newTally(env)}, nil
 	})
 }
 

@@ -94,6 +94,8 @@ type replicated struct {
 	wg     sync.WaitGroup
 	store  *redisserver.Server
 	closed []func() error
+	tally  *tally // nil without diagnostics
+	name   string
 }
 
 // replica is one router: its policy and its share controller (nil under
@@ -116,7 +118,10 @@ func newReplicated(env *Env, o ReplicaOptions) (_ *replicated, err error) {
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &replicated{env: env, cancel: cancel, rnd: rand.New(rand.NewPCG(env.Seed, 0x5ba7e))}
+	r := &replicated{env: env, cancel: cancel, rnd: rand.New(rand.NewPCG(env.Seed, 0x5ba7e)), name: o.Name()}
+	if env.Logf != nil {
+		r.tally = newTally(env)
+	}
 	defer func() {
 		if err != nil {
 			_ = r.Close()
@@ -201,7 +206,7 @@ func newReplicated(env *Env, o ReplicaOptions) (_ *replicated, err error) {
 }
 
 // Start sends the call to a router drawn by the split and counts it in that
-// router's demand, admitted or not.
+// router's demand, admitted or not, and in the diagnostics' tally.
 func (r *replicated) Start(deadline time.Time, pr table.Priority) Selection {
 	r.mu.Lock()
 	x := r.rnd.Float64()
@@ -214,7 +219,11 @@ func (r *replicated) Start(deadline time.Time, pr table.Priority) Selection {
 	if rep.meter != nil {
 		rep.meter.Add(r.env.Now().UnixNano())
 	}
-	return adaptive{rep.pool}.Start(deadline, pr)
+	sel := adaptive{rep.pool}.Start(deadline, pr)
+	if r.tally != nil {
+		return &tallied{Selection: sel, t: r.tally, c: r.tally.start(i)}
+	}
+	return sel
 }
 
 // Shares is each router's share in force, in router order (1 under ShareNone).
@@ -231,6 +240,9 @@ func (r *replicated) Shares() []float64 {
 
 // Close stops the share controllers and the store.
 func (r *replicated) Close() error {
+	if r.tally != nil {
+		r.tally.log(r.name, len(r.routers))
+	}
 	r.cancel()
 	r.wg.Wait()
 	var errs []error
