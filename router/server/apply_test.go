@@ -2,44 +2,18 @@ package server_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/regionwarden/regionwarden/router/table"
-	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
 )
-
-func (r *router) get(path string) (int, string) {
-	r.t.Helper()
-	resp, err := r.http.Client().Get(r.http.URL + path)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
-}
 
 // TestApplyKeepsLiveStateAndDropsPools: a new table updates a served pool in
 // place (an ejection survives), adds new pools and drops those that left.
 func TestApplyKeepsLiveStateAndDropsPools(t *testing.T) {
-	bad := startRegion(t, "us-central1", table.TierShared)
-	s2 := startRegion(t, "europe-west4", table.TierShared)
-	s3 := startRegion(t, "asia-northeast1", table.TierShared)
-	bad.set(func(b *upstreamtest.Behavior) {
-		b.Fault = func(int64) error { return status.Error(codes.Unavailable, "down") }
-	})
-	pol := generous()
-	pol.Ejection.MinRequests = 5
+	bad, s2, s3, pol := oneOfThreeFailing(t)
 	r := startRouter(t)
 
 	if code, _ := r.get("/readyz"); code != http.StatusServiceUnavailable {

@@ -192,6 +192,48 @@ func quantile(l []time.Duration, q float64) float64 {
 
 // cpuPerCall is the process's CPU time per call, in microseconds, while n
 // calls go to url at rate per second.
+// measurement is one phase of BenchmarkAddedLatency: the latencies of b.N
+// calls per path, sent interleaved, the machine's load around them, and the
+// CPU per call of the paths measured one at a time after them.
+type measurement struct {
+	lat        [][]time.Duration
+	failed     int
+	loadBefore string
+	busy, ours float64
+	cpu        []float64
+	cpuFailed  []int
+}
+
+// measure warms the paths (connections, the policy, the collector), then
+// sends b.N calls to each of urls at rate per path, interleaved, then
+// measures the CPU per call of each of cpuURLs, all under b's timer.
+func (rg *rig) measure(b *testing.B, rate int, urls []string, cpuURLs ...string) measurement {
+	b.Helper()
+	if _, failed := rg.openLoop(urls, rate, min(b.N, 2000)); failed > 0 {
+		b.Fatalf("%d warm-up calls failed", failed)
+	}
+	var m measurement
+	var machineBefore [2]time.Duration
+	var cpuBefore time.Duration
+	m.loadBefore, machineBefore, cpuBefore = loadAverage(), machineCPU(), processCPU()
+	b.ResetTimer()
+	m.lat, m.failed = rg.openLoop(urls, rate, b.N)
+	m.busy, m.ours = machineShare(machineBefore, machineCPU(), processCPU()-cpuBefore)
+	for _, u := range cpuURLs {
+		cpu, failed := rg.cpuPerCall(u, rate, b.N)
+		m.cpu, m.cpuFailed = append(m.cpu, cpu), append(m.cpuFailed, failed)
+	}
+	b.StopTimer()
+	return m
+}
+
+// log says how the phase was run and how busy the machine was.
+func (m measurement) log(b *testing.B, rate int) {
+	b.Helper()
+	b.Logf("%d calls per path at %d/s per path, open loop, interleaved; load average %s before, %s after", b.N, rate, m.loadBefore, loadAverage())
+	b.Logf("  the machine's CPUs were %.0f%% busy during the run, %.0f%% of them with this process", m.busy, m.ours)
+}
+
 func (rg *rig) cpuPerCall(url string, rate, n int) (float64, int) {
 	before := processCPU()
 	_, failed := rg.openLoop([]string{url}, rate, n)
@@ -258,21 +300,11 @@ func BenchmarkAddedLatency(b *testing.B) {
 	for _, rate := range []int{500, 5000} {
 		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
 			rg := newRig(b)
-			urls := []string{rg.direct, rg.routed}
-			// Warm both paths: connections, the policy, the collector.
-			if _, failed := rg.openLoop(urls, rate, min(b.N, 2000)); failed > 0 {
-				b.Fatalf("%d warm-up calls failed", failed)
-			}
-			loadBefore, machineBefore, cpuBefore := loadAverage(), machineCPU(), processCPU()
-			b.ResetTimer()
-			lat, failed := rg.openLoop(urls, rate, b.N)
-			busy, ours := machineShare(machineBefore, machineCPU(), processCPU()-cpuBefore)
-			cpuDirect, f1 := rg.cpuPerCall(rg.direct, rate, b.N)
-			cpuRouted, f2 := rg.cpuPerCall(rg.routed, rate, b.N)
-			b.StopTimer()
+			m := rg.measure(b, rate, []string{rg.direct, rg.routed}, rg.direct, rg.routed)
 			if b.N < 100 {
 				return // the framework's first, one-call run
 			}
+			lat, failed, f1, f2, cpuDirect, cpuRouted := m.lat, m.failed, m.cpuFailed[0], m.cpuFailed[1], m.cpu[0], m.cpu[1]
 			d50, d99 := quantile(lat[0], 0.50), quantile(lat[0], 0.99)
 			r50, r99 := quantile(lat[1], 0.50), quantile(lat[1], 0.99)
 			b.ReportMetric(d50, "direct-p50-µs")
@@ -284,8 +316,7 @@ func BenchmarkAddedLatency(b *testing.B) {
 			b.ReportMetric(cpuRouted-cpuDirect, "router-cpu-µs/call")
 			b.ReportMetric(float64(failed+f1+f2), "failed")
 			b.ReportMetric(0, "ns/op")
-			b.Logf("%d calls per path at %d/s per path, open loop, interleaved; load average %s before, %s after", b.N, rate, loadBefore, loadAverage())
-			b.Logf("  the machine's CPUs were %.0f%% busy during the run, %.0f%% of them with this process", busy, ours)
+			m.log(b, rate)
 			b.Logf("  straight p50 %.0f µs  p90 %.0f µs  p99 %.0f µs  p99.9 %.0f µs", d50, quantile(lat[0], 0.90), d99, quantile(lat[0], 0.999))
 			b.Logf("  router   p50 %.0f µs  p90 %.0f µs  p99 %.0f µs  p99.9 %.0f µs", r50, quantile(lat[1], 0.90), r99, quantile(lat[1], 0.999))
 			b.Logf("  added    p50 %.0f µs  p99 %.0f µs;  %d failed", r50-d50, r99-d99, failed+f1+f2)
@@ -301,20 +332,11 @@ func BenchmarkAddedLatency(b *testing.B) {
 	for _, rate := range []int{100, 500} {
 		b.Run(fmt.Sprintf("rate=%d/tracing", rate), func(b *testing.B) {
 			rg := newRig(b)
-			urls := []string{rg.direct, rg.routed, rg.traced}
-			if _, failed := rg.openLoop(urls, rate, min(b.N, 2000)); failed > 0 {
-				b.Fatalf("%d warm-up calls failed", failed)
-			}
-			loadBefore, machineBefore, cpuBefore := loadAverage(), machineCPU(), processCPU()
-			b.ResetTimer()
-			lat, failed := rg.openLoop(urls, rate, b.N)
-			busy, ours := machineShare(machineBefore, machineCPU(), processCPU()-cpuBefore)
-			cpuRouted, f1 := rg.cpuPerCall(rg.routed, rate, b.N)
-			cpuTraced, f2 := rg.cpuPerCall(rg.traced, rate, b.N)
-			b.StopTimer()
+			m := rg.measure(b, rate, []string{rg.direct, rg.routed, rg.traced}, rg.routed, rg.traced)
 			if b.N < 100 {
 				return
 			}
+			lat, failed, f1, f2, cpuRouted, cpuTraced := m.lat, m.failed, m.cpuFailed[0], m.cpuFailed[1], m.cpu[0], m.cpu[1]
 			if err := rg.tp.ForceFlush(context.Background()); err != nil || rg.collector.Count() < b.N {
 				b.Fatalf("the collector received %d spans for %d traced calls (%v)", rg.collector.Count(), b.N, err)
 			}
@@ -328,8 +350,7 @@ func BenchmarkAddedLatency(b *testing.B) {
 			b.ReportMetric(float64(rg.collector.Count()), "spans-exported")
 			b.ReportMetric(float64(failed+f1+f2), "failed")
 			b.ReportMetric(0, "ns/op")
-			b.Logf("%d calls per path at %d/s per path, open loop, interleaved; load average %s before, %s after", b.N, rate, loadBefore, loadAverage())
-			b.Logf("  the machine's CPUs were %.0f%% busy during the run, %.0f%% of them with this process", busy, ours)
+			m.log(b, rate)
 			b.Logf("  straight             p50 %.0f µs  p99 %.0f µs", d50, d99)
 			b.Logf("  router, tracing off  p50 %.0f µs  p99 %.0f µs", r50, r99)
 			b.Logf("  router, tracing on   p50 %.0f µs  p99 %.0f µs", t50, t99)

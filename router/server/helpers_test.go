@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"io"
 	"log/slog"
 	"net/http"
@@ -85,6 +87,22 @@ func (c *fakeClock) Now() time.Time                  { return time.Unix(0, c.ns.
 func (c *fakeClock) Advance(d time.Duration)         { c.ns.Add(int64(d)) }
 func quietLogger() *slog.Logger                      { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 func region(f *fakeRegion, rps float64) table.Region { return f.TableRegion(rps) }
+
+// oneOfThreeFailing starts three shared regions, the first of which fails
+// every call (Unavailable), and a generous policy that ejects a region after
+// five calls.
+func oneOfThreeFailing(t testing.TB) (bad, s2, s3 *fakeRegion, pol table.Policy) {
+	t.Helper()
+	bad = startRegion(t, "us-central1", table.TierShared)
+	s2 = startRegion(t, "europe-west4", table.TierShared)
+	s3 = startRegion(t, "asia-northeast1", table.TierShared)
+	bad.set(func(b *upstreamtest.Behavior) {
+		b.Fault = func(int64) error { return status.Error(codes.Unavailable, "connection reset") }
+	})
+	pol = generous()
+	pol.Ejection.MinRequests = 5
+	return bad, s2, s3, pol
+}
 
 // generous is a policy whose budget lets every failed call retry once, so
 // that tests see the policy's choices and not the budget's.
@@ -176,7 +194,20 @@ func (r *router) generate(c *genai.Client, prompt string) (string, error) {
 // post sends a raw request to the router.
 func (r *router) post(path, body string, header http.Header) (*http.Response, []byte) {
 	r.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, r.http.URL+path, strings.NewReader(body))
+	return r.do(http.MethodPost, path, strings.NewReader(body), header)
+}
+
+// get reads path from the router: the status code and the body.
+func (r *router) get(path string) (int, string) {
+	r.t.Helper()
+	resp, b := r.do(http.MethodGet, path, nil, nil)
+	return resp.StatusCode, string(b)
+}
+
+// do sends a request to the router and reads the whole answer.
+func (r *router) do(method, path string, body io.Reader, header http.Header) (*http.Response, []byte) {
+	r.t.Helper()
+	req, err := http.NewRequest(method, r.http.URL+path, body)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -112,14 +112,7 @@ func TestSharedRegionAnswering429IsThrottledNotEjected(t *testing.T) {
 // call is ejected, gets nothing while ejected, and takes traffic again once
 // its ejection ends and it answers.
 func TestHardFailingRegionIsEjectedAndComesBack(t *testing.T) {
-	bad := startRegion(t, "us-central1", table.TierShared)
-	s2 := startRegion(t, "europe-west4", table.TierShared)
-	s3 := startRegion(t, "asia-northeast1", table.TierShared)
-	bad.set(func(b *upstreamtest.Behavior) {
-		b.Fault = func(int64) error { return status.Error(codes.Unavailable, "connection reset") }
-	})
-	pol := generous()
-	pol.Ejection.MinRequests = 5
+	bad, s2, s3, pol := oneOfThreeFailing(t)
 	r := startRouter(t, poolOf(pol, region(bad, 0), region(s2, 0), region(s3, 0)))
 
 	if failed := r.callEvery(60, 20*time.Millisecond); failed != 0 {
