@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -37,5 +38,34 @@ func TestPTWindowAbsorbsBursts(t *testing.T) {
 	c := windowCheck(window, perSecond)
 	if !c.Pass {
 		t.Errorf("%s: %s", c.Target, c.Measured)
+	}
+}
+
+// TestWindowCheck: the bursts' target fails when the window spills more than
+// half of what per-second metering spills, when the PT answered a 429, and
+// when per-second metering spilled nothing to compare with.
+func TestWindowCheck(t *testing.T) {
+	res := func(succeeded, provisioned, pt429 int64) *Result {
+		return &Result{Policy: NameRegionwarden, Succeeded: succeeded, Provisioned: provisioned,
+			Regions: []RegionLoad{{Name: "europe-west1", Tier: "provisioned", Full: map[string]int64{emulator.FullProvisioned: pt429}}}}
+	}
+	perSecond := res(1000, 700, 0) // 300 spilled
+	for _, tc := range []struct {
+		name      string
+		r, base   *Result
+		wantPass  bool
+		wantInMsg string
+	}{
+		{"spills nothing", res(1000, 1000, 0), perSecond, true, "0 calls spilled against 300"},
+		{"spills half", res(1000, 850, 0), perSecond, true, "150 calls spilled against 300"},
+		{"spills more than half", res(1000, 840, 0), perSecond, false, "160 calls spilled"},
+		{"a 429 from the PT", res(1000, 1000, 1), perSecond, false, "1 429s from the PT"},
+		{"nothing to compare with", res(1000, 1000, 0), res(1000, 1000, 0), false, "0 calls spilled against 0"},
+		{"no per-second column", res(1000, 1000, 0), nil, false, "no per-second column"},
+	} {
+		c := windowCheck(tc.r, tc.base)
+		if c.Pass != tc.wantPass || !strings.Contains(c.Measured, tc.wantInMsg) {
+			t.Errorf("%s: pass %v, measured %q; want pass %v and %q", tc.name, c.Pass, c.Measured, tc.wantPass, tc.wantInMsg)
+		}
 	}
 }
