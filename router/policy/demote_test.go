@@ -22,11 +22,7 @@ func TestDemotionLogged(t *testing.T) {
 	}
 	report(p, 0, Failure, 100)
 	for range 30 {
-		c := p.Start(Request{})
-		a, err := c.Pick()
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, a := pick(t, p, PriorityDefault)
 		a.Done(Success)
 		clk.Advance(500 * time.Millisecond)
 	}

@@ -158,11 +158,7 @@ func TestDemotedProvisionedRegion(t *testing.T) {
 	run := func(d time.Duration, o Outcome) map[string]int {
 		firsts := map[string]int{}
 		for range int(d / (10 * time.Millisecond)) {
-			c := p.Start(Request{})
-			a, err := c.Pick()
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, a := pick(t, p, PriorityDefault)
 			firsts[a.Region]++
 			if a.Region == "europe-west4" && o == Failure {
 				a.Done(Failure)

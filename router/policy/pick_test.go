@@ -43,11 +43,7 @@ func TestAttemptTier(t *testing.T) {
 		tp.Policy.Provisioned.RequestType = rt
 		tp.Policy.Retry.BudgetPercent = new(100)
 		p := mustNew(t, tp, newClock())
-		c := p.Start(Request{})
-		a, err := c.Pick()
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, a := pick(t, p, PriorityDefault)
 		if a.Region != "europe-west4" || a.Tier != table.TierProvisioned || a.Endpoint != "europe-west4-aiplatform.googleapis.com:443" {
 			t.Errorf("%s: first attempt %+v, want europe-west4, provisioned, at its default endpoint", rt, a)
 		}
@@ -132,11 +128,7 @@ func TestTokenCapacity(t *testing.T) {
 	p := mustNew(t, pool(provisioned("europe-west4", table.Capacity{TokensPerSecond: 1000}), shared("europe-west1", 0)), clk)
 	var byRegion = map[string]int{}
 	for range 100 {
-		c := p.Start(Request{})
-		a, err := c.Pick()
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, a := pick(t, p, PriorityDefault)
 		byRegion[a.Region]++
 		a.DoneTokens(Success, 100)
 		clk.Advance(50 * time.Millisecond)
@@ -152,11 +144,7 @@ func TestTokenCapacity(t *testing.T) {
 	var open []Attempt
 	byRegion = map[string]int{}
 	for range 20 {
-		c := p.Start(Request{})
-		a, err := c.Pick()
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, a := pick(t, p, PriorityDefault)
 		byRegion[a.Region]++
 		open = append(open, a)
 	}

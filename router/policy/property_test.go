@@ -182,6 +182,14 @@ func hasHeadroom(p *Pool, pr Priority) bool {
 	return false
 }
 
+// runsOf is a property test's number of runs: full, or short under -short.
+func runsOf(full, short int) int {
+	if testing.Short() {
+		return short
+	}
+	return full
+}
+
 // TestPropertyInvariants drives random pools through random outcomes, clock
 // steps, concurrent attempts and table updates, and checks after every step:
 // Pick fails only with over-capacity or shed (carrying a Retry-After, and only
@@ -190,10 +198,7 @@ func hasHeadroom(p *Pool, pr Priority) bool {
 // ejected regions never exceed maxEjectedPercent; in-flight counts return to
 // zero.
 func TestPropertyInvariants(t *testing.T) {
-	runs := 100_000
-	if testing.Short() {
-		runs = 10_000
-	}
+	runs := runsOf(100_000, 10_000)
 	rnd := rand.New(rand.NewPCG(2026, 11))
 	clk := newClock()
 	type pending struct {
@@ -334,10 +339,7 @@ func demotedDue(p *Pool, now int64) (due []int, sure bool) {
 // probes, which is within one ejection interval unless its own capacity is
 // slower than the probes (then it is probed as fast as its capacity allows).
 func TestPropertyDemotion(t *testing.T) {
-	runs := 3_000
-	if testing.Short() {
-		runs = 500
-	}
+	runs := runsOf(3_000, 500)
 	rnd := rand.New(rand.NewPCG(2026, 13))
 	clk := newClock()
 	var demotions, restorations, probes int

@@ -110,16 +110,25 @@ func startConfigMapSource(t *testing.T, client kubernetes.Interface, ns string, 
 	return s
 }
 
+// twoPools is a fresh namespace holding the routing ConfigMaps of two pools:
+// p/model-a in a-routing, p/model-b in b-routing.
+func twoPools(t *testing.T) configMaps {
+	t.Helper()
+	client, ns := kube(t)
+	cms := configMaps{t, client, ns}
+	cms.create(routingConfigMap(ns, "a-routing", renderPool(t, "p", "model-a")))
+	cms.create(routingConfigMap(ns, "b-routing", renderPool(t, "p", "model-b")))
+	return cms
+}
+
 func models(s *ConfigMapSource) func() []string {
 	return func() []string { return poolModels(s.Current()) }
 }
 
 func TestConfigMapSourceMergesPools(t *testing.T) {
 	g := NewWithT(t)
-	client, ns := kube(t)
-	cms := configMaps{t, client, ns}
-	cms.create(routingConfigMap(ns, "a-routing", renderPool(t, "p", "model-a")))
-	cms.create(routingConfigMap(ns, "b-routing", renderPool(t, "p", "model-b")))
+	cms := twoPools(t)
+	client, ns := cms.client, cms.ns
 
 	unlabeled := routingConfigMap(ns, "c-unlabeled", renderPool(t, "p", "model-c"))
 	unlabeled.Labels = nil
@@ -147,10 +156,8 @@ func TestConfigMapSourceRefusesBadUpdate(t *testing.T) {
 	for _, bad := range badTables {
 		t.Run(bad.name, func(t *testing.T) {
 			g := NewWithT(t)
-			client, ns := kube(t)
-			cms := configMaps{t, client, ns}
-			cms.create(routingConfigMap(ns, "a-routing", renderPool(t, "p", "model-a")))
-			cms.create(routingConfigMap(ns, "b-routing", renderPool(t, "p", "model-b")))
+			cms := twoPools(t)
+			client, ns := cms.client, cms.ns
 			var r recorder
 			s := startConfigMapSource(t, client, ns, &r)
 			g.Eventually(models(s), wait).Should(ConsistOf("p/model-a", "p/model-b"))
@@ -178,10 +185,8 @@ func TestConfigMapSourceRefusesBadUpdate(t *testing.T) {
 
 func TestConfigMapSourceDeleteRemovesPools(t *testing.T) {
 	g := NewWithT(t)
-	client, ns := kube(t)
-	cms := configMaps{t, client, ns}
-	cms.create(routingConfigMap(ns, "a-routing", renderPool(t, "p", "model-a")))
-	cms.create(routingConfigMap(ns, "b-routing", renderPool(t, "p", "model-b")))
+	cms := twoPools(t)
+	client, ns := cms.client, cms.ns
 	s := startConfigMapSource(t, client, ns, nil)
 	g.Eventually(models(s), wait).Should(ConsistOf("p/model-a", "p/model-b"))
 
