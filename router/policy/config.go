@@ -87,6 +87,26 @@ func newState(tp table.Pool) *poolState {
 	}
 }
 
+// maxWindowTokens is the most tokens a PT's meter counts over its window:
+// ten per cost unit (a window holds rateCapacity units), so that a call of
+// a hundred tokens costs ten units or more and a cost rounded down to whole
+// units loses under a tenth of it.
+const maxWindowTokens = 10 * rateCapacity
+
+// meterWindow is the window over which a PT of tps tokens a second is
+// metered: w, shortened where tps × w would be more than maxWindowTokens,
+// never under one second. A large order with a long window set would
+// otherwise cost a call less than one unit, rounded to nothing, and the
+// meter would never refuse. A shorter window is always safe: it never
+// admits a burst that the longer one refuses (table.DefaultProvisionedWindow);
+// it only absorbs smaller ones.
+func meterWindow(w time.Duration, tps float64) time.Duration {
+	if lim := time.Duration(float64(maxWindowTokens) / tps * float64(time.Second)); w > lim {
+		return max(lim.Truncate(time.Second), time.Second)
+	}
+	return w
+}
+
 // payGoLanes are the lanes of pay-as-you-go tiers ts, in their order.
 func payGoLanes(ts []table.PayGoTier) []uint8 {
 	out := make([]uint8, 0, len(ts))
@@ -155,7 +175,7 @@ func (st *poolState) buildSlots(find func(name string) *region) {
 		case s.provisioned && c.TokensPerSecond > 0:
 			// Google counts a PT's tokens over a window that depends on
 			// its size: the meter holds TokensPerSecond × window of them.
-			w := tp.Policy.Provisioned.WindowFor(c.GSUs)
+			w := meterWindow(tp.Policy.Provisioned.WindowFor(c.GSUs), c.TokensPerSecond)
 			s.tokWindow, s.tokWidth = int64(w), int64(w)/windowBuckets
 			s.tokCost = float64(rateCapacity) / (c.TokensPerSecond * w.Seconds())
 		}

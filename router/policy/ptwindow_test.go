@@ -88,3 +88,38 @@ func TestPTMeteredOverItsWindow(t *testing.T) {
 		}
 	})
 }
+
+// TestLargePTWindowFitsTheMeter: a large order with a long window set is
+// metered over a window short enough for a call to cost whole units (ten
+// million tokens: 10 s at a million tokens a second), so a burst still stops
+// at the window's capacity instead of never; a small one keeps its window.
+func TestLargePTWindowFitsTheMeter(t *testing.T) {
+	const tps, tokens = 1_000_000, 200
+	p := pool(provisioned("europe-west1", table.Capacity{GSUs: 400, TokensPerSecond: tps}), shared("europe-west4", 1e6))
+	p.Policy.Provisioned.Window = table.Duration{Duration: 2000 * time.Second}
+	clk := newClock()
+	r := mustNew(t, p, clk)
+	if w := r.Snapshot().Regions[0].ProvisionedWindow; w != "10s" {
+		t.Errorf("window %s, want 10s", w)
+	}
+	burstToPT(t, r, clk, 1, tokens)
+	clk.Advance(time.Hour)
+	// 10 s × a million tokens a second is 50,000 calls of 200 tokens; the
+	// burst lasts 8 s, within the window.
+	if got := burstToPT(t, r, clk, 80_000, tokens); got < 49_500 || got > 50_000 {
+		t.Errorf("the PT took %d calls of an 8 s burst, want about 50000", got)
+	}
+	for _, tc := range []struct {
+		w    time.Duration
+		tps  float64
+		want time.Duration
+	}{
+		{40 * time.Second, 10_000, 40 * time.Second},
+		{2000 * time.Second, 10_000, 1000 * time.Second},
+		{5 * time.Second, 1e9, time.Second},
+	} {
+		if got := meterWindow(tc.w, tc.tps); got != tc.want {
+			t.Errorf("meterWindow(%v, %v) = %v, want %v", tc.w, tc.tps, got, tc.want)
+		}
+	}
+}
