@@ -307,14 +307,21 @@ func writeReport(b *strings.Builder, rep *Report, chartDir string) {
 	}
 }
 
-// writeRegions writes what each policy sent to each region against its capacity.
-func writeRegions(b *strings.Builder, rep *Report) {
-	var ran []*Result
+// ran is the results of the policies that ran (were not skipped) and of
+// which has holds what a section shows.
+func (rep *Report) ran(has func(*Result) bool) []*Result {
+	var out []*Result
 	for _, r := range rep.Results {
-		if r.Skipped == "" && len(r.Regions) > 0 {
-			ran = append(ran, r)
+		if r.Skipped == "" && has(r) {
+			out = append(out, r)
 		}
 	}
+	return out
+}
+
+// writeRegions writes what each policy sent to each region against its capacity.
+func writeRegions(b *strings.Builder, rep *Report) {
+	ran := rep.ran(func(r *Result) bool { return len(r.Regions) > 0 })
 	if len(ran) == 0 {
 		return
 	}
@@ -342,12 +349,9 @@ func writeRegions(b *strings.Builder, rep *Report) {
 // writePriorities writes, for a load that sends priorities, how the calls of
 // each priority went and which traffic type served them.
 func writePriorities(b *strings.Builder, rep *Report) {
-	var ran []*Result
-	for _, r := range rep.Results {
-		if r.Skipped == "" && (len(r.Priorities) > 1 || (len(r.Priorities) == 1 && r.Priorities[0].Priority != table.PriorityDefault)) {
-			ran = append(ran, r)
-		}
-	}
+	ran := rep.ran(func(r *Result) bool {
+		return len(r.Priorities) > 1 || (len(r.Priorities) == 1 && r.Priorities[0].Priority != table.PriorityDefault)
+	})
 	if len(ran) == 0 {
 		return
 	}

@@ -175,17 +175,20 @@ func (c *Controller) Run(ctx context.Context) error {
 			c.exchangeOnce(ctx)
 		case <-c.wake:
 		}
-		c.mu.Lock()
-		changed := c.recompute(c.o.Now(), false)
-		var err error
-		if changed {
-			err = c.applyLocked()
-		}
-		c.mu.Unlock()
-		if err != nil {
+		if err := c.refresh(c.o.Now()); err != nil {
 			c.o.Logger.Error("scaled routing table applied in part", "error", err)
 		}
 	}
+}
+
+// refresh recomputes the shares at now and applies them where they changed.
+func (c *Controller) refresh(now time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.recompute(now, false) {
+		return c.applyLocked()
+	}
+	return nil
 }
 
 // exchangeOnce publishes this router's demand and reads its peers', when

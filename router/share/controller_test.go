@@ -57,11 +57,7 @@ func TestControllerShrinksAtOnceAndGrowsLate(t *testing.T) {
 	}
 	step := func(d time.Duration) {
 		now = now.Add(d)
-		c.mu.Lock()
-		if c.recompute(now, false) {
-			_ = c.applyLocked()
-		}
-		c.mu.Unlock()
+		_ = c.refresh(now)
 	}
 	n.n.Store(3) // a surge: a third router appears
 	step(10 * time.Millisecond)

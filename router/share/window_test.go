@@ -30,11 +30,7 @@ func TestControllerGrowsAfterThePTWindow(t *testing.T) {
 	}
 	step := func(d time.Duration) {
 		now = now.Add(d)
-		c.mu.Lock()
-		if c.recompute(now, false) {
-			_ = c.applyLocked()
-		}
-		c.mu.Unlock()
+		_ = c.refresh(now)
 	}
 	if got := pt(); got != 7500 {
 		t.Fatalf("2 replicas: the PT metered at %v tokens/s, want 7500 of 15000", got)
