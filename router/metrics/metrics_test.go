@@ -71,7 +71,7 @@ func TestTableObserver(t *testing.T) {
 func TestPoolStateAtScrape(t *testing.T) {
 	pool := table.Pool{Project: "p", Publisher: "google", Model: "m", Policy: table.DefaultPolicy(),
 		Regions: []table.Region{
-			{Name: "europe-west1", Tier: table.TierProvisioned},
+			{Name: "europe-west1", Tier: table.TierProvisioned, Capacity: table.Capacity{GSUs: 2, TokensPerSecond: 5000}},
 			{Name: "us-central1", Tier: table.TierShared, Ejectable: true},
 		}}
 	pool.Default()
@@ -92,7 +92,12 @@ func TestPoolStateAtScrape(t *testing.T) {
 		"regionwarden_router_pool_panic pool=p/google/m 0\n",
 		"regionwarden_router_region_in_flight_limit pool=p/google/m region=us-central1 tier=shared 64\n",
 		"regionwarden_router_region_demoted pool=p/google/m region=europe-west1 tier=provisioned 0\n",
+		"regionwarden_router_region_provisioned_window_seconds pool=p/google/m region=europe-west1 tier=provisioned 40\n",
+		"regionwarden_router_region_provisioned_window_used pool=p/google/m region=europe-west1 tier=provisioned 0\n",
 	)
+	if strings.Contains(got, "provisioned_window_seconds pool=p/google/m region=us-central1") {
+		t.Errorf("a window for a region without a PT:\n%s", got)
+	}
 	if strings.Contains(got, "region_demoted_since") {
 		t.Errorf("a demotion time while no region is demoted:\n%s", got)
 	}

@@ -29,6 +29,8 @@ type poolCollector struct {
 	regionFlight *prometheus.Desc
 	regionLimit  *prometheus.Desc
 	poolFlight   *prometheus.Desc
+	ptWindow     *prometheus.Desc
+	ptWindowUsed *prometheus.Desc
 }
 
 func newPoolCollector() *poolCollector {
@@ -48,6 +50,8 @@ func newPoolCollector() *poolCollector {
 		regionFlight: d("region_in_flight", "Attempts in flight to the region.", region),
 		regionLimit:  d("region_in_flight_limit", "The region's adaptive in-flight limit.", region),
 		poolFlight:   d("pool_in_flight", "Calls in flight in the pool, as the policy counts them.", []string{"pool"}),
+		ptWindow:     d("region_provisioned_window_seconds", "The window over which the router meters the PT's token limit (the pool's, or the shortest Google gives the order's size); absent for a region without a token limit.", region),
+		ptWindowUsed: d("region_provisioned_window_used", "Share of the PT's token limit × window this router admitted in the window that ends now; absent for a region without a token limit.", region),
 	}
 }
 
@@ -55,7 +59,7 @@ func (c *poolCollector) set(f func() []policy.Snapshot) { c.snapshots.Store(&f) 
 
 // Describe sends every descriptor.
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ejected, c.timesEjected, c.demoted, c.timesDemoted, c.demotedSince, c.panic, c.failureRate, c.throttle, c.regionFlight, c.regionLimit, c.poolFlight} {
+	for _, d := range []*prometheus.Desc{c.ejected, c.timesEjected, c.demoted, c.timesDemoted, c.demotedSince, c.panic, c.failureRate, c.throttle, c.regionFlight, c.regionLimit, c.poolFlight, c.ptWindow, c.ptWindowUsed} {
 		ch <- d
 	}
 }
@@ -84,6 +88,10 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.throttle, gauge, r.ThrottleProbability, l...)
 			ch <- prometheus.MustNewConstMetric(c.regionFlight, gauge, float64(r.InFlight), l...)
 			ch <- prometheus.MustNewConstMetric(c.regionLimit, gauge, float64(r.Limit), l...)
+			if w := r.ProvisionedWindow.Duration; w > 0 {
+				ch <- prometheus.MustNewConstMetric(c.ptWindow, gauge, w.Seconds(), l...)
+				ch <- prometheus.MustNewConstMetric(c.ptWindowUsed, gauge, r.ProvisionedWindowUsed, l...)
+			}
 		}
 	}
 }

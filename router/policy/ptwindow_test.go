@@ -66,7 +66,7 @@ func TestPTMeteredOverItsWindow(t *testing.T) {
 			}
 			// Operators see the window and that it is full.
 			rs := p.Snapshot().Regions[0]
-			if rs.ProvisionedWindow != tc.window || rs.ProvisionedWindowUsed < 0.95 || rs.ProvisionedWindowUsed > 1 {
+			if rs.ProvisionedWindow.String() != tc.window || rs.ProvisionedWindowUsed < 0.95 || rs.ProvisionedWindowUsed > 1 {
 				t.Errorf("snapshot: window %q, %.3f used; want %s and full", rs.ProvisionedWindow, rs.ProvisionedWindowUsed, tc.window)
 			}
 		})
@@ -99,7 +99,7 @@ func TestLargePTWindowFitsTheMeter(t *testing.T) {
 	p.Policy.Provisioned.Window = table.Duration{Duration: 2000 * time.Second}
 	clk := newClock()
 	r := mustNew(t, p, clk)
-	if w := r.Snapshot().Regions[0].ProvisionedWindow; w != "10s" {
+	if w := r.Snapshot().Regions[0].ProvisionedWindow.Duration; w != 10*time.Second {
 		t.Errorf("window %s, want 10s", w)
 	}
 	burstToPT(t, r, clk, 1, tokens)

@@ -68,8 +68,8 @@ type RegionSnapshot struct {
 	// metered (a Go duration, "40s"), and ProvisionedWindowUsed the share
 	// of that limit × window this router admitted in the window that ends
 	// now; both absent for a region whose PT has no token limit.
-	ProvisionedWindow     string  `json:"provisionedWindow,omitempty"`
-	ProvisionedWindowUsed float64 `json:"provisionedWindowUsed,omitempty"`
+	ProvisionedWindow     table.Duration `json:"provisionedWindow,omitzero"`
+	ProvisionedWindowUsed float64        `json:"provisionedWindowUsed,omitempty"`
 	// InFlight is the region's calls in flight; Limit is its adaptive (AIMD)
 	// limit. While Answering (not failing, demoted or throttled on the
 	// capacity its hints meter), a region admits calls beyond Limit up to
@@ -148,7 +148,7 @@ func (p *Pool) Snapshot() Snapshot {
 		}
 		rs.ProvisionedFull = s.provisioned && r.lanes[laneProvisioned].full(now)
 		if s.tokCost > 0 {
-			rs.ProvisionedWindow = time.Duration(s.tokWindow).String()
+			rs.ProvisionedWindow = table.Duration{Duration: time.Duration(s.tokWindow)}
 			rs.ProvisionedWindowUsed = float64(r.toks.sum(now, s.tokWidth)) / float64(rateCapacity)
 		}
 		if d := r.demoted.Load(); d != nil {
