@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
@@ -329,13 +328,7 @@ func TestRegionPoolSelectorNarrows(t *testing.T) {
 	relabel("a-ew1", "c")
 	e.waitTable("team-a-routing", "drops europe-west1 once relabelled", sharedOrAbsent("europe-west1"))
 
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		p := e.pool("team-a")
-		p.Spec.ProvisionedThroughputSelector = nil
-		return e.cl.Update(context.Background(), p)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	e.editPool("team-a", func(p *capacityv1alpha1.RegionPool) { p.Spec.ProvisionedThroughputSelector = nil })
 	all := e.waitTable("team-a-routing", "protects both without a selector", func(rt routingTable) bool {
 		return protects("europe-west1")(rt) && protects("europe-west4")(rt)
 	})
@@ -402,11 +395,7 @@ func TestRegionPoolPayGoTiers(t *testing.T) {
 
 	// Without tiers listed, global holds its PT alone: the pool's change
 	// reaches the table.
-	p := e.pool("flash")
-	p.Spec.Regions[0].PayGoTiers = nil
-	if err := e.cl.Update(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
+	e.editPool("flash", func(p *capacityv1alpha1.RegionPool) { p.Spec.Regions[0].PayGoTiers = nil })
 	e.waitTable("flash-routing", "lists no tier for global", func(rt routingTable) bool {
 		return len(rt.region("global").PayGoTiers) == 0
 	})
@@ -467,11 +456,7 @@ func TestRegionPoolRenamedOutput(t *testing.T) {
 	e.waitTable("flash-routing", "exists", func(routingTable) bool { return true })
 	e.waitPool("flash", "is reconciled", isReconciled)
 
-	p := e.pool("flash")
-	p.Spec.Output.ConfigMapName = "llm-routes"
-	if err := e.cl.Update(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
+	e.editPool("flash", func(p *capacityv1alpha1.RegionPool) { p.Spec.Output.ConfigMapName = "llm-routes" })
 	e.waitTable("llm-routes", "exists", func(routingTable) bool { return true })
 	e.waitPool("flash", "reports the new name", func(p *capacityv1alpha1.RegionPool) bool {
 		return isReconciled(p) && p.Status.ConfigMapName == "llm-routes"

@@ -143,6 +143,20 @@ func (e *poolEnv) readyPT(name, location string, gsus int64) {
 	e.setPTReady(name, true, capacityv1alpha1.ReasonActive, 0)
 }
 
+// editPool changes pool name's spec by edit and updates it, afresh on a
+// conflict: the controller writes the pool's status meanwhile, which moves
+// its resourceVersion.
+func (e *poolEnv) editPool(name string, edit func(*capacityv1alpha1.RegionPool)) {
+	e.t.Helper()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := e.pool(name)
+		edit(p)
+		return e.cl.Update(context.Background(), p)
+	}); err != nil {
+		e.t.Fatalf("updating pool %s: %v", name, err)
+	}
+}
+
 // setPTReady writes the PT's Ready condition (and observed tokens per second
 // when tokens > 0) through the status subresource, as the PT controller would.
 func (e *poolEnv) setPTReady(name string, ready bool, reason string, tokens float64) {
