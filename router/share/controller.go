@@ -26,7 +26,7 @@ const (
 	// before it applies: a capacity window (1 s), so that what a router that
 	// left admitted last has left the regions' windows, plus one interval, the
 	// spread of the routers' moves to a new epoch. A pool whose PTs are
-	// counted over a longer window waits that window instead (growDelay).
+	// counted over a longer window waits that window instead (growDelays).
 	DefaultGrowDelay = time.Second + DefaultInterval
 	// MinApplyInterval and MinGrowth bound how often a growing share is
 	// applied: at most every 250 ms, and only by more than 5%. A shrinking
@@ -263,7 +263,7 @@ func (c *Controller) recompute(now time.Time, force bool) bool {
 			src += " (share store: no exchange in " + c.o.MaxAge.String() + ")"
 		}
 		ps.source = src
-		next, share := ps.push(now, *pool, target, growDelay(pool, c.o.GrowDelay, c.o.Interval))
+		next, share := ps.push(now, *pool, target, growDelays(pool, c.o.GrowDelay, c.o.Interval))
 		switch cmp := compare(next, ps.applied); {
 		case force, cmp == notComparable, cmp == smaller:
 		case cmp == larger && now.Sub(c.applied) >= MinApplyInterval:
@@ -275,49 +275,69 @@ func (c *Controller) recompute(now time.Time, force bool) bool {
 	return changed
 }
 
-// growDelay is how long a larger share must have been pool's target before
-// it applies: grow, or longer for a pool whose PTs Google counts over a
-// longer window (table.Provisioned.WindowFor: 40 s for an order of up to 3
-// GSUs). What a router that left admitted last stays in the PT's window for
-// that long, so the others grow into its share once it has left the window,
-// plus one interval, the spread of the routers' moves. The whole pool waits:
-// its shared regions' capacity goes unused for that moment rather than its
-// PT's being used twice.
-func growDelay(pool *table.Pool, grow, interval time.Duration) time.Duration {
-	for _, r := range pool.Regions {
+// growDelays is how long a larger share must have been pool's target before
+// it applies, region by region: grow, or longer for a PT that Google counts
+// over a longer window (table.Provisioned.WindowFor: 40 s for an order of up
+// to 3 GSUs). What a router that left admitted last stays in a region's
+// count for that region's window, so the others grow into its part of the
+// region once it has left that window, plus one interval, the spread of the
+// routers' moves. Each region waits its own window, since each counts its
+// own calls: a pay-as-you-go region counted over one second takes its larger
+// share after grow even while the PT beside it waits 40 s.
+func growDelays(pool *table.Pool, grow, interval time.Duration) []time.Duration {
+	out := make([]time.Duration, len(pool.Regions))
+	for i, r := range pool.Regions {
+		out[i] = grow
 		// A one-second window is the one grow is made for.
 		if w := pool.Policy.Provisioned.WindowFor(r.Capacity.GSUs); r.Tier == table.TierProvisioned && w > time.Second {
-			grow = max(grow, w+interval)
+			out[i] = max(grow, w+interval)
 		}
 	}
-	return grow
+	return out
 }
 
 // push records target at now and returns the pool scaled by the smallest
-// targets of the last grow delay, region by region: what may apply.
-func (ps *poolShare) push(now time.Time, pool table.Pool, target Part, grow time.Duration) (table.Pool, float64) {
+// targets of each region's grow delay (growDelays), region by region: what
+// may apply. The in-flight limits and the share reported take the smallest
+// of the longest delay.
+func (ps *poolShare) push(now time.Time, pool table.Pool, target Part, delays []time.Duration) (table.Pool, float64) {
+	longest := time.Duration(0)
+	for _, d := range delays {
+		longest = max(longest, d)
+	}
 	ps.samples = append(ps.samples, sample{at: now, part: target})
-	// Keep the newest sample older than the window too: it was the target
-	// when the window began.
+	// Keep the newest sample older than the longest delay too: it was the
+	// target when that delay began.
 	cut := 0
-	for i := 1; i < len(ps.samples) && now.Sub(ps.samples[i].at) >= grow; i++ {
+	for i := 1; i < len(ps.samples) && now.Sub(ps.samples[i].at) >= longest; i++ {
 		cut = i
 	}
 	ps.samples = ps.samples[cut:]
 	out := Scale(pool, target)
 	share := target.Share
-	for _, sm := range ps.samples {
-		out = lower(out, Scale(pool, sm.part))
+	for j, sm := range ps.samples {
+		// sm was the target until the next sample: it bounds the regions
+		// whose delay reaches back past then.
+		until := now
+		if j+1 < len(ps.samples) {
+			until = ps.samples[j+1].at
+		}
+		age := now.Sub(until)
+		out = lower(out, Scale(pool, sm.part), func(i int) bool { return age < delays[i] })
 		share = min(share, sm.part.Share)
 	}
 	return out, share
 }
 
-// lower is a with every capacity and limit the lower of a's and b's. a and
-// b are the same pool scaled by two parts.
-func lower(a, b table.Pool) table.Pool {
+// lower is a with the capacity of each region that in selects the lower of
+// a's and b's, and every in-flight limit the lower. a and b are the same
+// pool scaled by two parts.
+func lower(a, b table.Pool, in func(region int) bool) table.Pool {
 	a.Regions = append([]table.Region(nil), a.Regions...)
 	for i := range a.Regions {
+		if !in(i) {
+			continue
+		}
 		ca, cb := &a.Regions[i].Capacity, b.Regions[i].Capacity
 		ca.RequestsPerSecond = min(ca.RequestsPerSecond, cb.RequestsPerSecond)
 		ca.TokensPerSecond = min(ca.TokensPerSecond, cb.TokensPerSecond)

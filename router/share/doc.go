@@ -52,9 +52,10 @@
 // # Changes are safe in both directions
 //
 // A router shrinks its share at once and grows it only once the larger value
-// has been its target for GrowDelay (a sliding minimum), or, in a pool whose
-// PTs Google counts over a longer window, for that window plus an interval:
-// what a router admitted stays in a region's count for the region's window. Every router moves
+// has been its target for GrowDelay (a sliding minimum), or, for a PT that
+// Google counts over a longer window, for that window plus an interval: what
+// a router admitted stays in a region's count for the region's window, so
+// each region waits its own. Every router moves
 // from one allocation to the next within less than GrowDelay of the others, so
 // at any moment each one uses at most what some common allocation gave it,
 // and the sum stays within one: during a change, capacity goes unused for a

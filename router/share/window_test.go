@@ -8,9 +8,11 @@ import (
 )
 
 // TestControllerGrowsAfterThePTWindow: a pool with a 2-GSU PT, which Google
-// counts over 40 s or more, grows into a lost router's share only once what
-// that router admitted has left the PT's 40 s window, not after the grow
-// delay of a one-second window; it still shrinks at once.
+// counts over 40 s or more, grows into a lost router's share of the PT only
+// once what that router admitted has left the PT's 40 s window, not after
+// the grow delay of a one-second window, while its pay-as-you-go region,
+// counted over one second, grows after the grow delay; both still shrink at
+// once.
 func TestControllerGrowsAfterThePTWindow(t *testing.T) {
 	var n counter
 	n.n.Store(2)
@@ -36,7 +38,15 @@ func TestControllerGrowsAfterThePTWindow(t *testing.T) {
 		t.Fatalf("2 replicas: the PT metered at %v tokens/s, want 7500 of 15000", got)
 	}
 	n.n.Store(1) // the other router is lost: seen at the next recompute
-	for range 41 {
+	step(time.Second)
+	if got := a.rps(); got != 3 {
+		t.Fatalf("the target for 1 s: europe-west4 metered at %v, want still 3 (the grow delay is 1 s, plus an interval)", got)
+	}
+	step(time.Second)
+	if got := a.rps(); got != 6 {
+		t.Fatalf("the target for 2 s: europe-west4 metered at %v, want 6: its window is one second, whatever the PT's", got)
+	}
+	for range 39 {
 		step(time.Second)
 	}
 	if got := pt(); got != 7500 {
@@ -48,7 +58,7 @@ func TestControllerGrowsAfterThePTWindow(t *testing.T) {
 	}
 	n.n.Store(3)
 	step(10 * time.Millisecond)
-	if got := pt(); got != 5000 {
-		t.Fatalf("3 replicas: the PT metered at %v, want 5000 at once", got)
+	if got, w4 := pt(), a.rps(); got != 5000 || w4 != 2 {
+		t.Fatalf("3 replicas: the PT metered at %v and europe-west4 at %v, want 5000 and 2 at once", got, w4)
 	}
 }
