@@ -24,6 +24,11 @@ import "time"
 // way. A window shorter than Google's never admits a burst Google's would
 // refuse; it only absorbs smaller ones than the PT could. A longer window
 // would spill less still, and send bursts that Google answers as a full PT.
+// What no window can rule out is two full windows of the router's inside
+// one of Google's that is not a whole number of them (a burst at the end of
+// one, another at the start of the next): Google then answers the second as
+// a full PT, and the router spills it (router/policy, lane.go), as it does
+// for any PT full.
 const (
 	// SmallPTWindow is the window of an order of up to SmallPTGSUs GSUs:
 	// Google's 40 to 120 s.
