@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,6 +22,7 @@ import (
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 	"github.com/regionwarden/regionwarden/internal/gcp"
 	"github.com/regionwarden/regionwarden/internal/gcp/gcpfake"
+	"github.com/regionwarden/regionwarden/internal/metricstest"
 	"github.com/regionwarden/regionwarden/internal/testenv"
 )
 
@@ -275,35 +275,5 @@ func expectCond(t *testing.T, pt *capacityv1alpha1.ProvisionedThroughput, typ st
 // false when the series does not exist.
 func metricValue(t *testing.T, name string, labels map[string]string) (float64, bool) {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if hasLabels(m, labels) {
-				if m.GetGauge() != nil {
-					return m.GetGauge().GetValue(), true
-				}
-				return m.GetCounter().GetValue(), true
-			}
-		}
-	}
-	return 0, false
-}
-
-func hasLabels(m *dto.Metric, want map[string]string) bool {
-	got := map[string]string{}
-	for _, l := range m.GetLabel() {
-		got[l.GetName()] = l.GetValue()
-	}
-	for k, v := range want {
-		if got[k] != v {
-			return false
-		}
-	}
-	return true
+	return metricstest.Value(t, metrics.Registry, name, labels)
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/regionwarden/regionwarden/internal/metricstest"
 )
 
 // TestPTMetricsDeletedWithObject checks that a deleted PT's series leave the
@@ -76,29 +78,17 @@ func TestPTConditionSeriesFollowStatus(t *testing.T) {
 // type when empty), as status/reason (type/status/reason) to value.
 func conditionSeries(t *testing.T, namespace, name, typ string) map[string]float64 {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := map[string]float64{}
-	for _, f := range families {
-		if f.GetName() != "regionwarden_provisionedthroughput_condition" {
+	for _, s := range metricstest.Samples(t, metrics.Registry, "regionwarden_provisionedthroughput_condition") {
+		l := s.Labels
+		if l["namespace"] != namespace || l["name"] != name || (typ != "" && l["type"] != typ) {
 			continue
 		}
-		for _, m := range f.GetMetric() {
-			l := map[string]string{}
-			for _, p := range m.GetLabel() {
-				l[p.GetName()] = p.GetValue()
-			}
-			if l["namespace"] != namespace || l["name"] != name || (typ != "" && l["type"] != typ) {
-				continue
-			}
-			key := l["status"] + "/" + l["reason"]
-			if typ == "" {
-				key = l["type"] + "/" + key
-			}
-			got[key] = m.GetGauge().GetValue()
+		key := l["status"] + "/" + l["reason"]
+		if typ == "" {
+			key = l["type"] + "/" + key
 		}
+		got[key] = s.Value
 	}
 	return got
 }

@@ -3,8 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,7 +14,10 @@ import (
 
 	"cloud.google.com/go/auth"
 	"google.golang.org/genai"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/regionwarden/regionwarden/internal/metricstest"
 	"github.com/regionwarden/regionwarden/router/metrics"
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/server"
@@ -265,32 +266,6 @@ func (r *router) attempts(region, tier string, o policy.Outcome) float64 {
 // counter reads one sample of a metric from the registry; 0 if absent.
 func counter(t testing.TB, m *metrics.Metrics, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, s := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range s.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue next
-				}
-			}
-			switch {
-			case s.GetCounter() != nil:
-				return s.GetCounter().GetValue()
-			case s.GetGauge() != nil:
-				return s.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
+	v, _ := metricstest.Value(t, m.Registry(), name, labels)
+	return v
 }

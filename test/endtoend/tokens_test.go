@@ -3,6 +3,8 @@ package endtoend
 import (
 	"maps"
 	"testing"
+
+	"github.com/regionwarden/regionwarden/internal/metricstest"
 )
 
 // TestTokensCountedByCapacity: the router counts every answer's tokens by
@@ -30,21 +32,9 @@ func TestTokensCountedByCapacity(t *testing.T) {
 	}
 
 	got := map[[6]string]float64{} // region, tier, pay_go_tier, traffic_type, direction, pool
-	families, err := e.metrics.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "regionwarden_router_tokens_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			l := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				l[lp.GetName()] = lp.GetValue()
-			}
-			got[[6]string{l["region"], l["tier"], l["pay_go_tier"], l["traffic_type"], l["direction"], l["pool"]}] += m.GetCounter().GetValue()
-		}
+	for _, s := range metricstest.Samples(t, e.metrics.Registry(), "regionwarden_router_tokens_total") {
+		l := s.Labels
+		got[[6]string{l["region"], l["tier"], l["pay_go_tier"], l["traffic_type"], l["direction"], l["pool"]}] += s.Value
 	}
 	const pool = project + "/google/" + model
 	// The capacity each traffic type was asked of: the PT called dedicated

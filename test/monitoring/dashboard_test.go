@@ -2,9 +2,10 @@ package monitoring
 
 import (
 	"encoding/json"
-	"os"
 	"regexp"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 const dashboardFile = "../../config/grafana/regionwarden.json"
@@ -34,14 +35,8 @@ type panel struct {
 
 func loadDashboard(t *testing.T) dashboard {
 	t.Helper()
-	data, err := os.ReadFile(dashboardFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var d dashboard
-	if err := json.Unmarshal(data, &d); err != nil {
-		t.Fatalf("%s: %v", dashboardFile, err)
-	}
+	readFile(t, dashboardFile, &d, yaml.Unmarshal)
 	if d.UID == "" || d.Title == "" {
 		t.Fatalf("%s needs a uid and a title", dashboardFile)
 	}

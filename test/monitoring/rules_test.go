@@ -37,16 +37,23 @@ type rule struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
-func loadRules(t *testing.T) []rule {
+// readFile reads the YAML or JSON file path into v with unmarshal
+// (yaml.Unmarshal, or yaml.UnmarshalStrict to refuse fields v lacks).
+func readFile(t *testing.T, path string, v any, unmarshal func([]byte, any, ...yaml.JSONOpt) error) {
 	t.Helper()
-	data, err := os.ReadFile(rulesFile)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f ruleGroups
-	if err := yaml.UnmarshalStrict(data, &f); err != nil {
-		t.Fatalf("%s: %v", rulesFile, err)
+	if err := unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
+}
+
+func loadRules(t *testing.T) []rule {
+	t.Helper()
+	var f ruleGroups
+	readFile(t, rulesFile, &f, yaml.UnmarshalStrict)
 	var rules []rule
 	for _, g := range f.Groups {
 		rules = append(rules, g.Rules...)
@@ -108,14 +115,8 @@ func TestEveryAlertTested(t *testing.T) {
 	fires, silent := map[string]bool{}, map[string]bool{}
 	files, _ := filepath.Glob("testdata/*_test.yaml")
 	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var rt ruleTests
-		if err := yaml.Unmarshal(data, &rt); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+		readFile(t, f, &rt, yaml.Unmarshal)
 		if len(rt.RuleFiles) != 1 || filepath.Clean(rt.RuleFiles[0]) != filepath.Clean("../"+rulesFile) {
 			t.Errorf("%s tests %v, want %s", f, rt.RuleFiles, rulesFile)
 		}
@@ -193,29 +194,17 @@ func markdownAnchors(md []byte) map[string]bool {
 // TestPrometheusRuleMatchesRules checks that the PrometheusRule holds exactly
 // the rules of the rules file promtool tests.
 func TestPrometheusRuleMatchesRules(t *testing.T) {
-	data, err := os.ReadFile(prometheusRuleFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var pr struct {
 		APIVersion string     `json:"apiVersion"`
 		Kind       string     `json:"kind"`
 		Spec       ruleGroups `json:"spec"`
 	}
-	if err := yaml.Unmarshal(data, &pr); err != nil {
-		t.Fatal(err)
-	}
+	readFile(t, prometheusRuleFile, &pr, yaml.Unmarshal)
 	if pr.APIVersion != "monitoring.coreos.com/v1" || pr.Kind != "PrometheusRule" {
 		t.Fatalf("%s is a %s %s", prometheusRuleFile, pr.APIVersion, pr.Kind)
 	}
-	src, err := os.ReadFile(rulesFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var want ruleGroups
-	if err := yaml.Unmarshal(src, &want); err != nil {
-		t.Fatal(err)
-	}
+	readFile(t, rulesFile, &want, yaml.Unmarshal)
 	if !reflect.DeepEqual(pr.Spec, want) {
 		t.Errorf("%s differs from %s: run `make prometheus-rule`", prometheusRuleFile, rulesFile)
 	}
