@@ -226,8 +226,8 @@ func priorityChecks(rep *Report, each func(names []string, f func(r *Result) Che
 			parts = append(parts, fmt.Sprintf("%s %s of %d (PT %d, Priority PayGo %d, standard %d, Flex %d)", p.Priority, pct(p.SuccessRate()), p.Requests,
 				p.ByTraffic[trafficProvisioned], p.ByTraffic[trafficPriority], p.ByTraffic[trafficStandard], p.ByTraffic[trafficFlex]))
 		}
-		msg = fmt.Sprintf("%s; the PT served %.2f calls/s; standard pay-as-you-go answered %d 429s",
-			strings.Join(parts, "; "), ratio(r.Provisioned, int64(rep.Duration/time.Second)), standard429)
+		msg = fmt.Sprintf("%s; critical calls lost: %s; the PT served %.2f calls/s; standard pay-as-you-go answered %d 429s",
+			strings.Join(parts, "; "), failures(crit.Errors), ratio(r.Provisioned, int64(rep.Duration/time.Second)), standard429)
 		return crit, standard429, msg
 	}
 	each(regionwardenPolicies, func(r *Result) Check {

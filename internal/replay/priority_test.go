@@ -90,7 +90,7 @@ func TestPriorityChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"| " + NameRegionwarden + " | critical | 100 | 100.00% | 40 | 0 | 60 | 0 |",
+		"| " + NameRegionwarden + " | critical | 100 | 100.00% | 40 | 0 | 60 | 0 | 0 |",
 		"while the PT is full (the load asks 20 calls/s of a PT that serves 8) and standard pay-as-you-go throttles",
 		"the PT served 1.60 calls/s; standard pay-as-you-go answered 40 429s (met)",
 	} {

@@ -3,6 +3,8 @@ package replay
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -146,6 +148,8 @@ type PriorityResult struct {
 	// ByTraffic counts the successful calls by the traffic type that served
 	// them (usageMetadata.trafficType).
 	ByTraffic map[string]int64
+	// Errors counts the failed calls by ErrorKind name.
+	Errors map[string]int64
 }
 
 // SuccessRate is the share of the priority's calls that succeeded.
@@ -357,12 +361,12 @@ func writePriorities(b *strings.Builder, rep *Report) {
 	}
 	b.WriteString("Calls by priority (X-Regionwarden-Priority): success, and the traffic type that served them " +
 		"(PT: PROVISIONED_THROUGHPUT, standard: ON_DEMAND, Priority: ON_DEMAND_PRIORITY, Flex: ON_DEMAND_FLEX).\n\n")
-	b.WriteString("| Policy | Priority | Calls | Success | PT | Standard | Priority | Flex |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| Policy | Priority | Calls | Success | PT | Standard | Priority | Flex | Failures |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range ran {
 		for _, p := range r.Priorities {
-			fmt.Fprintf(b, "| %s | %s | %d | %s | %d | %d | %d | %d |\n", r.Policy, p.Priority, p.Requests, pct(p.SuccessRate()),
-				p.ByTraffic[trafficProvisioned], p.ByTraffic[trafficStandard], p.ByTraffic[trafficPriority], p.ByTraffic[trafficFlex])
+			fmt.Fprintf(b, "| %s | %s | %d | %s | %d | %d | %d | %d | %s |\n", r.Policy, p.Priority, p.Requests, pct(p.SuccessRate()),
+				p.ByTraffic[trafficProvisioned], p.ByTraffic[trafficStandard], p.ByTraffic[trafficPriority], p.ByTraffic[trafficFlex], failures(p.Errors))
 		}
 	}
 	b.WriteString("\n")
@@ -430,6 +434,21 @@ func writeChecks(b *strings.Builder, rep *Report) {
 		fmt.Fprintf(b, "- %s: %s (%s).\n", c.Target, c.Measured, mark)
 	}
 	b.WriteString("\n")
+}
+
+// failures writes every kind of failure with its count, "0" for none.
+func failures(m map[string]int64) string {
+	keys := slices.Sorted(maps.Keys(m))
+	var parts []string
+	for _, k := range keys {
+		if m[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", m[k], k))
+		}
+	}
+	if len(parts) == 0 {
+		return "0"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func otherErrors(m map[string]int64) string {

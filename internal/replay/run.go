@@ -428,13 +428,15 @@ func (r *recorder) record(start, took time.Duration, prio table.Priority, res Ca
 	r.requests++
 	p := r.byPrio[prio]
 	if p == nil {
-		p = &PriorityResult{Priority: prio, ByTraffic: map[string]int64{}}
+		p = &PriorityResult{Priority: prio, ByTraffic: map[string]int64{}, Errors: map[string]int64{}}
 		r.byPrio[prio] = p
 	}
 	p.Requests++
 	if res.Err == NoError {
 		p.Succeeded++
 		p.ByTraffic[res.Traffic]++
+	} else {
+		p.Errors[res.Err.String()]++
 	}
 	sec := min(int(start/time.Second), len(r.seconds)-1)
 	r.seconds[sec].requests++
@@ -496,7 +498,7 @@ func (r *recorder) fill(res *Result) {
 	for _, pr := range []table.Priority{table.PriorityCritical, table.PriorityDefault, table.PrioritySheddable} {
 		if p := r.byPrio[pr]; p != nil {
 			c := *p
-			c.ByTraffic = maps.Clone(p.ByTraffic)
+			c.ByTraffic, c.Errors = maps.Clone(p.ByTraffic), maps.Clone(p.Errors)
 			res.Priorities = append(res.Priorities, c)
 		}
 	}
