@@ -209,23 +209,40 @@ func (g *grpcCall) countTraffic(u *aiplatformpb.GenerateContentResponse_UsageMet
 
 // GenerateContent routes a unary call.
 func (p *predictionService) GenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest) (*aiplatformpb.GenerateContentResponse, error) {
-	g, actx, done, err := p.s.startGRPC(ctx, methodGenerate, req.GetModel(), req)
+	return unary(ctx, p.s, methodGenerate, req.GetModel(), req, func(ctx context.Context, g *grpcCall) (*aiplatformpb.GenerateContentResponse, policy.Report, error) {
+		r, err := p.s.up.GenerateContent(ctx, req, g.target)
+		if err != nil {
+			return nil, policy.Report{}, err
+		}
+		g.countTraffic(r.GetUsageMetadata(), r.GetUsageMetadata().GetTrafficType())
+		return r, policy.Report{Outcome: policy.Success, Tokens: tokens(r.GetUsageMetadata())}, nil
+	})
+}
+
+// unary routes a unary call of method to the model resource names: it
+// starts the call, tries call on the regions the policy picks until one
+// answers or the policy gives up, and ends the call. call returns the
+// answer and its report, or the region's error, which the policy is told of.
+func unary[Resp any](ctx context.Context, s *Server, method, resource string, req proto.Message,
+	call func(context.Context, *grpcCall) (Resp, policy.Report, error),
+) (Resp, error) {
+	var resp Resp
+	g, actx, done, err := s.startGRPC(ctx, method, resource, req)
 	if err != nil {
-		return nil, err
+		return resp, err
 	}
 	defer done()
-	var resp *aiplatformpb.GenerateContentResponse
 	retryAfter, err := g.attempts(actx, func(ctx context.Context) (policy.Report, bool, error) {
-		r, err := p.s.up.GenerateContent(ctx, req, g.target)
+		r, rep, err := call(ctx, g)
 		if err != nil {
 			return g.report(err), false, err
 		}
 		resp = r
-		g.countTraffic(r.GetUsageMetadata(), r.GetUsageMetadata().GetTrafficType())
-		return policy.Report{Outcome: policy.Success, Tokens: tokens(r.GetUsageMetadata())}, false, nil
+		return rep, false, nil
 	})
 	if err != nil {
-		return nil, g.fail(err, retryAfter)
+		var zero Resp
+		return zero, g.fail(err, retryAfter)
 	}
 	return resp, g.end(nil)
 }
@@ -309,22 +326,8 @@ func (u *llmUtilityService) CountTokens(ctx context.Context, req *aiplatformpb.C
 	if resource == "" {
 		resource = req.GetModel()
 	}
-	g, actx, done, err := u.s.startGRPC(ctx, methodCount, resource, req)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	var resp *aiplatformpb.CountTokensResponse
-	retryAfter, err := g.attempts(actx, func(ctx context.Context) (policy.Report, bool, error) {
+	return unary(ctx, u.s, methodCount, resource, req, func(ctx context.Context, g *grpcCall) (*aiplatformpb.CountTokensResponse, policy.Report, error) {
 		r, err := u.s.up.CountTokens(ctx, req, g.target)
-		if err != nil {
-			return g.report(err), false, err
-		}
-		resp = r
-		return policy.Report{Outcome: policy.Success}, false, nil
+		return r, policy.Report{Outcome: policy.Success}, err
 	})
-	if err != nil {
-		return nil, g.fail(err, retryAfter)
-	}
-	return resp, g.end(nil)
 }
