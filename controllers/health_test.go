@@ -279,10 +279,7 @@ func (e *healthEnv) read(kind, name string) *unstructured.Unstructured {
 	e.t.Helper()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(capacityv1alpha1.GroupVersion.WithKind(kind))
-	if err := testClient.Get(context.Background(), types.NamespacedName{Namespace: e.ns, Name: name}, u); err != nil {
-		e.t.Fatal(err)
-	}
-	return u
+	return mustGet(e.t, testClient, e.ns, name, u)
 }
 
 // updateSpec changes the object's spec, as a new commit in Git would.

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	testingclock "k8s.io/utils/clock/testing"
@@ -221,11 +220,7 @@ func (e *ptEnv) gcpShows(gsus int64, tokensPerSecond float64, consumed map[strin
 // get reads the PT from the API server.
 func (e *ptEnv) get(name string) *capacityv1alpha1.ProvisionedThroughput {
 	e.t.Helper()
-	pt := &capacityv1alpha1.ProvisionedThroughput{}
-	if err := e.cl.Get(context.Background(), types.NamespacedName{Namespace: e.ns, Name: name}, pt); err != nil {
-		e.t.Fatalf("getting %s: %v", name, err)
-	}
-	return pt
+	return mustGet(e.t, e.cl, e.ns, name, &capacityv1alpha1.ProvisionedThroughput{})
 }
 
 // reconcile runs the reconciler once on the PT, as the manager would.

@@ -190,11 +190,7 @@ func setPTReadyStatus(ctx context.Context, cl client.Client, key types.Namespace
 // pool reads a pool from the API server.
 func (e *poolEnv) pool(name string) *capacityv1alpha1.RegionPool {
 	e.t.Helper()
-	p := &capacityv1alpha1.RegionPool{}
-	if err := e.cl.Get(context.Background(), types.NamespacedName{Namespace: e.ns, Name: name}, p); err != nil {
-		e.t.Fatalf("reading pool %s: %v", name, err)
-	}
-	return p
+	return mustGet(e.t, e.cl, e.ns, name, &capacityv1alpha1.RegionPool{})
 }
 
 // waitPool waits until ok holds of the pool.

@@ -65,6 +65,16 @@ func reconcileOnce(t testing.TB, r reconcile.Reconciler, ns, name string) reconc
 	return res
 }
 
+// mustGet reads ns/name from the API server into obj, and fails the test
+// if it cannot.
+func mustGet[T client.Object](t testing.TB, cl client.Reader, ns, name string, obj T) T {
+	t.Helper()
+	if err := cl.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, obj); err != nil {
+		t.Fatalf("reading %s/%s: %v", ns, name, err)
+	}
+	return obj
+}
+
 // startManager runs mgr until the test ends and waits for its cache.
 func startManager(t testing.TB, mgr ctrl.Manager) {
 	t.Helper()

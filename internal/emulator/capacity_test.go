@@ -83,20 +83,7 @@ func TestCapacityWindowSlides(t *testing.T) {
 	sc := mustParse(t, baseScenario)
 	e, clock := start(t, sc, 1)
 	c := client(t, e, "europe-west4")
-	outcomes := func() (ok, throttled int) {
-		for range 6 {
-			_, err := generate(t, c, sc, "europe-west4", "")
-			switch status.Code(err) {
-			case codes.OK:
-				ok++
-			case codes.ResourceExhausted:
-				throttled++
-			default:
-				t.Fatalf("unexpected error: %v", err)
-			}
-		}
-		return ok, throttled
-	}
+	outcomes := func() (ok, throttled int) { return callsServed(t, c, sc, "europe-west4", "", 6) }
 	if ok, thr := outcomes(); ok != 4 || thr != 2 {
 		t.Fatalf("first second: %d served, %d throttled; want 4 and 2", ok, thr)
 	}
@@ -157,16 +144,7 @@ func TestPTWindowOfItsSize(t *testing.T) {
 	clock.Set(time.Minute)
 	c := client(t, e, "europe-west1")
 	burst := func() (served int) {
-		for range 250 {
-			_, err := generate(t, c, sc, "europe-west1", "dedicated")
-			switch status.Code(err) {
-			case codes.OK:
-				served++
-			case codes.ResourceExhausted:
-			default:
-				t.Fatalf("unexpected error: %v", err)
-			}
-		}
+		served, _ = callsServed(t, c, sc, "europe-west1", "dedicated", 250)
 		return served
 	}
 	// 5 calls a second over 40 s.

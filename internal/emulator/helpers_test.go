@@ -9,8 +9,10 @@ import (
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/regionwarden/regionwarden/internal/emulator"
 )
@@ -123,4 +125,22 @@ func generate(t *testing.T, c *aiplatform.PredictionClient, sc *emulator.Scenari
 		ctx = metadata.AppendToOutgoingContext(ctx, "x-vertex-ai-llm-request-type", requestType)
 	}
 	return c.GenerateContent(ctx, request(sc, region, "How many regions hold capacity?"))
+}
+
+// callsServed sends n calls to region and counts those served and those
+// throttled (429); any other answer fails t.
+func callsServed(t *testing.T, c *aiplatform.PredictionClient, sc *emulator.Scenario, region, requestType string, n int) (served, throttled int) {
+	t.Helper()
+	for range n {
+		_, err := generate(t, c, sc, region, requestType)
+		switch status.Code(err) {
+		case codes.OK:
+			served++
+		case codes.ResourceExhausted:
+			throttled++
+		default:
+			t.Fatalf("unexpected error: %v", err)
+		}
+	}
+	return served, throttled
 }

@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"context"
-	"errors"
-	"io"
 	"net"
 	"strings"
 	"testing"
@@ -72,22 +70,6 @@ func grpcRequest(text string) *aiplatformpb.GenerateContentRequest {
 	}
 }
 
-// streamAll reads a whole stream; it returns the messages and the error that
-// ended it, nil for the stream's end.
-func streamAll(s aiplatformpb.PredictionService_StreamGenerateContentClient) ([]*aiplatformpb.GenerateContentResponse, error) {
-	var out []*aiplatformpb.GenerateContentResponse
-	for {
-		m, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, m)
-	}
-}
-
 // TestAiplatformClientThroughRouter calls the router's gRPC surface with the
 // official aiplatform clients: answers arrive intact, the region sees its own
 // model name and the request type of its tier, and the caller's credentials
@@ -112,7 +94,7 @@ func TestAiplatformClientThroughRouter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chunks, err := streamAll(st)
+	chunks, err := upstreamtest.RecvAll(st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +200,7 @@ func TestUnknownFieldsPassThroughGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chunks, err := streamAll(st)
+	chunks, err := upstreamtest.RecvAll(st)
 	if err != nil {
 		t.Fatal(err)
 	}

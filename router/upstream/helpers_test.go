@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -47,17 +46,12 @@ var callers = []caller{
 		if err != nil {
 			return "", err
 		}
+		msgs, err := upstreamtest.RecvAll(stream)
 		var text string
-		for {
-			resp, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				return text, nil
-			}
-			if err != nil {
-				return text, err
-			}
-			text += answerText(resp)
+		for _, m := range msgs {
+			text += answerText(m)
 		}
+		return text, err
 	}},
 	{"grpc/CountTokens", upstreamtest.MethodCount, func(ctx context.Context, c *Clients, t Target) (string, error) {
 		_, err := c.CountTokens(ctx, &aiplatformpb.CountTokensRequest{Endpoint: "projects/caller/locations/x/publishers/google/models/m", Contents: userRequest().Contents}, t)

@@ -15,6 +15,7 @@ package upstreamtest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -325,6 +326,22 @@ func Prompt(contents []*aiplatformpb.Content) string {
 		}
 	}
 	return b.String()
+}
+
+// RecvAll reads a StreamGenerateContent stream to its end: the messages,
+// and the error that ended it (nil for the stream's end).
+func RecvAll(s aiplatformpb.PredictionService_StreamGenerateContentClient) ([]*aiplatformpb.GenerateContentResponse, error) {
+	var out []*aiplatformpb.GenerateContentResponse
+	for {
+		m, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, m)
+	}
 }
 
 // ErrorJSON is Google's REST error body for err's status.
