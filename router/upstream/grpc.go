@@ -109,9 +109,14 @@ func (c *Clients) GenerateContent(ctx context.Context, req *aiplatformpb.Generat
 		return nil, err
 	}
 	defer e.release()
+	return e.prediction.GenerateContent(ctx, forRegion(req, t))
+}
+
+// forRegion is a copy of req that names the model of t's pool in t's region.
+func forRegion(req *aiplatformpb.GenerateContentRequest, t Target) *aiplatformpb.GenerateContentRequest {
 	r := shallowCopy(req)
 	r.Model = ModelName(t.Pool, t.Region)
-	return e.prediction.GenerateContent(ctx, r)
+	return r
 }
 
 // StreamGenerateContent starts StreamGenerateContent on the region of t and
@@ -124,9 +129,7 @@ func (c *Clients) StreamGenerateContent(ctx context.Context, req *aiplatformpb.G
 		return nil, err
 	}
 	context.AfterFunc(ctx, e.release)
-	r := shallowCopy(req)
-	r.Model = ModelName(t.Pool, t.Region)
-	return e.prediction.StreamGenerateContent(sctx, r)
+	return e.prediction.StreamGenerateContent(sctx, forRegion(req, t))
 }
 
 // CountTokens calls CountTokens on the region of t. For a publisher model
