@@ -9,6 +9,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -106,10 +107,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		scale := sc.TimeScale
-		if cfg.scale > 0 {
-			scale = cfg.scale
-		}
+		scale := cmp.Or(cfg.scale, sc.TimeScale) // --scale 0: the scenario's
 		dur := sc.Duration.Duration
 		if cfg.duration > 0 {
 			dur = min(dur, cfg.duration)

@@ -16,13 +16,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	aiplatform "cloud.google.com/go/aiplatform/apiv1"
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
 	"github.com/onsi/gomega/gbytes"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	authnv1 "k8s.io/api/authentication/v1"
@@ -127,12 +123,7 @@ func TestForwardModeSendsTheCallersTokenOnly(t *testing.T) {
 	if code, st := post(t, s, "Basic cm91dGVyOnJvdXRlcg=="); code != http.StatusUnauthorized || st != "UNAUTHENTICATED" {
 		t.Errorf("REST with a password: %d %s, want 401 UNAUTHENTICATED", code, st)
 	}
-	pc, err := aiplatform.NewPredictionClient(context.Background(), option.WithEndpoint(s.grpc), option.WithoutAuthentication(),
-		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = pc.Close() }()
+	pc := s.predictionClient(t)
 	req := &aiplatformpb.GenerateContentRequest{
 		Model:    "projects/demo-project/locations/us-central1/publishers/google/models/gemini-2.5-flash-lite",
 		Contents: []*aiplatformpb.Content{{Role: "user", Parts: []*aiplatformpb.Part{{Data: &aiplatformpb.Part_Text{Text: "hi"}}}}},

@@ -321,6 +321,19 @@ func grep(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
+// predictionClient is a PredictionService client of the router's gRPC
+// surface, without credentials of its own; it is closed when the test ends.
+func (s *started) predictionClient(t *testing.T) *aiplatform.PredictionClient {
+	t.Helper()
+	pc, err := aiplatform.NewPredictionClient(context.Background(), option.WithEndpoint(s.grpc), option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pc.Close() })
+	return pc
+}
+
 // TestGRPCSurface: with --grpc-listen the router serves the aiplatform
 // clients on a port of its own, routed by the same table as the REST surface.
 func TestGRPCSurface(t *testing.T) {
@@ -329,12 +342,7 @@ func TestGRPCSurface(t *testing.T) {
 	kubeletWrite(t, dir, 1, renderTable(t, a))
 	s := startRun(t, "--table-file", dir, "--grpc-listen", "127.0.0.1:0")
 	s.waitReady(t)
-	pc, err := aiplatform.NewPredictionClient(context.Background(), option.WithEndpoint(s.grpc), option.WithoutAuthentication(),
-		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = pc.Close() }()
+	pc := s.predictionClient(t)
 	// The caller's own token, which the router forwards (--caller-auth's default).
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer caller")
 	resp, err := pc.GenerateContent(ctx, &aiplatformpb.GenerateContentRequest{

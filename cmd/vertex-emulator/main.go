@@ -8,6 +8,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -86,10 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	scale := sc.TimeScale
-	if cfg.scale > 0 {
-		scale = cfg.scale
-	}
+	scale := cmp.Or(cfg.scale, sc.TimeScale) // --scale 0: the scenario's
 	clock := emulator.NewScaledClock(scale)
 	e, err := emulator.New(sc, emulator.Options{Seed: cfg.seed, Clock: clock, BasePort: cfg.basePort, Host: cfg.host})
 	if err != nil {
