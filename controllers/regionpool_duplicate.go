@@ -97,11 +97,5 @@ func (r *RegionPoolReconciler) poolsOfSameModel(ctx context.Context, o client.Ob
 		ctrl.LoggerFrom(ctx).Error(err, "listing the pools of a model", "regionPool", client.ObjectKeyFromObject(pool))
 		return nil
 	}
-	var reqs []ctrl.Request
-	for i := range pools {
-		if pools[i].Name != pool.Name {
-			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&pools[i])})
-		}
-	}
-	return reqs
+	return requestsFor(pools, func(p *capacityv1alpha1.RegionPool) bool { return p.Name != pool.Name })
 }

@@ -6,7 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -108,15 +107,21 @@ func (r *RegionPoolReconciler) poolsForPT(ctx context.Context, o client.Object) 
 		ctrl.LoggerFrom(ctx).Error(err, "listing the pools of a ProvisionedThroughput", "provisionedThroughput", client.ObjectKeyFromObject(pt))
 		return nil
 	}
+	return requestsFor(pools, func(p *capacityv1alpha1.RegionPool) bool {
+		// A pool with a bad selector is reconciled by its own watch and
+		// reports the error there.
+		sel, err := poolSelector(p)
+		return err == nil && sel.Matches(labels.Set(pt.Labels))
+	})
+}
+
+// requestsFor is a reconcile request for each of pools that keep holds of.
+func requestsFor(pools []capacityv1alpha1.RegionPool, keep func(*capacityv1alpha1.RegionPool) bool) []ctrl.Request {
 	var reqs []ctrl.Request
 	for i := range pools {
-		sel, err := poolSelector(&pools[i])
-		if err != nil || !sel.Matches(labels.Set(pt.Labels)) {
-			// A pool with a bad selector is reconciled by its own watch and
-			// reports the error there.
-			continue
+		if keep(&pools[i]) {
+			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&pools[i])})
 		}
-		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&pools[i])})
 	}
 	return reqs
 }
@@ -139,11 +144,7 @@ func (r *RegionPoolReconciler) poolsForConfigMap(ctx context.Context, o client.O
 		ctrl.LoggerFrom(ctx).Error(err, "listing the pools of a ConfigMap", "configMap", client.ObjectKeyFromObject(o))
 		return nil
 	}
-	reqs := make([]ctrl.Request, 0, len(pools.Items))
-	for i := range pools.Items {
-		reqs = append(reqs, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: pools.Items[i].Name}})
-	}
-	return reqs
+	return requestsFor(pools.Items, func(*capacityv1alpha1.RegionPool) bool { return true })
 }
 
 // ptRoutingChanged passes PT events that can change a routing table:
