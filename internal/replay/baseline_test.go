@@ -5,14 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regionwarden/regionwarden/internal/clocktest"
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
 )
-
-// testClock is a clock that tests move by hand.
-type testClock struct{ t time.Time }
-
-func (c *testClock) Now() time.Time { return c.t }
 
 // baselinePool is a provisioned region and a shared one.
 func baselinePool() table.Pool {
@@ -39,7 +35,7 @@ func TestBlocklistRemoves(t *testing.T) {
 		{"caller faults", 20, time.Second, policy.CallerFault, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &testClock{t: epoch}
+			clk := clocktest.At(epoch)
 			b, err := newBlocklist(baselinePool(), clk.Now, false)
 			if err != nil {
 				t.Fatal(err)
@@ -47,9 +43,9 @@ func TestBlocklistRemoves(t *testing.T) {
 			r := b.regions[1]
 			for range tc.n {
 				r.done(tc.o)
-				clk.t = clk.t.Add(tc.spacing)
+				clk.Advance(tc.spacing)
 			}
-			if got := r.removed(clk.t.Add(-tc.spacing).UnixNano()); got != tc.want {
+			if got := r.removed(clk.Now().Add(-tc.spacing).UnixNano()); got != tc.want {
 				t.Errorf("removed = %v, want %v", got, tc.want)
 			}
 		})
@@ -68,7 +64,7 @@ func TestBlocklistNoRegions(t *testing.T) {
 		{"blocklist", false, ErrNoRegions},
 		{"allowlist", true, nil},
 	} {
-		clk := &testClock{t: epoch}
+		clk := clocktest.At(epoch)
 		b, err := newBlocklist(baselinePool(), clk.Now, tc.keep)
 		if err != nil {
 			t.Fatal(err)
@@ -85,7 +81,7 @@ func TestBlocklistNoRegions(t *testing.T) {
 		if tc.want == nil && (a.Region != "europe-west4" || a.Tier != table.TierProvisioned) {
 			t.Errorf("%s: picked %s (%s), want the provisioned region", tc.name, a.Region, a.Tier)
 		}
-		clk.t = clk.t.Add(blocklistDuration)
+		clk.Advance(blocklistDuration)
 		if tc.want != nil {
 			if _, err := b.Start(time.Time{}, table.PriorityDefault).Pick(); err != nil {
 				t.Errorf("%s: a minute later: %v, want the regions back", tc.name, err)
@@ -98,12 +94,12 @@ func TestBlocklistNoRegions(t *testing.T) {
 // region the call has not tried; none after a success; none past maxAttempts
 // or the deadline.
 func TestBlocklistRetries(t *testing.T) {
-	clk := &testClock{t: epoch}
+	clk := clocktest.At(epoch)
 	b, err := newBlocklist(baselinePool(), clk.Now, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := b.Start(clk.t.Add(time.Second), table.PriorityDefault)
+	c := b.Start(clk.Now().Add(time.Second), table.PriorityDefault)
 	a, _ := c.Pick()
 	a.Done(policy.Report{Outcome: policy.Failure})
 	r, err := c.Pick()
@@ -114,14 +110,14 @@ func TestBlocklistRetries(t *testing.T) {
 	if _, err := c.Pick(); !errors.Is(err, policy.ErrAttemptsExhausted) {
 		t.Errorf("third attempt with maxAttempts 2: %v, want ErrAttemptsExhausted", err)
 	}
-	c = b.Start(clk.t.Add(time.Second), table.PriorityDefault)
+	c = b.Start(clk.Now().Add(time.Second), table.PriorityDefault)
 	a, _ = c.Pick()
 	a.Done(policy.Report{Outcome: policy.Success})
 	if _, err := c.Pick(); !errors.Is(err, policy.ErrNotRetryable) {
 		t.Errorf("retry after a success: %v, want ErrNotRetryable", err)
 	}
-	c = b.Start(clk.t.Add(time.Second), table.PriorityDefault)
-	clk.t = clk.t.Add(time.Second)
+	c = b.Start(clk.Now().Add(time.Second), table.PriorityDefault)
+	clk.Advance(time.Second)
 	if _, err := c.Pick(); !errors.Is(err, policy.ErrDeadlineExceeded) {
 		t.Errorf("pick past the deadline: %v, want ErrDeadlineExceeded", err)
 	}

@@ -6,16 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regionwarden/regionwarden/internal/clocktest"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
-// fakeClock is a clock that tests move by hand.
-type fakeClock struct{ t time.Time }
-
-func newClock() *fakeClock { return &fakeClock{t: time.Unix(1_700_000_000, 0).UTC()} }
-
-func (c *fakeClock) Now() time.Time          { return c.t }
-func (c *fakeClock) Advance(d time.Duration) { c.t = c.t.Add(d) }
+// newClock is the policy tests' clock, which they move by hand.
+func newClock() *clocktest.Clock { return clocktest.At(time.Unix(1_700_000_000, 0)) }
 
 // provisioned is a provisioned region with capacity c.
 func provisioned(name string, c table.Capacity) table.Region {
@@ -36,7 +32,7 @@ func pool(regions ...table.Region) table.Pool {
 var quiet = slog.New(slog.DiscardHandler)
 
 // mustNew returns the adaptive policy for tp on clk.
-func mustNew(t testing.TB, tp table.Pool, clk *fakeClock) *Pool {
+func mustNew(t testing.TB, tp table.Pool, clk *clocktest.Clock) *Pool {
 	t.Helper()
 	p, err := New(tp, Options{Now: clk.Now, Seed: 1, Logger: quiet})
 	if err != nil {
@@ -70,7 +66,7 @@ type simStats struct {
 // simulate sends rps requests per second for d through r, each retried as the
 // policy allows, with attempts that complete at once. each, if set, sees every
 // request's elapsed time and attempts.
-func simulate(r *Pool, clk *fakeClock, rps int, d time.Duration, serve serveFunc, each func(elapsed time.Duration, attempts []string)) simStats {
+func simulate(r *Pool, clk *clocktest.Clock, rps int, d time.Duration, serve serveFunc, each func(elapsed time.Duration, attempts []string)) simStats {
 	s := simStats{errs: map[string]int{}, byRegion: map[string]int{}}
 	step := time.Second / time.Duration(rps)
 	begin := clk.Now()

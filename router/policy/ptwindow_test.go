@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regionwarden/regionwarden/internal/clocktest"
 	"github.com/regionwarden/regionwarden/router/share"
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -11,7 +12,7 @@ import (
 // burstToPT sends n calls of tokens tokens each, 1 ms apart, through a pool
 // of a PT and a shared region, and returns how many the PT took. Every call
 // succeeds and reports its tokens.
-func burstToPT(t *testing.T, p *Pool, clk *fakeClock, n int, tokens int64) int {
+func burstToPT(t *testing.T, p *Pool, clk *clocktest.Clock, n int, tokens int64) int {
 	t.Helper()
 	pt := 0
 	for range n {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/regionwarden/regionwarden/internal/clocktest"
 	"github.com/regionwarden/regionwarden/internal/metricstest"
 	"github.com/regionwarden/regionwarden/router/metrics"
 	"github.com/regionwarden/regionwarden/router/policy"
@@ -75,17 +76,11 @@ func (f *fakeRegion) saw() []seen {
 // streamChunks is how many chunks a streamed answer has.
 const streamChunks = upstreamtest.StreamChunks
 
-// fakeClock is the policy's clock; tests move it.
-type fakeClock struct{ ns atomic.Int64 }
-
-func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.ns.Store(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC).UnixNano())
-	return c
+// newFakeClock is the policy's clock; tests move it.
+func newFakeClock() *clocktest.Clock {
+	return clocktest.At(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC))
 }
 
-func (c *fakeClock) Now() time.Time                  { return time.Unix(0, c.ns.Load()) }
-func (c *fakeClock) Advance(d time.Duration)         { c.ns.Add(int64(d)) }
 func quietLogger() *slog.Logger                      { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 func region(f *fakeRegion, rps float64) table.Region { return f.TableRegion(rps) }
 
@@ -122,7 +117,7 @@ type router struct {
 	t       testing.TB
 	srv     *server.Server
 	http    *httptest.Server
-	clock   *fakeClock
+	clock   *clocktest.Clock
 	metrics *metrics.Metrics
 }
 
