@@ -180,18 +180,11 @@ func TestOperatorKilledMidReconcileConverges(t *testing.T) {
 
 	second := startOperator(t, ns, facts, nil)
 	defer second.stop()
-	var got capacityv1alpha1.RegionPool
-	for deadline := time.Now().Add(poolWait); ; time.Sleep(20 * time.Millisecond) {
-		if err := testClient.Get(ctx, client.ObjectKeyFromObject(pool), &got); err != nil {
-			t.Fatal(err)
-		}
-		if isReconciled(&got) && got.Status.TableHash == written.Annotations[table.AnnotationHash] {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the restarted operator never converged: %+v", got.Status)
-		}
-	}
+	got := waitUntil(t, poolWait, "converged after the restart", func() *capacityv1alpha1.RegionPool {
+		return mustGet(t, testClient, pool.Namespace, pool.Name, &capacityv1alpha1.RegionPool{})
+	}, func(p *capacityv1alpha1.RegionPool) bool {
+		return isReconciled(p) && p.Status.TableHash == written.Annotations[table.AnnotationHash]
+	})
 	var gotPT capacityv1alpha1.ProvisionedThroughput
 	if err := testClient.Get(ctx, client.ObjectKeyFromObject(pt), &gotPT); err != nil {
 		t.Fatal(err)
@@ -210,11 +203,8 @@ func TestOperatorKilledMidReconcileConverges(t *testing.T) {
 	// Each change once: waited for, then given time to be joined by a
 	// duplicate that a second announcement would bring.
 	for _, want := range []struct{ name, reason string }{{"ew1", capacityv1alpha1.ReasonObserved}, {"flash", capacityv1alpha1.ReasonRendered}} {
-		for deadline := time.Now().Add(poolWait); eventCount(t, ns, want.name, want.reason) == 0; time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s event about %s", want.reason, want.name)
-			}
-		}
+		waitUntil(t, poolWait, "a "+want.reason+" event about "+want.name,
+			func() int { return eventCount(t, ns, want.name, want.reason) }, func(n int) bool { return n > 0 })
 	}
 	time.Sleep(time.Second)
 	for _, want := range []struct{ name, reason string }{{"ew1", capacityv1alpha1.ReasonObserved}, {"flash", capacityv1alpha1.ReasonRendered}} {
@@ -240,14 +230,8 @@ func routerSource(t *testing.T, ns string) *source.ConfigMapSource {
 // waitServing waits until src serves a table for which ok holds.
 func waitServing(t *testing.T, src *source.ConfigMapSource, what string, ok func(*table.Table) bool) *table.Table {
 	t.Helper()
-	for deadline := time.Now().Add(poolWait); ; time.Sleep(20 * time.Millisecond) {
-		if cur := src.Current(); cur != nil && ok(cur) {
-			return cur
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the router never served %s; serving %+v", what, src.Current())
-		}
-	}
+	return waitUntil(t, poolWait, "the router served "+what, src.Current,
+		func(cur *table.Table) bool { return cur != nil && ok(cur) })
 }
 
 func regionNames(tb *table.Table) []string {

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -38,13 +37,11 @@ func TestReconcileTraced(t *testing.T) {
 	e.waitReconciled("traced")
 	// The reconcile's span ends after its status write, which the test may
 	// see first.
-	for deadline := time.Now().Add(poolWait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if slices.ContainsFunc(rec.Ended(), func(s sdktrace.ReadOnlySpan) bool {
+	waitUntil(t, poolWait, "the reconcile's span ended", rec.Ended, func(ended []sdktrace.ReadOnlySpan) bool {
+		return slices.ContainsFunc(ended, func(s sdktrace.ReadOnlySpan) bool {
 			return s.Name() == "reconcile ProvisionedThroughput" && attr(s, "k8s.namespace.name") == e.ns
-		}) {
-			break
-		}
-	}
+		})
+	})
 
 	byID := map[string]sdktrace.ReadOnlySpan{}
 	for _, s := range rec.Ended() {
