@@ -92,10 +92,6 @@ func (r *RegionPoolReconciler) poolsOfSameModel(ctx context.Context, o client.Ob
 	if !ok {
 		return nil
 	}
-	pools, err := r.poolsOfModel(ctx, pool.Namespace, pool.Spec.Project, pool.GetPublisher(), pool.Spec.Model)
-	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing the pools of a model", "regionPool", client.ObjectKeyFromObject(pool))
-		return nil
-	}
-	return requestsFor(pools, func(p *capacityv1alpha1.RegionPool) bool { return p.Name != pool.Name })
+	return r.requestsOfModel(ctx, pool, pool.Spec.Project, pool.GetPublisher(), pool.Spec.Model,
+		func(p *capacityv1alpha1.RegionPool) bool { return p.Name != pool.Name })
 }

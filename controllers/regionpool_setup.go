@@ -102,17 +102,24 @@ func (r *RegionPoolReconciler) poolsForPT(ctx context.Context, o client.Object) 
 	if !ok {
 		return nil
 	}
-	pools, err := r.poolsOfModel(ctx, pt.Namespace, pt.Spec.Project, pt.GetPublisher(), pt.Spec.Model)
-	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing the pools of a ProvisionedThroughput", "provisionedThroughput", client.ObjectKeyFromObject(pt))
-		return nil
-	}
-	return requestsFor(pools, func(p *capacityv1alpha1.RegionPool) bool {
+	return r.requestsOfModel(ctx, pt, pt.Spec.Project, pt.GetPublisher(), pt.Spec.Model, func(p *capacityv1alpha1.RegionPool) bool {
 		// A pool with a bad selector is reconciled by its own watch and
 		// reports the error there.
 		sel, err := poolSelector(p)
 		return err == nil && sel.Matches(labels.Set(pt.Labels))
 	})
+}
+
+// requestsOfModel maps o, a watched object of a project and model, to the
+// pools of its namespace and that model that keep holds of. A failed list is
+// logged: a watch mapper has no error to return.
+func (r *RegionPoolReconciler) requestsOfModel(ctx context.Context, o client.Object, project, publisher, model string, keep func(*capacityv1alpha1.RegionPool) bool) []ctrl.Request {
+	pools, err := r.poolsOfModel(ctx, o.GetNamespace(), project, publisher, model)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing the pools of a model", "object", client.ObjectKeyFromObject(o), "model", model)
+		return nil
+	}
+	return requestsFor(pools, keep)
 }
 
 // requestsFor is a reconcile request for each of pools that keep holds of.
