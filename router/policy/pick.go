@@ -154,43 +154,28 @@ func (st *poolState) ejected(now int64) int {
 // retry (see fallbackRetry) may go only to regions the call has not tried.
 // When no candidate admits the call it returns a *CapacityError.
 func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, fallback bool) (*slot, uint8, int64, error) {
-	var ranks [maxCandidates]int8
-	// cands lists the k (slot × laneCount + lane) that got a rank, so that
-	// the draws below walk the few lanes a call may use, not every lane of
-	// every region.
+	rk := st.laneRanks(cs.prio)
+	// cands lists the lanes that got a rank, so that the draws below walk
+	// the few lanes a call may use, not every lane of every region.
 	var cands candidates
-	var present uint32 // bit r: some candidate has rank r
 	var ref refusal
 	ejected := 0
-	rankAll := func(i int, s *slot) {
-		for l := range uint8(laneCount) {
-			k := i*laneCount + int(l)
-			ranks[k] = st.rankOf(s, l, cs, now, retry)
-			if ranks[k] != rankNone {
-				present |= 1 << ranks[k]
-				cands.k[cands.n] = uint8(k)
-				cands.n++
-			}
-		}
-	}
 	for i, s := range st.slots {
 		if until := s.r.ejectedUntil.Load(); until > now {
 			ejected++
-			for l := range laneCount {
-				ranks[i*laneCount+l] = rankNone
-			}
 			ref.note(until - now)
 			continue
 		}
-		rankAll(i, s)
+		cands.rankSlot(i, s, &rk, cs, now, retry)
 	}
 	if panicking(ejected, len(st.slots)) {
 		for i, s := range st.slots {
 			if s.r.ejectedUntil.Load() > now {
-				rankAll(i, s)
+				cands.rankSlot(i, s, &rk, cs, now, retry)
 			}
 		}
 	}
+	present := cands.present
 	if fallback {
 		present &= 1<<rankTried - 1
 	}
@@ -198,51 +183,61 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, fallback b
 		rank := int8(bits.TrailingZeros32(present))
 		present &^= 1 << rank
 		for {
-			k := p.weighted(st, &ranks, &cands, rank)
-			if k < 0 {
+			c := cands.weighted(st, rank, &p.rnd)
+			if c < 0 {
 				break
 			}
-			s, l := st.slots[k/laneCount], uint8(k%laneCount)
+			k := cands.k[c]
+			s, l := st.slots[k/laneCount], k%laneCount
 			probe := rank == rankProbe
 			if probe && !s.r.probe.tick(now, st.probeEvery) {
 				// Another call took this probe: it is only demoted.
-				ranks[k] = rankDemoted
+				cands.rerank(c, rankDemoted)
 				present |= 1 << rankDemoted
 				continue
 			}
 			if charged, ok := p.admit(s, l, cs, now, probe, &ref); ok {
 				return s, l, charged, nil
 			}
-			ranks[k] = rankNone
+			cands.rerank(c, rankNone)
 		}
 	}
 	return nil, 0, 0, ref.err(cs.prio)
 }
 
-// rankOf is the rank of lane l of a region that is not ejected (or in panic)
-// for this attempt, or rankNone when the region does not offer it or the
-// call may not use it (a pay-as-you-go tier not among the call's). The PT of
-// a demoted region whose probe is due ranks first on a first attempt; choose
-// takes the probe when it picks the region.
-func (st *poolState) rankOf(s *slot, l uint8, cs *callState, now int64, retry bool) int8 {
-	if !s.offers(l) {
-		return rankNone
-	}
-	rank := int8(rankNone)
-	if l == laneProvisioned {
-		rank = rankProvisioned
-	} else {
-		for i, want := range st.payGo[cs.prio] {
-			if want == l {
-				rank = int8(rankPayGo + i)
-				break
-			}
-		}
-		if rank == rankNone {
-			return rankNone
+// laneRanks is, for a call of priority pr, the rank of each lane of a region
+// that is not ejected (or in panic) and not demoted, before the call's tries
+// count: rankProvisioned for the PT, rankPayGo+i for the call's i-th
+// pay-as-you-go tier, rankNone for a tier the call may not use. It depends
+// on the call's priority alone, so choose works it out once per attempt
+// rather than once per lane of every region.
+func (st *poolState) laneRanks(pr Priority) laneRanks {
+	rk := laneRanks{rank: [laneCount]int8{rankProvisioned, rankNone, rankNone, rankNone}, mask: 1 << laneProvisioned}
+	for i, l := range st.payGo[pr] {
+		// The first place of a tier is its rank (a tier listed twice
+		// keeps it).
+		if l < laneCount && rk.mask&(1<<l) == 0 {
+			rk.rank[l] = int8(rankPayGo + i)
+			rk.mask |= 1 << l
 		}
 	}
-	if s.r.demoted.Load() != nil {
+	return rk
+}
+
+// laneRanks are the ranks of a region's lanes for one call (poolState.laneRanks).
+type laneRanks struct {
+	rank [laneCount]int8
+	mask uint8 // bit l: rank[l] != rankNone
+}
+
+// rankLane is the rank of lane l of region s (not ejected, or in panic) for
+// this attempt, from base, its rank for the call (laneRanks), once the
+// region's demotion and the call's tries count. The PT of a demoted region
+// whose probe is due ranks first on a first attempt; choose takes the probe
+// when it picks the region.
+func rankLane(s *slot, l uint8, base int8, demoted bool, cs *callState, now int64, retry bool) int8 {
+	rank := base
+	if demoted {
 		rank = rankDemoted
 		if l == laneProvisioned && !retry && s.r.probe.next.Load() <= now {
 			rank = rankProbe
@@ -254,37 +249,99 @@ func (st *poolState) rankOf(s *slot, l uint8, cs *callState, now int64, retry bo
 	return rank
 }
 
-// candidates are the lanes ranked for one attempt, as indexes into ranks.
+// candidates are the lanes ranked for one attempt, in the order choose
+// ranked them (regions in table order, lanes in lane order), with, per rank,
+// the sum of their weights in that order.
 type candidates struct {
-	k [maxCandidates]uint8
-	n int
+	k    [maxCandidates]uint8 // slot × laneCount + lane
+	rank [maxCandidates]int8
+	n    int
+	// present has bit r set when some candidate was ranked r.
+	present uint32
+	// total, count and last are, per rank, the sum of the weights of its
+	// candidates, how many it has and the last of them (zero for a rank
+	// that has none); valid for the ranks whose bit is clear in stale. They are summed as candidates are
+	// added, in the same order as weighted would walk them, so a total is
+	// the same number weighted would sum.
+	total [rankCount]float64
+	count [rankCount]uint8
+	last  [rankCount]uint8
+	stale uint32
 }
 
-// weighted draws one candidate of the given rank, in proportion to the
-// lanes' weights, or returns -1 when the rank has none. A lone candidate
-// costs no draw.
-func (p *Pool) weighted(st *poolState, ranks *[maxCandidates]int8, cands *candidates, rank int8) int {
+// rankSlot adds the lanes of region s (the i-th slot) that the call may use
+// with their ranks. Only the lanes the region offers and the call may use
+// are ranked: every other lane is rankNone whatever the region's state.
+func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, now int64, retry bool) {
+	m := s.lanes & rk.mask
+	if m == 0 {
+		return
+	}
+	demoted := s.r.demoted.Load() != nil
+	for m != 0 {
+		l := uint8(bits.TrailingZeros8(m))
+		m &= m - 1
+		rank := rankLane(s, l, rk.rank[l&(laneCount-1)], demoted, call, now, retry)
+		c := cs.n
+		cs.k[c] = uint8(i*laneCount) + l
+		cs.rank[c] = rank
+		cs.n++
+		cs.present |= 1 << rank
+		cs.total[rank] += s.laneWeight[l&(laneCount-1)]
+		cs.count[rank]++
+		cs.last[rank] = uint8(c)
+	}
+}
+
+// rerank moves candidate c to rank (rankNone: no longer a candidate).
+func (cs *candidates) rerank(c int, rank int8) {
+	cs.stale |= 1 << cs.rank[c]
+	cs.rank[c] = rank
+	if rank != rankNone {
+		cs.stale |= 1 << rank
+	}
+}
+
+// sum works out again the total weight, count and last candidate of rank
+// after a rerank.
+func (cs *candidates) sum(st *poolState, rank int8) {
 	var total float64
-	last, n := -1, 0
-	for _, k := range cands.k[:cands.n] {
-		if ranks[k] == rank {
+	var n, last uint8
+	for c := range cs.n {
+		if cs.rank[c] == rank {
+			k := cs.k[c]
 			total += st.slots[k/laneCount].laneWeight[k%laneCount]
-			last = int(k)
+			last = uint8(c)
 			n++
 		}
 	}
-	if n <= 1 {
-		return last
+	cs.total[rank], cs.count[rank], cs.last[rank] = total, n, last
+	cs.stale &^= 1 << rank
+}
+
+// weighted draws one candidate of the given rank, in proportion to the
+// lanes' weights, and returns its index in cs, or -1 when the rank has none.
+// A lone candidate costs no draw.
+func (cs *candidates) weighted(st *poolState, rank int8, rnd *rng) int {
+	if cs.stale&(1<<rank) != 0 {
+		cs.sum(st, rank)
 	}
-	x := p.rnd.float() * total
-	for _, k := range cands.k[:cands.n] {
-		if ranks[k] == rank {
+	switch cs.count[rank] {
+	case 0:
+		return -1
+	case 1:
+		return int(cs.last[rank])
+	}
+	x := rnd.float() * cs.total[rank]
+	for c := range cs.n {
+		if cs.rank[c] == rank {
+			k := cs.k[c]
 			if x -= st.slots[k/laneCount].laneWeight[k%laneCount]; x < 0 {
-				return int(k)
+				return c
 			}
 		}
 	}
-	return last
+	return int(cs.last[rank])
 }
 
 // admit takes a place for the call in lane l of region s if it has headroom:
