@@ -21,8 +21,7 @@ const generatePath = "/v1beta1/projects/" + project + "/locations/europe-west1/p
 // TestErrorAnswers checks the answers to requests the router refuses itself:
 // status, Google's error JSON, and a message that says what was wrong.
 func TestErrorAnswers(t *testing.T) {
-	pt := startRegion(t, "europe-west1", table.TierProvisioned)
-	r := startRouter(t, poolOf(generous(), region(pt, 0)))
+	pt, r := onePT(t)
 	valid := `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`
 	tests := []struct {
 		name       string
@@ -92,8 +91,7 @@ func TestRegionJudgesTheBody(t *testing.T) {
 
 // TestUnknownModelThroughSDK: the SDK reads the router's 404 as an APIError.
 func TestUnknownModelThroughSDK(t *testing.T) {
-	pt := startRegion(t, "europe-west1", table.TierProvisioned)
-	r := startRouter(t, poolOf(generous(), region(pt, 0)))
+	_, r := onePT(t)
 	_, err := r.client("").Models.GenerateContent(t.Context(), "gemini-0.1", genai.Text("hi"), nil)
 	var apiErr genai.APIError
 	if !errors.As(err, &apiErr) || apiErr.Code != 404 || !strings.Contains(apiErr.Message, `model "gemini-0.1"`) {

@@ -6,8 +6,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/regionwarden/regionwarden/router/table"
 )
 
 // FuzzHandler sends the router requests of any method, path, header and
@@ -15,8 +13,7 @@ import (
 // valid status; any answer but 200 must be Google's error JSON whose code is
 // the status; the headers that stay with the router never reach the region.
 func FuzzHandler(f *testing.F) {
-	pt := startRegion(f, "europe-west1", table.TierProvisioned)
-	r := startRouter(f, poolOf(generous(), region(pt, 0)))
+	pt, r := onePT(f)
 	h := r.srv.Handler()
 	base := "/v1/projects/" + project + "/locations/us-east4/publishers/google/models/" + model
 	valid := `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`

@@ -17,9 +17,7 @@ import (
 // saw its own model name and request type, and that the caller's token never
 // reached it.
 func TestGenaiSDKThroughRouter(t *testing.T) {
-	pt := startRegion(t, "europe-west1", table.TierProvisioned)
-	shared := startRegion(t, "us-central1", table.TierShared)
-	r := startRouter(t, poolOf(generous(), region(pt, 0), region(shared, 0)))
+	pt, shared, r := ptAndShared(t)
 	want := "projects/" + project + "/locations/europe-west1/publishers/google/models/" + model
 
 	for _, version := range []string{"", "v1"} { // "": the SDK's default, v1beta1
@@ -106,8 +104,7 @@ func TestSharedRegionIsCalledShared(t *testing.T) {
 
 // TestStreamAsJSONArray reads a stream without ?alt=sse: one JSON array.
 func TestStreamAsJSONArray(t *testing.T) {
-	pt := startRegion(t, "europe-west1", table.TierProvisioned)
-	r := startRouter(t, poolOf(generous(), region(pt, 0)))
+	pt, r := onePT(t)
 	resp, body := r.post("/v1/projects/"+project+"/locations/us-east4/publishers/google/models/"+model+":streamGenerateContent",
 		`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, http.Header{"Authorization": {"Bearer " + callerTok}})
 	if resp.StatusCode != http.StatusOK {

@@ -75,9 +75,7 @@ func grpcRequest(text string) *aiplatformpb.GenerateContentRequest {
 // model name and the request type of its tier, and the caller's credentials
 // and priority stay with the router.
 func TestAiplatformClientThroughRouter(t *testing.T) {
-	pt := startRegion(t, "europe-west1", table.TierProvisioned)
-	shared := startRegion(t, "us-central1", table.TierShared)
-	r := startRouter(t, poolOf(generous(), region(pt, 0), region(shared, 0)))
+	pt, _, r := ptAndShared(t)
 	c := r.serveGRPC()
 	ctx := metadata.AppendToOutgoingContext(context.Background(),
 		"authorization", "Bearer "+callerTok, "x-regionwarden-priority", "critical", "x-goog-user-project", "billing",

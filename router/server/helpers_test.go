@@ -84,6 +84,24 @@ func newFakeClock() *clocktest.Clock {
 func quietLogger() *slog.Logger                      { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 func region(f *fakeRegion, rps float64) table.Region { return f.TableRegion(rps) }
 
+// onePT starts a provisioned region, europe-west1, and a router whose one
+// pool routes to it under a generous policy.
+func onePT(t testing.TB) (*fakeRegion, *router) {
+	t.Helper()
+	pt := startRegion(t, "europe-west1", table.TierProvisioned)
+	return pt, startRouter(t, poolOf(generous(), region(pt, 0)))
+}
+
+// ptAndShared starts a provisioned region, europe-west1, a shared one,
+// us-central1, and a router whose one pool routes to both under a generous
+// policy.
+func ptAndShared(t testing.TB) (pt, shared *fakeRegion, r *router) {
+	t.Helper()
+	pt = startRegion(t, "europe-west1", table.TierProvisioned)
+	shared = startRegion(t, "us-central1", table.TierShared)
+	return pt, shared, startRouter(t, poolOf(generous(), region(pt, 0), region(shared, 0)))
+}
+
 // oneOfThreeFailing starts three shared regions, the first of which fails
 // every call (Unavailable), and a generous policy that ejects a region after
 // five calls.

@@ -187,8 +187,7 @@ func TestRetriedCallTrace(t *testing.T) {
 // traceparent to the region unchanged, so the caller's trace still reaches
 // Vertex AI.
 func TestTraceparentPassesWithTracingOff(t *testing.T) {
-	pt := startRegion(t, "europe-west1", table.TierProvisioned)
-	r := startRouter(t, poolOf(generous(), region(pt, 0)))
+	pt, r := onePT(t)
 	resp, body := r.post("/v1/projects/"+project+"/locations/europe-west1/publishers/google/models/"+model+":generateContent",
 		`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, http.Header{"Traceparent": {callerParent}})
 	if resp.StatusCode != http.StatusOK {

@@ -80,8 +80,7 @@ func awaitAnswer(t *testing.T, f *fakeRegion) upstreamtest.Call {
 // but for what stays with the router; what the region answers beside the
 // body comes back, but for what would be wrong from the router's address.
 func TestCallerHeadersPassThrough(t *testing.T) {
-	pt := startRegion(t, "europe-west1", table.TierProvisioned)
-	r := startRouter(t, poolOf(generous(), region(pt, 0)))
+	pt, r := onePT(t)
 	resp, _ := r.post(generatePath, `{"contents":[{"parts":[{"text":"hi"}]}]}`, http.Header{
 		"Content-Type":                 {"application/json"},
 		"X-Goog-User-Project":          {"billing"},
