@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/genai"
 
+	"github.com/regionwarden/regionwarden/internal/clocktest"
 	"github.com/regionwarden/regionwarden/internal/emulator"
 	"github.com/regionwarden/regionwarden/router/metrics"
 	"github.com/regionwarden/regionwarden/router/policy"
@@ -72,11 +72,6 @@ type env struct {
 	metrics *metrics.Metrics
 }
 
-// clock is the policy's clock, standing still unless moved.
-type clock struct{ ns atomic.Int64 }
-
-func (c *clock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
-
 // start starts the emulated locations and a router whose table is the pool
 // pool makes of their addresses.
 func start(t *testing.T, pool func(addr map[string]string) table.Pool) *env {
@@ -102,8 +97,7 @@ func start(t *testing.T, pool func(addr map[string]string) table.Pool) *env {
 
 	up := upstream.New(upstream.Options{Insecure: true})
 	t.Cleanup(func() { _ = up.Close() })
-	c := &clock{}
-	c.ns.Store(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC).UnixNano())
+	c := clocktest.At(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)) // the policy's clock, standing still
 	m := metrics.New()
 	srv, err := server.New(server.Options{
 		Upstream: up, Metrics: m, Logger: slog.New(slog.DiscardHandler), Now: c.Now, Seed: 1,
