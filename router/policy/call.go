@@ -81,12 +81,14 @@ func (c *Call) Pick() (Attempt, error) {
 	if c.p == nil {
 		return Attempt{}, errNotStarted
 	}
-	st, a, err := c.p.pick(c.st)
-	c.st = st
-	if err == nil {
-		a.call = c
+	// The call's state is updated in place, not copied in and out: it is
+	// most of a Call's size.
+	var a Attempt
+	if err := c.p.pick(&c.st, &a); err != nil {
+		return Attempt{}, err
 	}
-	return a, err
+	a.call = c
+	return a, nil
 }
 
 // Attempts is how many attempts the call has picked.

@@ -13,12 +13,13 @@ func (p *Pool) Start(req Request) Call { return Call{p: p, st: start(req)} }
 // pick chooses the region and capacity for the next attempt of a call. Caps
 // are checked from the widest to the narrowest: deadline, attempts, retry
 // budget, the pool's in-flight cap, then each region's ejection, in-flight
-// limit, throttle and capacity.
-func (p *Pool) pick(cs callState) (callState, Attempt, error) {
+// limit, throttle and capacity. It updates the call's state in place and
+// fills in a, which it leaves alone on error.
+func (p *Pool) pick(cs *callState, a *Attempt) error {
 	st := p.st.Load()
 	now := p.nanos()
 	if err := cs.check(now, st.maxAttempts); err != nil {
-		return cs, Attempt{}, err
+		return err
 	}
 	retry := cs.n > 0
 	// A spill after a full PT is not a retry the budget bounds
@@ -26,20 +27,20 @@ func (p *Pool) pick(cs callState) (callState, Attempt, error) {
 	spill := retry && cs.last == ProvisionedFull
 	fallback := false
 	if retry && !spill && !p.budget.allow(now, st.budgetPct, st.minRetries) {
-		if !fallbackRetry(&cs, now) {
-			return cs, Attempt{}, ErrBudgetExhausted
+		if !fallbackRetry(cs, now) {
+			return ErrBudgetExhausted
 		}
 		fallback = true
 	}
 	if g := p.inFlight.Add(1); g > ceiling(st.maxInFlight, cs.prio) {
 		p.inFlight.Add(-1)
 		ref := refusal{shed: g <= st.maxInFlight}
-		return cs, Attempt{}, ref.err(cs.prio)
+		return ref.err(cs.prio)
 	}
-	s, l, charged, err := p.choose(st, &cs, now, retry, fallback)
+	s, l, charged, err := p.choose(st, cs, now, retry, fallback)
 	if err != nil {
 		p.inFlight.Add(-1)
-		return cs, Attempt{}, err
+		return err
 	}
 	switch {
 	case !retry:
@@ -48,11 +49,11 @@ func (p *Pool) pick(cs callState) (callState, Attempt, error) {
 		p.budget.retry(now)
 	}
 	n := cs.record(s.r, l, charged, now)
-	a := Attempt{Region: s.name, Endpoint: s.endpoint, Tier: table.TierShared, PayGo: payGoOf(l), n: n}
+	*a = Attempt{Region: s.name, Endpoint: s.endpoint, Tier: table.TierShared, PayGo: payGoOf(l), n: n}
 	if l == laneProvisioned {
 		a.Tier, a.PayGo = table.TierProvisioned, st.spillTier(s, cs.prio)
 	}
-	return cs, a, nil
+	return nil
 }
 
 // spillTier is the pay-as-you-go tier a provisioned attempt of priority pr
