@@ -73,8 +73,14 @@ func (l *lane) markFull(now int64) {
 // arrive out of order (a stream reports when it ends, long after it was
 // admitted), and a PT that had room for a call admitted before it filled
 // says nothing of now: only a call picked after the last "full" reopens it.
+//
+// A PT not known to be full is left alone: every success of a PT reports
+// here, and an atomic store costs as much as an atomic add. Skipping it
+// leaves the state a store of 0 would; with a "full" racing in, the outcome
+// is that of this call reporting just before it, which a store could not
+// promise either.
 func (l *lane) markOpen(pickedAt int64) {
-	if pickedAt > l.fullAt.Load() {
+	if l.fullUntil.Load() != 0 && pickedAt > l.fullAt.Load() {
 		l.fullUntil.Store(0)
 	}
 }
