@@ -68,12 +68,21 @@ func (m *meter) refund(at, now, d, width int64) {
 // take admits a call of cost at now if the window of buckets of width has
 // room for it, and adds its cost. When it has not, wait is how long until
 // enough of the window's cost expires, in nanoseconds.
+//
+// It reads the window once: the refusal's wait comes from the same reading
+// as the sum that refused.
 func (m *meter) take(now, cost, width int64) (ok bool, wait int64) {
-	s := m.sum(now, width)
-	if !fits(s, cost) {
-		return false, m.wait(now, s, cost, width)
+	idx := bucketOf(now, width)
+	var v [windowBuckets]uint64
+	m.w.load(idx, &v)
+	var s int64
+	for _, x := range v {
+		s += int64(x >> countBits & countMax)
 	}
-	m.add(now, cost, width)
+	if !fits(s, cost) {
+		return false, waitFor(&v, idx, now, s, cost, width)
+	}
+	m.w.add(idx, cost, 0)
 	return true, 0
 }
 
@@ -82,17 +91,16 @@ func (m *meter) take(now, cost, width int64) (ok bool, wait int64) {
 // any one call.
 func fits(s, cost int64) bool { return s == 0 || s+cost <= rateCapacity }
 
-// wait is how long from now until the oldest buckets of a window holding s
-// have expired enough to admit cost.
-func (m *meter) wait(now, s, cost, width int64) int64 {
-	idx := bucketOf(now, width)
+// waitFor is how long from now until the oldest buckets of a window holding
+// s have expired enough to admit cost. v is the window as window.load read
+// it, ending at bucket idx.
+func waitFor(v *[windowBuckets]uint64, idx uint64, now, s, cost, width int64) int64 {
 	for k := uint64(windowBuckets - 1); k > 0; k-- {
 		if k > idx {
 			continue
 		}
 		i := idx - k
-		a, _ := m.w.at(i)
-		if s -= a; fits(s, cost) {
+		if s -= int64(v[k] >> countBits & countMax); fits(s, cost) {
 			// Bucket i leaves the window when bucket i+windowBuckets begins.
 			return int64(i+windowBuckets)*width - now
 		}

@@ -85,11 +85,34 @@ func (w *window) at(idx uint64) (a, b int64) {
 
 // sum returns the totals of a and b over the window that ends at bucket idx.
 func (w *window) sum(idx uint64) (a, b int64) {
-	for k := uint64(0); k < windowBuckets && k <= idx; k++ {
-		da, db := w.at(idx - k)
-		a, b = a+da, b+db
+	var v [windowBuckets]uint64
+	w.load(idx, &v)
+	for _, x := range v {
+		a, b = a+int64(x>>countBits&countMax), b+int64(x&countMax)
 	}
 	return a, b
+}
+
+// load reads the window that ends at bucket idx into v, v[k] holding bucket
+// idx-k: each bucket once, one atomic load each, its tag cleared and a stale
+// bucket (or one before bucket 0) as zero.
+func (w *window) load(idx uint64, v *[windowBuckets]uint64) {
+	// Walk the slots down from idx's, wrapping, rather than taking
+	// (idx-k) % windowBuckets for every k.
+	i := idx % windowBuckets
+	for k := range uint64(windowBuckets) {
+		if k > idx {
+			return
+		}
+		x := w.b[i].Load()
+		if x>>(2*countBits) == (idx-k)&tagMask {
+			v[k] = x & (1<<(2*countBits) - 1)
+		}
+		if i == 0 {
+			i = windowBuckets
+		}
+		i--
+	}
 }
 
 // reset forgets every count.
