@@ -80,8 +80,7 @@ func TestCapacityByRequestType(t *testing.T) {
 }
 
 func TestCapacityWindowSlides(t *testing.T) {
-	sc := mustParse(t, baseScenario)
-	e, clock := start(t, sc, 1)
+	sc, e, clock := startBase(t)
 	c := client(t, e, "europe-west4")
 	outcomes := func() (ok, throttled int) { return callsServed(t, c, sc, "europe-west4", "", 6) }
 	if ok, thr := outcomes(); ok != 4 || thr != 2 {

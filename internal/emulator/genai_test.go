@@ -21,9 +21,7 @@ func (staticToken) Token(context.Context) (*auth.Token, error) {
 // TestGenaiSDKOverREST calls a region's REST surface with the official genai
 // SDK, as a gateway in front of Vertex would.
 func TestGenaiSDKOverREST(t *testing.T) {
-	sc := mustParse(t, baseScenario)
-	e, clock := start(t, sc, 1)
-	clock.Set(time.Minute)
+	e, clock := startBaseAtOneMinute(t)
 	for _, version := range []string{"v1", ""} { // "" is the SDK's default, v1beta1
 		c, err := genai.NewClient(t.Context(), &genai.ClientConfig{
 			Backend:     genai.BackendVertexAI,

@@ -15,8 +15,7 @@ import (
 )
 
 func TestGRPCStreamGenerateContent(t *testing.T) {
-	sc := mustParse(t, baseScenario)
-	e, clock := start(t, sc, 1)
+	sc, e, clock := startBase(t)
 	clock.Set(time.Minute)
 	c := client(t, e, "europe-west1")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -54,8 +53,7 @@ func TestGRPCStreamGenerateContent(t *testing.T) {
 }
 
 func TestGRPCCountTokens(t *testing.T) {
-	sc := mustParse(t, baseScenario)
-	e, _ := start(t, sc, 1)
+	sc, e, _ := startBase(t)
 	c, err := aiplatform.NewLlmUtilityClient(context.Background(), dialOptions(regionAddr(t, e, "europe-west4").GRPC)...)
 	if err != nil {
 		t.Fatal(err)
@@ -75,8 +73,7 @@ func TestGRPCCountTokens(t *testing.T) {
 }
 
 func TestGRPCRefusesWrongModel(t *testing.T) {
-	sc := mustParse(t, baseScenario)
-	e, _ := start(t, sc, 1)
+	sc, e, _ := startBase(t)
 	c := client(t, e, "europe-west1")
 	tests := []struct {
 		model string

@@ -52,6 +52,14 @@ func mustParse(t testing.TB, yaml string) *emulator.Scenario {
 	return sc
 }
 
+// startBase starts baseScenario with seed 1.
+func startBase(t testing.TB) (*emulator.Scenario, *emulator.Emulator, *emulator.ManualClock) {
+	t.Helper()
+	sc := mustParse(t, baseScenario)
+	e, clock := start(t, sc, 1)
+	return sc, e, clock
+}
+
 // start runs an emulator for the scenario on free loopback ports with a
 // hand-driven clock.
 func start(t testing.TB, sc *emulator.Scenario, seed uint64) (*emulator.Emulator, *emulator.ManualClock) {
@@ -71,7 +79,7 @@ func start(t testing.TB, sc *emulator.Scenario, seed uint64) (*emulator.Emulator
 // startBaseAtOneMinute runs baseScenario with seed 1, its clock one minute in.
 func startBaseAtOneMinute(t *testing.T) (*emulator.Emulator, *emulator.ManualClock) {
 	t.Helper()
-	e, clock := start(t, mustParse(t, baseScenario), 1)
+	_, e, clock := startBase(t)
 	clock.Set(time.Minute)
 	return e, clock
 }

@@ -42,8 +42,7 @@ func latestPoints(t *testing.T, c *monitoring.MetricClient, metric string) map[[
 }
 
 func TestMonitoringReportsDeclaredPT(t *testing.T) {
-	sc := mustParse(t, baseScenario)
-	e, clock := start(t, sc, 1)
+	sc, e, clock := startBase(t)
 	c, err := monitoring.NewMetricClient(context.Background(), dialOptions(e.MonitoringAddr())...)
 	if err != nil {
 		t.Fatal(err)

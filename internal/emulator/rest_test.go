@@ -178,8 +178,7 @@ func checkChunks(t *testing.T, chunks []*aiplatformpb.GenerateContentResponse) {
 // Vertex REST, so a routing table's one endpoint per region serves a router
 // calling either surface.
 func TestOneAddressServesBothSurfaces(t *testing.T) {
-	sc := mustParse(t, baseScenario)
-	e, clock := start(t, sc, 1)
+	sc, e, clock := startBase(t)
 	clock.Set(time.Minute)
 	addr := regionAddr(t, e, "europe-west1").GRPC
 	resp := post(t, "http://"+addr+"/v1/projects/demo-project/locations/europe-west1/publishers/google/models/gemini-2.5-flash-lite:generateContent", "")

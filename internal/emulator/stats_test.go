@@ -9,8 +9,7 @@ import (
 func TestStatsPeakAndTimeOverCapacity(t *testing.T) {
 	// europe-west4 can take 4 calls/s. Send 10 calls in each of seconds 5, 6
 	// and 7, 2 in second 8 and 10 in second 9.
-	sc := mustParse(t, baseScenario)
-	e, clock := start(t, sc, 1)
+	sc, e, clock := startBase(t)
 	c := client(t, e, "europe-west4")
 	perSecond := map[int]int{5: 10, 6: 10, 7: 10, 8: 2, 9: 10}
 	for s := 5; s <= 9; s++ {
