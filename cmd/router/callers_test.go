@@ -112,10 +112,7 @@ func routerCredentials(t *testing.T) *atomic.Int64 {
 func TestForwardModeSendsTheCallersTokenOnly(t *testing.T) {
 	tokensAsked := routerCredentials(t)
 	a := startRegion(t, "us-central1")
-	dir := t.TempDir()
-	kubeletWrite(t, dir, 1, renderTable(t, a))
-	s := startRun(t, "--table-file", dir, "--grpc-listen", "127.0.0.1:0")
-	s.waitReady(t)
+	s := runOnTableOf(t, a, "--grpc-listen", "127.0.0.1:0")
 
 	if code, st := post(t, s, ""); code != http.StatusUnauthorized || st != "UNAUTHENTICATED" {
 		t.Errorf("REST without a token: %d %s, want 401 UNAUTHENTICATED", code, st)

@@ -175,6 +175,18 @@ func startRouterLogging(t *testing.T, log io.Writer, args ...string) *started {
 	return s
 }
 
+// runOnTableOf starts the router with args on a table file, mounted as the
+// kubelet mounts a ConfigMap, that routes to region a alone, and waits until
+// it is ready.
+func runOnTableOf(t *testing.T, a *upstreamtest.Region, args ...string) *started {
+	t.Helper()
+	dir := t.TempDir()
+	kubeletWrite(t, dir, 1, renderTable(t, a))
+	s := startRun(t, append([]string{"--table-file", dir}, args...)...)
+	s.waitReady(t)
+	return s
+}
+
 // waitReady waits until the router's /readyz says ready.
 func (s *started) waitReady(t *testing.T) {
 	t.Helper()
@@ -281,10 +293,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 	a := startRegion(t, "us-central1")
 	hold := make(chan struct{})
 	a.Set(func(b *upstreamtest.Behavior) { b.Hold = hold })
-	dir := t.TempDir()
-	kubeletWrite(t, dir, 1, renderTable(t, a))
-	s := startRun(t, "--table-file", dir, "--shutdown-grace", "30s")
-	s.waitReady(t)
+	s := runOnTableOf(t, a, "--shutdown-grace", "30s")
 	c := s.client(t)
 	got := make(chan string, 1)
 	go func() {
@@ -338,10 +347,7 @@ func (s *started) predictionClient(t *testing.T) *aiplatform.PredictionClient {
 // clients on a port of its own, routed by the same table as the REST surface.
 func TestGRPCSurface(t *testing.T) {
 	a := startRegion(t, "us-central1")
-	dir := t.TempDir()
-	kubeletWrite(t, dir, 1, renderTable(t, a))
-	s := startRun(t, "--table-file", dir, "--grpc-listen", "127.0.0.1:0")
-	s.waitReady(t)
+	s := runOnTableOf(t, a, "--grpc-listen", "127.0.0.1:0")
 	pc := s.predictionClient(t)
 	// The caller's own token, which the router forwards (--caller-auth's default).
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer caller")
