@@ -62,13 +62,12 @@ type callState struct {
 	at       [maxAttemptsLimit]int64   // when each attempt was picked
 }
 
-// start returns the state of a new call.
-func start(req Request) callState {
-	cs := callState{prio: req.Priority}
+// start sets up the zero state of a new call for req.
+func (cs *callState) start(req Request) {
+	cs.prio = req.Priority
 	if !req.Deadline.IsZero() {
 		cs.deadline = req.Deadline.UnixNano()
 	}
-	return cs
 }
 
 // Pick chooses the region and capacity for the call's next attempt. The

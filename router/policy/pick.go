@@ -8,7 +8,13 @@ import (
 )
 
 // Start begins a call.
-func (p *Pool) Start(req Request) Call { return Call{p: p, st: start(req)} }
+func (p *Pool) Start(req Request) (c Call) {
+	// Filled in place: a Call built apart and then copied into the result
+	// costs a copy of its whole state, most of it zeros.
+	c.p = p
+	c.st.start(req)
+	return c
+}
 
 // pick chooses the region and capacity for the next attempt of a call. Caps
 // are checked from the widest to the narrowest: deadline, attempts, retry
