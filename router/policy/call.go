@@ -82,12 +82,11 @@ func (c *Call) Pick() (Attempt, error) {
 	}
 	// The call's state is updated in place, not copied in and out: it is
 	// most of a Call's size.
-	var a Attempt
-	if err := c.p.pick(&c.st, &a); err != nil {
+	s, l, err := c.p.pick(&c.st)
+	if err != nil {
 		return Attempt{}, err
 	}
-	a.call = c
-	return a, nil
+	return s.attempt(l, c), nil
 }
 
 // Attempts is how many attempts the call has picked.
@@ -126,12 +125,11 @@ func (cs *callState) hasTried(t *region, l uint8) bool {
 
 // record counts an attempt on lane l of region t, picked at now, that
 // charged the region cost in advance.
-func (cs *callState) record(t *region, l uint8, charged, now int64) uint8 {
+func (cs *callState) record(t *region, l uint8, charged, now int64) {
 	n := cs.n
 	cs.targets[n], cs.lanes[n] = t, l
 	cs.charged[n], cs.at[n] = charged, now
 	cs.n++
-	return n
 }
 
 // Report is how an attempt went, with what the caller measured.

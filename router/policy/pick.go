@@ -20,12 +20,12 @@ func (p *Pool) Start(req Request) (c Call) {
 // are checked from the widest to the narrowest: deadline, attempts, retry
 // budget, the pool's in-flight cap, then each region's ejection, in-flight
 // limit, throttle and capacity. It updates the call's state in place and
-// fills in a, which it leaves alone on error.
-func (p *Pool) pick(cs *callState, a *Attempt) error {
+// returns the region and lane of the attempt it recorded there.
+func (p *Pool) pick(cs *callState) (*slot, uint8, error) {
 	st := p.st.Load()
 	now := p.nanos()
 	if err := cs.check(now, st.maxAttempts); err != nil {
-		return err
+		return nil, 0, err
 	}
 	retry := cs.n > 0
 	// A spill after a full PT is not a retry the budget bounds
@@ -34,19 +34,19 @@ func (p *Pool) pick(cs *callState, a *Attempt) error {
 	fallback := false
 	if retry && !spill && !p.budget.allow(now, st.budgetPct, st.minRetries) {
 		if !fallbackRetry(cs, now) {
-			return ErrBudgetExhausted
+			return nil, 0, ErrBudgetExhausted
 		}
 		fallback = true
 	}
 	if g := p.inFlight.Add(1); g > ceiling(st.maxInFlight, cs.prio) {
 		p.inFlight.Add(-1)
 		ref := refusal{shed: g <= st.maxInFlight}
-		return ref.err(cs.prio)
+		return nil, 0, ref.err(cs.prio)
 	}
 	s, l, charged, err := p.choose(st, cs, now, retry, fallback)
 	if err != nil {
 		p.inFlight.Add(-1)
-		return err
+		return nil, 0, err
 	}
 	switch {
 	case !retry:
@@ -54,12 +54,18 @@ func (p *Pool) pick(cs *callState, a *Attempt) error {
 	case !spill:
 		p.budget.retry(now)
 	}
-	n := cs.record(s.r, l, charged, now)
-	*a = Attempt{Region: s.name, Endpoint: s.endpoint, Tier: table.TierShared, PayGo: payGoOf(l), n: n}
+	cs.record(s.r, l, charged, now)
+	return s, l, nil
+}
+
+// attempt is the Attempt of call c that pick recorded on lane l of s, its
+// latest.
+func (s *slot) attempt(l uint8, c *Call) Attempt {
+	a := Attempt{Region: s.name, Endpoint: s.endpoint, Tier: table.TierShared, PayGo: payGoOf(l), call: c, n: c.st.n - 1}
 	if l == laneProvisioned {
-		a.Tier, a.PayGo = table.TierProvisioned, st.spillTier(s, cs.prio)
+		a.Tier, a.PayGo = table.TierProvisioned, s.st.spillTier(s, c.st.prio)
 	}
-	return nil
+	return a
 }
 
 // spillTier is the pay-as-you-go tier a provisioned attempt of priority pr
