@@ -273,3 +273,27 @@ func runOnSchedule(t *testing.T, sc *emulator.Scenario, pols []Policy, opts Opti
 	}
 	return rep, nil
 }
+
+// TestOutageCheck judges the count blocklist's outage while the faults last
+// when the report has them: a run that serves every call before and after
+// the faults still reproduces the outage if it fails during them, and one
+// that serves during them does not.
+func TestOutageCheck(t *testing.T) {
+	fault := Span{3 * time.Minute, 27 * time.Minute}
+	for _, tc := range []struct {
+		name            string
+		overall, during float64
+		want            bool
+	}{
+		{"fails during the faults only", 0.26, 0.08, true},
+		{"serves during the faults", 0.26, 0.5, false},
+	} {
+		r := &Result{Policy: NameBlocklist, Requests: 1000, Succeeded: int64(tc.overall * 1000), NoRegions: 700,
+			Fault: SpanResult{Span: fault, Requests: 800, Success: tc.during}}
+		rep := &Report{Scenario: ScenarioProvisionedIncident, Duration: 30 * time.Minute, Fault: fault, Results: []*Result{r}}
+		cs := Checks(rep)
+		if len(cs) != 1 || cs[0].Pass != tc.want || !strings.Contains(cs[0].Measured, "while the faults last") {
+			t.Errorf("%s: checks %+v, want one that passes: %v, measured while the faults last", tc.name, cs, tc.want)
+		}
+	}
+}
