@@ -95,6 +95,17 @@ type Demotion struct {
 	RestoreAfter    int64 `json:"restoreAfter"`
 }
 
+// Region is the state of region name in the snapshot, and false when the
+// pool has no such region.
+func (s Snapshot) Region(name string) (RegionSnapshot, bool) {
+	for _, r := range s.Regions {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return RegionSnapshot{}, false
+}
+
 // Snapshot returns the live state of every region.
 func (p *Pool) Snapshot() Snapshot {
 	now := p.nanos()

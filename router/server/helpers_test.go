@@ -260,10 +260,8 @@ func googleErr(t testing.TB, b []byte) (code int, message, status string) {
 func (r *router) snapshotOf(name string) policy.RegionSnapshot {
 	r.t.Helper()
 	for _, p := range r.srv.Snapshots() {
-		for _, rs := range p.Regions {
-			if rs.Name == name {
-				return rs
-			}
+		if rs, ok := p.Region(name); ok {
+			return rs
 		}
 	}
 	r.t.Fatalf("no region %s in the snapshots", name)

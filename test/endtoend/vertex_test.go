@@ -243,10 +243,8 @@ func (e *env) attempts(region, tier string, o policy.Outcome) float64 {
 // region is the router's live state of a region.
 func (e *env) region(name string) policy.RegionSnapshot {
 	for _, p := range e.srv.Snapshots() {
-		for _, r := range p.Regions {
-			if r.Name == name {
-				return r
-			}
+		if r, ok := p.Region(name); ok {
+			return r
 		}
 	}
 	e.t.Fatalf("no region %s", name)
