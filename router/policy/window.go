@@ -73,16 +73,6 @@ func (w *window) update(idx uint64, da, db int64, fresh bool) {
 	}
 }
 
-// at returns the counts of bucket idx, zero when its slot holds another
-// bucket.
-func (w *window) at(idx uint64) (a, b int64) {
-	v := w.b[idx%windowBuckets].Load()
-	if v>>(2*countBits) != idx&tagMask {
-		return 0, 0
-	}
-	return int64(v >> countBits & countMax), int64(v & countMax)
-}
-
 // sum returns the totals of a and b over the window that ends at bucket idx.
 func (w *window) sum(idx uint64) (a, b int64) {
 	var v [windowBuckets]uint64

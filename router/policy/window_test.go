@@ -69,10 +69,17 @@ func TestWindowAddPast(t *testing.T) {
 	}
 	w.addPast(idx, idx+windowBuckets, -3, 0) // left the window
 	w.addPast(idx+1, idx+2, -1, 0)           // a bucket never written
-	if a, b := w.at(idx); a != 3 || b != 5 {
+	if a, b := bucket(&w, idx); a != 3 || b != 5 {
 		t.Errorf("bucket after corrections outside the window: (%d, %d), want (3, 5)", a, b)
 	}
-	if a, b := w.at(idx + 1); a != 0 || b != 0 {
+	if a, b := bucket(&w, idx+1); a != 0 || b != 0 {
 		t.Errorf("a correction started a stale bucket: (%d, %d)", a, b)
 	}
+}
+
+// bucket is the counts of bucket idx alone, as the window reads it.
+func bucket(w *window, idx uint64) (a, b int64) {
+	var v [windowBuckets]uint64
+	w.load(idx, &v)
+	return int64(v[0] >> countBits & countMax), int64(v[0] & countMax)
 }
