@@ -155,17 +155,17 @@ func TestGlobalCap(t *testing.T) {
 }
 
 // TestSlowIsNotOverloaded holds every call to a region that answers slowly:
-// at 40 calls a second, each held 4 s, 160 calls are in flight, far over the
-// AIMD limit of 64 it starts with; none is shed, since the region answers
-// and 40/s × (10 s deadline + 1 s) bounds them. Once the same region fails
-// as well, it is held to its AIMD limit again.
+// at 40 calls a second (under its quota of 50), each held 4 s, 160 calls are
+// in flight, far over the AIMD limit of 64 it starts with; none is shed,
+// since the region answers and 50/s × (10 s deadline + 1 s) bounds them.
+// Once the same region fails as well, it is held to its AIMD limit again.
 func TestSlowIsNotOverloaded(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		region table.Region
 	}{
-		{"shared, 40 requests/s", shared("europe-west1", 40)},
-		{"provisioned, 20,000 tokens/s", provisioned("europe-west4", table.Capacity{TokensPerSecond: 20_000})},
+		{"shared, 50 requests/s", shared("europe-west1", 50)},
+		{"provisioned, 25,000 tokens/s", provisioned("europe-west4", table.Capacity{TokensPerSecond: 25_000})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newClock()

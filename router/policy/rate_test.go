@@ -6,45 +6,40 @@ import (
 	"time"
 )
 
-// TestMeterNeverOverWindow offers calls at random times at a capacity of 10 a
-// second and checks that no window of ten buckets (one second) admitted more
-// than 10, while the meter admitted at least 9 in every second it was offered
-// more than 10 (a window spans 0.9 to 1 s, so it can lose one to rounding).
+// TestMeterNeverOverWindow offers calls at random times, from a little over
+// to forty times over a capacity of 10 a second, and checks that no span of
+// one second, wherever it starts, admitted more than 10 (a region counting
+// on its own clock sees no more than its quota), while the meter admitted at
+// least 95% of what an exact sliding log of every call would have on the
+// same offers: its buckets cost at most that.
 func TestMeterNeverOverWindow(t *testing.T) {
 	const cost = rateCapacity / 10
-	var m meter
-	rnd := rand.New(rand.NewPCG(1, 2))
-	start := int64(1_700_000_000) * int64(time.Second)
-	perBucket := map[int64]int{}
-	offered := map[int64]int{}
-	now := start
-	for range 5000 {
-		now += rnd.Int64N(int64(40 * time.Millisecond)) // about 50 calls a second
-		offered[(now-start)/int64(time.Second)]++
-		if ok, wait := m.take(now, cost, meterWidth); ok {
-			perBucket[now/meterWidth]++
-		} else if wait <= 0 || wait > rateWindow {
-			t.Fatalf("refusal at %d with wait %v, want within (0, 1s]", now, time.Duration(wait))
+	for _, gap := range []time.Duration{5 * time.Millisecond, 20 * time.Millisecond, 80 * time.Millisecond, 180 * time.Millisecond} {
+		var m meter
+		rnd := rand.New(rand.NewPCG(1, uint64(gap)))
+		now := int64(1_700_000_000) * int64(time.Second)
+		var admitted, log []int64
+		for range 10000 {
+			now += rnd.Int64N(int64(gap)) // offered at 2/gap a second
+			if ok, wait := m.take(now, cost, meterWidth); ok {
+				admitted = append(admitted, now)
+			} else if wait <= 0 || wait > rateWindow+meterWidth {
+				t.Fatalf("refusal at %d with wait %v, want within (0, 1.1s]", now, time.Duration(wait))
+			}
+			if n := len(log); n < 10 || log[n-10] <= now-rateWindow {
+				log = append(log, now)
+			}
 		}
-	}
-	first, last := start/meterWidth, now/meterWidth
-	for b := first; b+windowBuckets <= last; b++ {
-		n := 0
-		for k := range int64(windowBuckets) {
-			n += perBucket[b+k]
+		for i, j := 0, 0; i < len(admitted); i++ {
+			for admitted[i]-admitted[j] >= rateWindow {
+				j++
+			}
+			if n := i - j + 1; n > 10 {
+				t.Fatalf("offers every %v on average: %d calls admitted within 1 s ending at %d, want at most 10", gap/2, n, admitted[i])
+			}
 		}
-		if n > 10 {
-			t.Fatalf("window of buckets %d..%d admitted %d calls at 10/s", b, b+windowBuckets-1, n)
-		}
-	}
-	for sec := int64(0); sec < (now-start)/int64(time.Second); sec++ {
-		n := 0
-		b0 := (start + sec*int64(time.Second)) / meterWidth
-		for k := range int64(windowBuckets) {
-			n += perBucket[b0+k]
-		}
-		if offered[sec] > 10 && n < 9 {
-			t.Errorf("second %d: offered %d, admitted %d, want at least 9", sec, offered[sec], n)
+		if float64(len(admitted)) < 0.95*float64(len(log)) {
+			t.Errorf("offers every %v on average: admitted %d, an exact sliding log %d; want at least 95%%", gap/2, len(admitted), len(log))
 		}
 	}
 }
@@ -60,17 +55,27 @@ func TestMeterRefundAndWait(t *testing.T) {
 			t.Fatalf("call %d of 4 at 4/s refused", i+1)
 		}
 	}
+	// The four calls leave the window one second after the end of the
+	// quarter of their bucket that holds them: 50 ms into the bucket that
+	// begins at t0+970ms.
 	ok, wait := m.take(t0+int64(300*time.Millisecond), cost, meterWidth)
-	if ok || time.Duration(wait) != 670*time.Millisecond {
-		t.Fatalf("fifth call 0.3 s later: admitted %v, wait %v; want refused, wait 0.67s (when the first bucket leaves the window)", ok, time.Duration(wait))
+	if want := 720 * time.Millisecond; ok || time.Duration(wait) != want {
+		t.Fatalf("fifth call 0.3 s later: admitted %v, wait %v; want refused, wait %v (when the first calls' quarter bucket leaves the window)", ok, time.Duration(wait), want)
 	}
+	if ok, _ := m.take(t0+int64(300*time.Millisecond)+wait-int64(time.Millisecond), cost, meterWidth); ok {
+		t.Fatal("admitted 1 ms before the wait ended")
+	}
+	if ok, _ := m.take(t0+int64(300*time.Millisecond)+wait, cost, meterWidth); !ok {
+		t.Fatal("refused when the wait ended")
+	}
+	m.refund(t0+int64(300*time.Millisecond)+wait, t0+int64(300*time.Millisecond)+wait, cost, meterWidth)
 	m.refund(t0, t0+int64(500*time.Millisecond), cost, meterWidth)
 	if ok, _ := m.take(t0+int64(500*time.Millisecond), cost, meterWidth); !ok {
 		t.Fatal("after a refund within the window: refused, want room for one")
 	}
-	// A refund of a charge the window no longer holds is ignored: it must
-	// not make room in the next second.
-	t1 := t0 + int64(time.Second)
+	// A refund of a charge the window no longer holds (its bucket has left,
+	// the leaving part included) is ignored: it must not make room.
+	t1 := t0 + rateWindow + meterWidth
 	for range 4 {
 		m.take(t1, cost, meterWidth)
 	}
@@ -94,8 +99,30 @@ func TestMeterCostlyCall(t *testing.T) {
 	if ok, _ := m.take(now+int64(900*time.Millisecond), 1, meterWidth); ok {
 		t.Fatal("a call 0.9 s later was admitted")
 	}
-	if ok, _ := m.take(now+rateWindow, 1, meterWidth); !ok {
-		t.Fatal("a call 1 s later was refused")
+	// It counts until one second after the end of the quarter of its
+	// bucket that holds it.
+	if ok, _ := m.take(now+rateWindow+meterWidth/callSlots-1, 1, meterWidth); ok {
+		t.Fatal("a call 1 ns short of 1.025 s later was admitted")
+	}
+	if ok, _ := m.take(now+rateWindow+meterWidth/callSlots, 1, meterWidth); !ok {
+		t.Fatal("a call 1.025 s later was refused")
+	}
+}
+
+// TestMeterPacedUnderQuota paces calls evenly at 39 a second against a
+// capacity of 40, at several phases against the buckets: none is refused, as
+// a call is held at most a fortieth of a second past its window.
+func TestMeterPacedUnderQuota(t *testing.T) {
+	const cost = rateCapacity / 40
+	for _, phase := range []time.Duration{0, 3 * time.Millisecond, 12500 * time.Microsecond, 24 * time.Millisecond} {
+		var m meter
+		now := int64(1_700_000_000)*int64(time.Second) + int64(phase)
+		for i := range 2000 {
+			now += int64(time.Second) / 39
+			if ok, wait := m.take(now, cost, meterWidth); !ok {
+				t.Fatalf("phase %v: call %d at 39/s refused (wait %v)", phase, i, time.Duration(wait))
+			}
+		}
 	}
 }
 

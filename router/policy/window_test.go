@@ -67,10 +67,11 @@ func TestWindowAddPast(t *testing.T) {
 	if a, _ := w.sum(idx + windowBuckets - 1); a != 3 {
 		t.Errorf("correction within the window: a = %d, want 3", a)
 	}
-	w.addPast(idx, idx+windowBuckets, -3, 0) // left the window
+	w.addPast(idx, idx+windowBuckets, -1, 0) // leaving: the meters still read it
+	w.addPast(idx, idx+windowSlots, -2, 0)   // left the window
 	w.addPast(idx+1, idx+2, -1, 0)           // a bucket never written
-	if a, b := bucket(&w, idx); a != 3 || b != 5 {
-		t.Errorf("bucket after corrections outside the window: (%d, %d), want (3, 5)", a, b)
+	if a, b := bucket(&w, idx); a != 2 || b != 5 {
+		t.Errorf("bucket after corrections in the leaving bucket and outside the window: (%d, %d), want (2, 5)", a, b)
 	}
 	if a, b := bucket(&w, idx+1); a != 0 || b != 0 {
 		t.Errorf("a correction started a stale bucket: (%d, %d)", a, b)
@@ -79,7 +80,7 @@ func TestWindowAddPast(t *testing.T) {
 
 // bucket is the counts of bucket idx alone, as the window reads it.
 func bucket(w *window, idx uint64) (a, b int64) {
-	var v [windowBuckets]uint64
-	w.load(idx, &v)
+	var v [windowSlots]uint64
+	w.load(idx, 1, &v)
 	return int64(v[0] >> countBits & countMax), int64(v[0] & countMax)
 }
