@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"time"
+
+	"github.com/regionwarden/regionwarden/router/table"
 )
 
 // Errors that Call.Pick returns. Test them with errors.Is; over-capacity and
@@ -77,6 +80,24 @@ func retryAfterSeconds(wait int64) time.Duration {
 type refusal struct {
 	wait int64 // shortest wait any region gave, in nanoseconds; 0: none known
 	shed bool  // some region refused only because of the call's priority
+	// metered has bit i set when slot i's meter refused: its wait is
+	// worked out once every candidate has refused (meterWaits).
+	metered uint32
+}
+
+// One bit of metered per region: this fails to compile if a pool may have more.
+var _ = [1]struct{}{}[table.MaxRegions/33]
+
+// meterWaits notes the waits of the meters that refused, at now.
+func (r *refusal) meterWaits(st *poolState, now int64) {
+	for m := r.metered; m != 0; m &= m - 1 {
+		s := st.slots[bits.TrailingZeros32(m)]
+		if s.tokCost > 0 {
+			r.note(s.r.toks.wait(now, int64(float64(s.r.tokEst.Load())*s.tokCost), s.tokWidth))
+		} else {
+			r.note(s.r.reqs.wait(now, s.reqCost, meterWidth))
+		}
+	}
 }
 
 // note records that a region refused and when it expects headroom back.

@@ -209,12 +209,13 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, fallback b
 				present |= 1 << rankDemoted
 				continue
 			}
-			if charged, ok := p.admit(s, l, cs, now, probe, &ref); ok {
+			if charged, ok := p.admit(s, int(k/laneCount), l, cs, now, probe, &ref); ok {
 				return s, l, charged, nil
 			}
 			cands.rerank(c, rankNone)
 		}
 	}
+	ref.meterWaits(st, now)
 	return nil, 0, 0, ref.err(cs.prio)
 }
 
@@ -365,8 +366,10 @@ func (cs *candidates) weighted(st *poolState, rank int8, rnd *rng) int {
 // of a demoted region skips the throttle: it is the trickle that sees
 // recovery. Requests count when admitted. Tokens count in advance at the
 // region's average per call: admit returns that charge, which done corrects
-// when the call ends. On refusal it notes why in ref and takes nothing.
-func (p *Pool) admit(s *slot, l uint8, cs *callState, now int64, probe bool, ref *refusal) (charged int64, ok bool) {
+// when the call ends. On refusal it notes why in ref and takes nothing; a
+// refusal of the region's meter (s is slot i) is noted by the slot, and its
+// wait is worked out only if every candidate refuses (refusal.err).
+func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe bool, ref *refusal) (charged int64, ok bool) {
 	r := s.r
 	if n := r.inFlight.Add(1); n > ceiling(int64(r.limit.get()), cs.prio) && !s.roomInFlight(l, n, now, cs.deadline) {
 		r.inFlight.Add(-1)
@@ -394,9 +397,9 @@ func (p *Pool) admit(s *slot, l uint8, cs *callState, now int64, probe bool, ref
 	switch {
 	case s.tokCost > 0:
 		charged = int64(float64(r.tokEst.Load()) * s.tokCost)
-		if ok, wait := r.toks.take(now, charged, s.tokWidth); !ok {
+		if !r.toks.take(now, charged, s.tokWidth) {
 			r.inFlight.Add(-1)
-			ref.note(wait)
+			ref.metered |= 1 << i
 			return 0, false
 		}
 	case s.reqCost > rateCapacity:
@@ -406,9 +409,9 @@ func (p *Pool) admit(s *slot, l uint8, cs *callState, now int64, probe bool, ref
 			return 0, false
 		}
 	case s.reqCost > 0:
-		if ok, wait := r.reqs.take(now, s.reqCost, meterWidth); !ok {
+		if !r.reqs.take(now, s.reqCost, meterWidth) {
 			r.inFlight.Add(-1)
-			ref.note(wait)
+			ref.metered |= 1 << i
 			return 0, false
 		}
 	}

@@ -124,3 +124,30 @@ func TestLargePTWindowFitsTheMeter(t *testing.T) {
 		}
 	}
 }
+
+// TestPTWindowRetryAfter: when the only capacity is a PT whose window is
+// full, the refusal's Retry-After is when the burst that filled it leaves the
+// window, some 40 s later for a 2-GSU order, not the second that a
+// one-second meter would say.
+func TestPTWindowRetryAfter(t *testing.T) {
+	const tps, tokens = 1000, 100
+	tp := pool(provisioned("europe-west1", table.Capacity{GSUs: 2, TokensPerSecond: tps}))
+	tp.Regions[0].Ejectable = false
+	clk := newClock()
+	p := mustNew(t, tp, clk)
+	var err error
+	n := 0
+	for ; n < 1000; n++ {
+		c := p.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
+		var a Attempt
+		if a, err = c.Pick(); err != nil {
+			break
+		}
+		a.DoneTokens(Success, tokens)
+		clk.Advance(time.Millisecond)
+	}
+	d, ok := RetryAfter(err)
+	if !ok || d < 39*time.Second || d > 41*time.Second {
+		t.Fatalf("after %d calls of %d tokens into a PT of %d tokens/s over 40 s: %v (Retry-After %v); want over capacity, Retry-After about 40 s", n, tokens, tps, err, d)
+	}
+}

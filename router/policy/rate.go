@@ -96,8 +96,11 @@ func withCall(b int64, current bool, q int64) int64 {
 	return b
 }
 
-// callsOf is how many calls b records in slot q.
-func callsOf(b, q int64) int64 { return b >> (q * callBits) & callsMax }
+// calls is how many calls b records in its slots from q on (q <= callSlots).
+func calls(b, q int64) int64 {
+	b >>= q * callBits
+	return b&callsMax + b>>callBits&callsMax + b>>(2*callBits)&callsMax + b>>(3*callBits)&callsMax
+}
 
 // leaving is the cost that the window ending at now may still hold of
 // bucket x, the one before the window's ten, which began one window before
@@ -109,19 +112,19 @@ func leaving(x uint64, elapsed, width int64) int64 {
 	if c == 0 {
 		return 0
 	}
-	b := int64(x & countMax)
-	var n, left int64
-	for q := range int64(callSlots) {
-		k := callsOf(b, q)
-		n += k
-		if elapsed*callSlots < (q+1)*width { // slot q ended less than a window ago
-			left += k
-		}
-	}
+	// Slot q ended less than a window ago while elapsed < (q+1)×width/4:
+	// the slots from elapsed×4/width on.
+	return spread(c, int64(x&countMax), elapsed*callSlots/width)
+}
+
+// spread is the part of cost c that the calls of b from slot q on bear,
+// rounded up; all of it when b records no call.
+func spread(c, b, q int64) int64 {
+	n := calls(b, 0)
 	if n == 0 {
 		return c // a cost with no call recorded: hold all of it
 	}
-	return (c*left + n - 1) / n
+	return (c*calls(b, q) + n - 1) / n
 }
 
 // held is the cost that the window ending at now holds, of a window read into
@@ -160,20 +163,30 @@ func (m *meter) refund(at, now, d, width int64) {
 }
 
 // take admits a call of cost at now if the window of buckets of width has
-// room for it, and adds its cost. When it has not, wait is how long until
-// enough of the window's cost expires, in nanoseconds.
-//
-// It reads the window once: the refusal's wait comes from the same reading
-// as the sum that refused.
-func (m *meter) take(now, cost, width int64) (ok bool, wait int64) {
+// room for it, and adds its cost.
+func (m *meter) take(now, cost, width int64) bool {
 	idx := bucketOf(now, width)
 	var v [windowSlots]uint64
 	m.w.load(idx, windowSlots, &v)
 	if !fits(held(&v, idx, now, width), cost) {
-		return false, waitFor(&v, idx, now, cost, width)
+		return false
 	}
 	m.w.addCall(idx, cost, slotOf(now, width))
-	return true, 0
+	return true
+}
+
+// wait is how long from now until enough of the window's cost expires to
+// admit a call of cost, in nanoseconds; 0 if it fits now. A refusal asks it
+// only when every region refused a call (for its Retry-After), so a call
+// that another region admits never pays for it.
+func (m *meter) wait(now, cost, width int64) int64 {
+	idx := bucketOf(now, width)
+	var v [windowSlots]uint64
+	m.w.load(idx, windowSlots, &v)
+	if fits(held(&v, idx, now, width), cost) {
+		return 0
+	}
+	return waitFor(&v, idx, now, cost, width)
 }
 
 // fits reports whether a window holding s admits a call of cost: it does when
@@ -205,9 +218,10 @@ func waitFor(v *[windowSlots]uint64, idx uint64, now, cost, width int64) int64 {
 		// It fits in this bucket once enough of the leaving one has gone:
 		// at its start, or at the end of one of the leaving one's slots.
 		start := (int64(idx) + j) * width
+		c, b := int64(x>>countBits&countMax), int64(x&countMax)
 		for q := range int64(callSlots + 1) {
 			elapsed := (q*width + callSlots - 1) / callSlots // slot q-1 has ended
-			if t := start + elapsed; t > now && fits(full+leaving(x, elapsed, width), cost) {
+			if t := start + elapsed; t > now && (c == 0 || fits(full+spread(c, b, q), cost)) {
 				return t - now
 			}
 		}

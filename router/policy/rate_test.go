@@ -21,9 +21,9 @@ func TestMeterNeverOverWindow(t *testing.T) {
 		var admitted, log []int64
 		for range 10000 {
 			now += rnd.Int64N(int64(gap)) // offered at 2/gap a second
-			if ok, wait := m.take(now, cost, meterWidth); ok {
+			if m.take(now, cost, meterWidth) {
 				admitted = append(admitted, now)
-			} else if wait <= 0 || wait > rateWindow+meterWidth {
+			} else if wait := m.wait(now, cost, meterWidth); wait <= 0 || wait > rateWindow+meterWidth {
 				t.Fatalf("refusal at %d with wait %v, want within (0, 1.1s]", now, time.Duration(wait))
 			}
 			if n := len(log); n < 10 || log[n-10] <= now-rateWindow {
@@ -51,26 +51,26 @@ func TestMeterRefundAndWait(t *testing.T) {
 	var m meter
 	t0 := int64(1_700_000_000)*int64(time.Second) + 30*int64(time.Millisecond)
 	for i := range 4 {
-		if ok, _ := m.take(t0, cost, meterWidth); !ok {
+		if !m.take(t0, cost, meterWidth) {
 			t.Fatalf("call %d of 4 at 4/s refused", i+1)
 		}
 	}
 	// The four calls leave the window one second after the end of the
 	// quarter of their bucket that holds them: 50 ms into the bucket that
 	// begins at t0+970ms.
-	ok, wait := m.take(t0+int64(300*time.Millisecond), cost, meterWidth)
+	ok, wait := m.take(t0+int64(300*time.Millisecond), cost, meterWidth), m.wait(t0+int64(300*time.Millisecond), cost, meterWidth)
 	if want := 720 * time.Millisecond; ok || time.Duration(wait) != want {
 		t.Fatalf("fifth call 0.3 s later: admitted %v, wait %v; want refused, wait %v (when the first calls' quarter bucket leaves the window)", ok, time.Duration(wait), want)
 	}
-	if ok, _ := m.take(t0+int64(300*time.Millisecond)+wait-int64(time.Millisecond), cost, meterWidth); ok {
+	if m.take(t0+int64(300*time.Millisecond)+wait-int64(time.Millisecond), cost, meterWidth) {
 		t.Fatal("admitted 1 ms before the wait ended")
 	}
-	if ok, _ := m.take(t0+int64(300*time.Millisecond)+wait, cost, meterWidth); !ok {
+	if !m.take(t0+int64(300*time.Millisecond)+wait, cost, meterWidth) {
 		t.Fatal("refused when the wait ended")
 	}
 	m.refund(t0+int64(300*time.Millisecond)+wait, t0+int64(300*time.Millisecond)+wait, cost, meterWidth)
 	m.refund(t0, t0+int64(500*time.Millisecond), cost, meterWidth)
-	if ok, _ := m.take(t0+int64(500*time.Millisecond), cost, meterWidth); !ok {
+	if !m.take(t0+int64(500*time.Millisecond), cost, meterWidth) {
 		t.Fatal("after a refund within the window: refused, want room for one")
 	}
 	// A refund of a charge the window no longer holds (its bucket has left,
@@ -80,7 +80,7 @@ func TestMeterRefundAndWait(t *testing.T) {
 		m.take(t1, cost, meterWidth)
 	}
 	m.refund(t0, t1, cost, meterWidth)
-	if ok, _ := m.take(t1, cost, meterWidth); ok {
+	if m.take(t1, cost, meterWidth) {
 		t.Fatal("a refund of an expired charge made room")
 	}
 	if got := m.sum(t1, meterWidth); got != 4*cost {
@@ -93,18 +93,18 @@ func TestMeterRefundAndWait(t *testing.T) {
 func TestMeterCostlyCall(t *testing.T) {
 	var m meter
 	now := int64(1_700_000_000) * int64(time.Second)
-	if ok, _ := m.take(now, 3*rateCapacity, meterWidth); !ok {
+	if !m.take(now, 3*rateCapacity, meterWidth) {
 		t.Fatal("a call of 3 s of capacity into an empty window: refused")
 	}
-	if ok, _ := m.take(now+int64(900*time.Millisecond), 1, meterWidth); ok {
+	if m.take(now+int64(900*time.Millisecond), 1, meterWidth) {
 		t.Fatal("a call 0.9 s later was admitted")
 	}
 	// It counts until one second after the end of the quarter of its
 	// bucket that holds it.
-	if ok, _ := m.take(now+rateWindow+meterWidth/callSlots-1, 1, meterWidth); ok {
+	if m.take(now+rateWindow+meterWidth/callSlots-1, 1, meterWidth) {
 		t.Fatal("a call 1 ns short of 1.025 s later was admitted")
 	}
-	if ok, _ := m.take(now+rateWindow+meterWidth/callSlots, 1, meterWidth); !ok {
+	if !m.take(now+rateWindow+meterWidth/callSlots, 1, meterWidth) {
 		t.Fatal("a call 1.025 s later was refused")
 	}
 }
@@ -119,8 +119,8 @@ func TestMeterPacedUnderQuota(t *testing.T) {
 		now := int64(1_700_000_000)*int64(time.Second) + int64(phase)
 		for i := range 2000 {
 			now += int64(time.Second) / 39
-			if ok, wait := m.take(now, cost, meterWidth); !ok {
-				t.Fatalf("phase %v: call %d at 39/s refused (wait %v)", phase, i, time.Duration(wait))
+			if !m.take(now, cost, meterWidth) {
+				t.Fatalf("phase %v: call %d at 39/s refused", phase, i)
 			}
 		}
 	}
