@@ -215,6 +215,7 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, fallback b
 			cands.rerank(c, rankNone)
 		}
 	}
+	ref.metered |= cands.full
 	ref.meterWaits(st, now)
 	return nil, 0, 0, ref.err(cs.prio)
 }
@@ -281,6 +282,9 @@ type candidates struct {
 	count [rankCount]uint8
 	last  [rankCount]uint8
 	stale uint32
+	// full has bit i set when slot i's hinted lane was left out because its
+	// meter is full (fullTick): a refusal, whose wait the error needs.
+	full uint32
 }
 
 // rankSlot adds the lanes of region s (the i-th slot) that the call may use
@@ -295,6 +299,11 @@ func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, n
 	for m != 0 {
 		l := uint8(bits.TrailingZeros8(m))
 		m &= m - 1
+		if l == s.hinted && s.metersReqs() && s.r.reqsFull.Load() == fullTick(now)+1 {
+			// Its meter refused a call this tick: it refuses this one.
+			cs.full |= 1 << i
+			continue
+		}
 		rank := rankLane(s, l, rk.rank[l&(laneCount-1)], demoted, call, now, retry)
 		c := cs.n
 		cs.k[c] = uint8(i*laneCount) + l
@@ -411,11 +420,18 @@ func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe bo
 	case s.reqCost > 0:
 		if !r.reqs.take(now, s.reqCost, meterWidth) {
 			r.inFlight.Add(-1)
+			r.reqsFull.Store(fullTick(now) + 1)
 			ref.metered |= 1 << i
 			return 0, false
 		}
 	}
 	return charged, true
+}
+
+// metersReqs reports whether the slot's hinted lane is held to its capacity
+// by the region's one-second request meter (admit's last case).
+func (s *slot) metersReqs() bool {
+	return s.tokCost == 0 && s.reqCost > 0 && s.reqCost <= rateCapacity
 }
 
 // roomInFlight reports whether a region over its AIMD limit for the call's

@@ -190,3 +190,28 @@ func TestTokenEstimate(t *testing.T) {
 		}
 	}
 }
+
+// TestFullMeterSkippedForOneTick: once a region's meter refuses, picks in the
+// same 25 ms tick leave it out, and the first pick of the next tick finds the
+// room that tick freed: two calls at a 2/s quota at the start of a bucket
+// leave the window when the first quarter of the bucket one second later
+// ends (1.025 s), not when that bucket does (1.1 s).
+func TestFullMeterSkippedForOneTick(t *testing.T) {
+	clk := newClock()
+	start := clk.Now()
+	p := mustNew(t, pool(shared("europe-west1", 2)), clk)
+	once(t, p, Success)
+	once(t, p, Success)
+	for _, at := range []time.Duration{500 * time.Millisecond, 1010 * time.Millisecond, 1020 * time.Millisecond} {
+		clk.Advance(start.Add(at).Sub(clk.Now()))
+		c := p.Start(Request{})
+		_, err := c.Pick()
+		if d, _ := RetryAfter(err); !errors.Is(err, ErrOverCapacity) || d != time.Second {
+			t.Fatalf("%v after two calls at 2/s: %v, want over capacity, Retry-After 1s", at, err)
+		}
+	}
+	clk.Advance(5 * time.Millisecond)
+	if r := once(t, p, Success); r != "europe-west1" {
+		t.Fatalf("1.025 s after two calls at 2/s: %s", r)
+	}
+}

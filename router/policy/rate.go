@@ -81,6 +81,19 @@ const (
 	callsMax  = 1<<callBits - 1
 )
 
+// fullTick is the part of a one-second meter's bucket (meterWidth) that now
+// falls in, counted from the epoch. Within one, what the meter holds only
+// grows: its buckets move on, and its leaving bucket's slots end, only at
+// the start of one, and a one-second meter takes no refunds. So a meter that
+// refused a call of some cost refuses every call of that cost until the next
+// tick, and the region keeps the tick of its last refusal (region.reqsFull)
+// for the picks that follow not to try it again. A new table (a new cost)
+// may be kept waiting for up to one tick, 25 ms.
+func fullTick(now int64) int64 { return now / (meterWidth / callSlots) }
+
+// A tick is a whole part of a bucket: this fails to compile if it is not.
+var _ = [1]struct{}{}[meterWidth%callSlots]
+
 // slotOf is the part of its bucket of width that now falls in.
 func slotOf(now, width int64) int64 { return now % width * callSlots / width }
 
