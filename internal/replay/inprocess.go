@@ -75,7 +75,7 @@ func newAdaptive(tp table.Pool, env *Env) (Selector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return adaptive{p}, nil
+	return adaptive{p, env.Clock.Sleep}, nil
 }
 
 // Selector is a region-selection policy that the replay drives in process:
@@ -105,11 +105,16 @@ type Attempt struct {
 	Done func(policy.Report)
 }
 
-// adaptive is the adaptive policy as a Selector.
-type adaptive struct{ p *policy.Pool }
+// adaptive is the adaptive policy as a Selector, its calls waiting for
+// headroom as the router's do (policy.Call.PickWaiting), on the replay's
+// clock.
+type adaptive struct {
+	p     *policy.Pool
+	sleep func(context.Context, time.Duration) error
+}
 
 func (a adaptive) Start(deadline time.Time, pr table.Priority) Selection {
-	c := &adaptiveCall{}
+	c := &adaptiveCall{sleep: a.sleep}
 	c.c = a.p.Start(policy.Request{Deadline: deadline, Priority: policyPriority(pr)})
 	return c
 }
@@ -126,10 +131,16 @@ func policyPriority(pr table.Priority) policy.Priority {
 }
 
 // adaptiveCall is one call under the adaptive policy.
-type adaptiveCall struct{ c policy.Call }
+type adaptiveCall struct {
+	c     policy.Call
+	sleep func(context.Context, time.Duration) error
+}
 
+// Pick picks the next attempt; the first waits for headroom as the router's
+// first does. The wait is bounded (policy.MaxHeadroomWait and the call's
+// deadline), so it needs no context of its own.
 func (c *adaptiveCall) Pick() (Attempt, error) {
-	a, err := c.c.Pick()
+	a, err := c.c.PickWaiting(context.Background(), c.sleep)
 	if err != nil {
 		return Attempt{}, err
 	}

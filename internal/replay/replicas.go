@@ -219,7 +219,7 @@ func (r *replicated) Start(deadline time.Time, pr table.Priority) Selection {
 	if rep.meter != nil {
 		rep.meter.Add(r.env.Now().UnixNano())
 	}
-	sel := adaptive{rep.pool}.Start(deadline, pr)
+	sel := adaptive{rep.pool, r.env.Clock.Sleep}.Start(deadline, pr)
 	if r.tally != nil {
 		return &tallied{Selection: sel, t: r.tally, c: r.tally.start(i)}
 	}

@@ -47,7 +47,7 @@ func TestFailureShapes(t *testing.T) {
 		pol := InProcess(NameRegionwarden, func(env *Env) (Selector, error) {
 			p, err := policy.New(env.Pool, policy.Options{Now: env.Now, Seed: env.Seed, Logger: env.logger()})
 			s.pool = p
-			return adaptive{p}, err
+			return adaptive{p, env.Clock.Sleep}, err
 		})
 		wg.Go(func() {
 			s.rep, s.err = runOnSchedule(t, s.sc, []Policy{pol}, Options{Seed: 3, Scale: 6, Logf: t.Logf})

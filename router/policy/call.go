@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/regionwarden/regionwarden/router/table"
@@ -87,6 +88,75 @@ func (c *Call) Pick() (Attempt, error) {
 		return Attempt{}, err
 	}
 	return s.attempt(l, c), nil
+}
+
+// MaxHeadroomWait is the longest a call waits in all, before its first
+// attempt, for a region's capacity to have room (PickWaiting): the longest
+// a full one-second meter takes to have room, one second and the quarter
+// of a bucket that it may hold a call longer (meter). A PT's tokens, metered
+// over a longer window, may take longer: a call does not wait for them.
+const MaxHeadroomWait = time.Duration(rateWindow + meterWidth/callSlots)
+
+// PickWaiting is Pick for the call's first attempt, but that a call refused
+// only because the capacities it may use are full, when one has room again
+// within MaxHeadroomWait (in all) and the wait leaves the call at least as
+// long again before its deadline, sleeps until then with sleep (on the
+// pool's clock) and picks again. A refusal otherwise, a later attempt, a
+// sleep that fails (ctx done), or more calls waiting in the pool than its
+// in-flight cap allows for the call's priority: it returns what Pick
+// returned.
+//
+// Why wait. A meter frees room at a known moment: when a call it admitted
+// leaves its window. A call refused a moment before is answered 429 with a
+// Retry-After of a whole second, while the room it needed goes to waste
+// until the next call happens to arrive; behind several routers, each
+// metering its share, those idle moments add up on every router (a router
+// with a third of the load and a third of the quota loses a larger part of
+// it than one router with all of both). Waiting for the room costs the
+// caller less than the Retry-After would, sends the region nothing over its
+// quota, and is bounded: in time by MaxHeadroomWait and the deadline, in
+// calls by the in-flight cap.
+func (c *Call) PickWaiting(ctx context.Context, sleep func(context.Context, time.Duration) error) (Attempt, error) {
+	var waited time.Duration
+	for {
+		a, err := c.Pick()
+		if err == nil || c.st.n > 0 {
+			return a, err
+		}
+		d, ok := c.headroomWait(err, waited)
+		if !ok || !c.p.startWaiting(c.st.prio) {
+			return a, err
+		}
+		serr := sleep(ctx, d)
+		c.p.waiting.Add(-1)
+		if serr != nil {
+			return a, err
+		}
+		waited += d
+	}
+}
+
+// headroomWait is how long a call whose first Pick was refused with err,
+// having waited waited already, should wait for headroom (PickWaiting).
+func (c *Call) headroomWait(err error, waited time.Duration) (time.Duration, bool) {
+	var ce *CapacityError
+	if !errors.As(err, &ce) || !errors.Is(ce.Err, ErrOverCapacity) || ce.Headroom <= 0 || waited+ce.Headroom > MaxHeadroomWait {
+		return 0, false
+	}
+	if c.st.deadline != 0 && c.p.nanos()+2*int64(ce.Headroom) > c.st.deadline {
+		return 0, false
+	}
+	return ce.Headroom, true
+}
+
+// startWaiting takes a place among the pool's calls waiting for headroom,
+// as many as its in-flight cap allows a call of priority pr.
+func (p *Pool) startWaiting(pr Priority) bool {
+	if p.waiting.Add(1) > ceiling(p.st.Load().maxInFlight, pr) {
+		p.waiting.Add(-1)
+		return false
+	}
+	return true
 }
 
 // Attempts is how many attempts the call has picked.

@@ -49,6 +49,10 @@ type CapacityError struct {
 	RetryAfter time.Duration
 	// Priority is the refused call's priority.
 	Priority Priority
+	// Headroom is how soon a region's capacity has room for the call, to
+	// the nanosecond, when a capacity being full is what refused it in
+	// some region; 0 otherwise (Call.PickWaiting waits for it).
+	Headroom time.Duration
 }
 
 // Error says what was refused and when to come back.
@@ -83,6 +87,17 @@ type refusal struct {
 	// metered has bit i set when slot i's meter refused: its wait is
 	// worked out once every candidate has refused (meterWaits).
 	metered uint32
+	// headroom is the shortest wait a full capacity gave (a meter or a
+	// pacer), in nanoseconds; 0: none.
+	headroom int64
+}
+
+// capacity records that a region's capacity refused and when it has room.
+func (r *refusal) capacity(wait int64) {
+	r.note(wait)
+	if wait > 0 && (r.headroom == 0 || wait < r.headroom) {
+		r.headroom = wait
+	}
 }
 
 // One bit of metered per region: this fails to compile if a pool may have more.
@@ -93,9 +108,9 @@ func (r *refusal) meterWaits(st *poolState, now int64) {
 	for m := r.metered; m != 0; m &= m - 1 {
 		s := st.slots[bits.TrailingZeros32(m)]
 		if s.tokCost > 0 {
-			r.note(s.r.toks.wait(now, int64(float64(s.r.tokEst.Load())*s.tokCost), s.tokWidth))
+			r.capacity(s.r.toks.wait(now, int64(float64(s.r.tokEst.Load())*s.tokCost), s.tokWidth))
 		} else {
-			r.note(s.r.reqs.wait(now, s.reqCost, meterWidth))
+			r.capacity(s.r.reqs.wait(now, s.reqCost, meterWidth))
 		}
 	}
 }
@@ -113,5 +128,5 @@ func (r *refusal) err(pr Priority) error {
 	if r.shed {
 		e = ErrShed
 	}
-	return &CapacityError{Err: e, RetryAfter: retryAfterSeconds(r.wait), Priority: pr}
+	return &CapacityError{Err: e, RetryAfter: retryAfterSeconds(r.wait), Priority: pr, Headroom: time.Duration(r.headroom)}
 }

@@ -414,7 +414,7 @@ func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe bo
 	case s.reqCost > rateCapacity:
 		if ok, wait := r.slow.take(now, s.reqCost*costUnit); !ok {
 			r.inFlight.Add(-1)
-			ref.note(wait)
+			ref.capacity(wait)
 			return 0, false
 		}
 	case s.reqCost > 0:

@@ -215,3 +215,58 @@ func TestFullMeterSkippedForOneTick(t *testing.T) {
 		t.Fatalf("1.025 s after two calls at 2/s: %s", r)
 	}
 }
+
+// TestPickWaitingWaitsForHeadroom: a first attempt refused because the only
+// region's quota is full waits until the quota has room, when that is soon
+// and leaves time before the deadline, and is refused at once otherwise; the
+// pool lets no more calls wait than its in-flight cap.
+func TestPickWaitingWaitsForHeadroom(t *testing.T) {
+	clk := newClock()
+	start := clk.Now()
+	tp := pool(shared("europe-west1", 2))
+	tp.Policy.Concurrency.MaxInFlight = 1
+	p := mustNew(t, tp, clk)
+	once(t, p, Success)
+	once(t, p, Success)
+	clk.Advance(500 * time.Millisecond)
+
+	// Deadline 0.9 s away: a wait of 0.525 s would leave less than that.
+	c := p.Start(Request{Deadline: clk.Now().Add(900 * time.Millisecond)})
+	slept := time.Duration(0)
+	sleep := func(_ context.Context, d time.Duration) error { slept += d; clk.Advance(d); return nil }
+	if _, err := c.PickWaiting(context.Background(), sleep); !errors.Is(err, ErrOverCapacity) || slept != 0 {
+		t.Fatalf("deadline 0.9 s away: %v after sleeping %v; want over capacity at once", err, slept)
+	}
+
+	// The two calls leave the window at 1.025 s (the end of the quarter of
+	// their bucket): a call at 0.5 s with a 10 s deadline waits 0.525 s.
+	// While it waits, the pool's one waiting place is taken: another call
+	// is refused at once.
+	var other error
+	sleep = func(_ context.Context, d time.Duration) error {
+		slept += d
+		o := p.Start(Request{Deadline: clk.Now().Add(10 * time.Second)})
+		_, other = o.PickWaiting(context.Background(), func(context.Context, time.Duration) error {
+			t.Error("a second call waited beside the first, over the in-flight cap of 1")
+			return nil
+		})
+		clk.Advance(d)
+		return nil
+	}
+	c = p.Start(Request{Deadline: clk.Now().Add(10 * time.Second)})
+	a, err := c.PickWaiting(context.Background(), sleep)
+	if err != nil || slept != 525*time.Millisecond || clk.Now().Sub(start) != 1025*time.Millisecond {
+		t.Fatalf("deadline 10 s away: %v after sleeping %v, at %v; want an attempt after 0.525 s, at 1.025 s", err, slept, clk.Now().Sub(start))
+	}
+	a.Done(Success)
+	if !errors.Is(other, ErrOverCapacity) {
+		t.Errorf("the call that found no waiting place: %v, want over capacity", other)
+	}
+
+	// A sleep cut short (the caller gone) returns the refusal.
+	once(t, p, Success) // the quota is full again
+	c = p.Start(Request{Deadline: clk.Now().Add(10 * time.Second)})
+	if _, err := c.PickWaiting(context.Background(), func(context.Context, time.Duration) error { return context.Canceled }); !errors.Is(err, ErrOverCapacity) {
+		t.Errorf("sleep cancelled: %v, want over capacity", err)
+	}
+}

@@ -25,6 +25,7 @@ type Pool struct {
 
 	_        [64]byte
 	inFlight atomic.Int64 // calls in flight in the whole pool
+	waiting  atomic.Int64 // calls waiting for headroom (Call.PickWaiting)
 	_        [56]byte
 	st       atomic.Pointer[poolState]
 

@@ -54,7 +54,14 @@ func (c *call) admit(ctx context.Context) error {
 		d.Add(c.s.now().UnixNano())
 	}
 	c.pc = c.pool.router.Start(c.s.request(ctx, c.prio))
-	return c.next()
+	// The first attempt waits, briefly, for a full quota to have room
+	// rather than answer 429 (policy.Call.PickWaiting says why and how long).
+	a, err := c.pc.PickWaiting(ctx, c.s.sleep)
+	if err != nil {
+		return err
+	}
+	c.use(a)
+	return nil
 }
 
 // next picks the call's next attempt.
@@ -63,9 +70,14 @@ func (c *call) next() error {
 	if err != nil {
 		return err
 	}
+	c.use(a)
+	return nil
+}
+
+// use makes a the attempt under way.
+func (c *call) use(a policy.Attempt) {
 	c.att, c.began, c.settled = a, time.Now(), false
 	c.target = upstream.Target{Pool: &c.pool.table, Region: regionOf(a), PayGo: a.PayGo, CallerAuthorization: c.caller}
-	return nil
 }
 
 // regionOf is the table region an attempt names: what upstream needs of it

@@ -6,12 +6,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/genai"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/server"
 	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
 )
@@ -99,11 +101,14 @@ func TestUnknownModelThroughSDK(t *testing.T) {
 	}
 }
 
-// TestOverCapacityAnswers429WithRetryAfter: when no region has headroom the
-// router sheds with 429 and Retry-After rather than push the call on.
+// TestOverCapacityAnswers429WithRetryAfter: when no region has headroom and
+// the call has no time to wait for it, the router sheds with 429 and
+// Retry-After rather than push the call on.
 func TestOverCapacityAnswers429WithRetryAfter(t *testing.T) {
 	s := startRegion(t, "us-central1", table.TierShared)
-	r := startRouter(t, poolOf(generous(), region(s, 1))) // one request per second; the clock stands still
+	// One request per second; the clock stands still, and a call's 1 s
+	// deadline leaves no time to wait for the next second's room.
+	r := startRouterWith(t, func(o *server.Options) { o.RequestTimeout = time.Second }, poolOf(generous(), region(s, 1)))
 	valid := `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`
 	var ok, refused int
 	for range 5 {
@@ -128,6 +133,30 @@ func TestOverCapacityAnswers429WithRetryAfter(t *testing.T) {
 	}
 	if got := counter(t, r.metrics, "regionwarden_router_shed_total", map[string]string{"reason": "over_capacity"}); got != float64(refused) {
 		t.Errorf("shed_total over_capacity = %v, want %d", got, refused)
+	}
+}
+
+// TestOverCapacityWaitsForHeadroom: a call that finds the quota full waits
+// until it has room, when that leaves it time before its deadline, and is
+// answered: five calls at a quota of one a second all succeed, the region
+// sees one a second, and none is shed.
+func TestOverCapacityWaitsForHeadroom(t *testing.T) {
+	s := startRegion(t, "us-central1", table.TierShared)
+	r := startRouter(t, poolOf(generous(), region(s, 1))) // 20 s deadlines; waiting moves the clock
+	start := r.clock.Now()
+	for i := range 5 {
+		if resp, body := r.post(generatePath, `{"contents":[{"parts":[{"text":"hi"}]}]}`, nil); resp.StatusCode != http.StatusOK {
+			t.Fatalf("call %d: %d %s", i+1, resp.StatusCode, body)
+		}
+		if got, atLeast := r.clock.Now().Sub(start), time.Duration(i)*time.Second; got < atLeast {
+			t.Fatalf("call %d answered %v after the first, want at least %v at one a second", i+1, got, atLeast)
+		}
+	}
+	if n := s.calls.Load(); n != 5 {
+		t.Errorf("region saw %d calls, want 5", n)
+	}
+	if got := counter(t, r.metrics, "regionwarden_router_shed_total", map[string]string{"reason": "over_capacity"}); got != 0 {
+		t.Errorf("shed_total over_capacity = %v, want 0", got)
 	}
 }
 

@@ -154,6 +154,8 @@ func startRouterWith(t testing.TB, opts func(*server.Options), pools ...table.Po
 	o := server.Options{
 		Upstream: clients, Metrics: m, Logger: quietLogger(), Now: clock.Now, Seed: 1,
 		RequestTimeout: 20 * time.Second, MaxBodyBytes: 1 << 20,
+		// A call that waits for headroom moves the policy's clock.
+		Sleep: func(_ context.Context, d time.Duration) error { clock.Advance(d); return nil },
 	}
 	if opts != nil {
 		opts(&o)

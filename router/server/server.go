@@ -87,6 +87,10 @@ type Options struct {
 	// request's real-time deadline is read right on the policy's clock.
 	// Default 1; see ScaledClock.
 	ClockScale float64
+	// Sleep waits d on the policy's clock, or until ctx is done and then
+	// returns its error: how a call waits for a full quota to have room
+	// (policy.Call.PickWaiting). Default a timer, scaled by ClockScale.
+	Sleep func(ctx context.Context, d time.Duration) error
 	// Seed seeds the policies' random choices; each pool derives its own from
 	// it and its key. Default 0: seeded from the clock at New.
 	Seed uint64
@@ -142,6 +146,7 @@ type Server struct {
 	log          *slog.Logger
 	now          func() time.Time
 	scale        float64
+	sleep        func(context.Context, time.Duration) error // waits for headroom on the policy's clock (policy.Call.PickWaiting)
 	seed         uint64
 	timeout      time.Duration
 	maxBody      int64
@@ -221,6 +226,9 @@ func New(opts Options) (*Server, error) {
 	if opts.ClockScale <= 0 {
 		opts.ClockScale = 1
 	}
+	if opts.Sleep == nil {
+		opts.Sleep = scaledSleep(opts.ClockScale)
+	}
 	if opts.Seed == 0 {
 		opts.Seed = uint64(time.Now().UnixNano())
 	}
@@ -252,6 +260,7 @@ func New(opts Options) (*Server, error) {
 		log:          opts.Logger,
 		now:          opts.Now,
 		scale:        opts.ClockScale,
+		sleep:        opts.Sleep,
 		seed:         opts.Seed,
 		timeout:      opts.RequestTimeout,
 		maxBody:      opts.MaxBodyBytes,

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/regionwarden/regionwarden/router/server"
 	"github.com/regionwarden/regionwarden/router/share"
@@ -21,6 +22,9 @@ func TestShares(t *testing.T) {
 	r := startRouterWith(t, func(o *server.Options) {
 		ctl = share.New(share.Options{Apply: func(tb *table.Table) error { return srv.Apply(tb) }, Replicas: share.Static(2), Now: o.Now})
 		o.Shares = ctl
+		// Calls that have no time to wait for the next second's room
+		// (policy.Call.PickWaiting) are refused at once.
+		o.RequestTimeout = time.Second
 	})
 	srv = r.srv
 	// 2 calls a second for the cluster: 1 for each of 2 routers. The clock
