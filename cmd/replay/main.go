@@ -319,5 +319,5 @@ const policyNote = "How regionwarden gets its numbers. It counts each region's c
 	"A provisioned region failing at or over the ejection threshold (provisioned-region-down, total-outage) is demoted, never removed: the regions that answer take first attempts up to their quotas, it takes what they have no room for and a probe every half second, and it gets its full share back after seven probes in a row succeed. " +
 	"Each region's throttle (the SRE book's client-side adaptive throttling) counts failures as well as 429s, so when every region fails every region's share falls together and attempts per call fall under one. " +
 	"A region that answers within the deadline may hold its capacity times the deadline in flight (Little's law), whatever its adaptive limit (provisioned-region-slow). " +
-	"The calls regionwarden still loses are shed when no region had headroom, or had both attempts (maxAttempts 2) fail; none fail for want of a region. " +
+	"A call that finds every quota full waits for the first to have room, when that comes within 1.025 s and leaves it as long again before its deadline. The calls regionwarden still loses are shed when no region had headroom soon enough, or had both attempts (maxAttempts 2) fail; none fail for want of a region. " +
 	"The Portkey gateway retries every failure on every target, with no budget."
