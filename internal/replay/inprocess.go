@@ -136,9 +136,9 @@ type adaptiveCall struct {
 	sleep func(context.Context, time.Duration) error
 }
 
-// Pick picks the next attempt; the first waits for headroom as the router's
-// first does. The wait is bounded (policy.MaxHeadroomWait and the call's
-// deadline), so it needs no context of its own.
+// Pick picks the next attempt, waiting for headroom as the router does. The
+// wait is bounded (policy.MaxHeadroomWait and the call's deadline), so it
+// needs no context of its own.
 func (c *adaptiveCall) Pick() (Attempt, error) {
 	a, err := c.c.PickWaiting(context.Background(), c.sleep)
 	if err != nil {

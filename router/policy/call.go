@@ -90,21 +90,21 @@ func (c *Call) Pick() (Attempt, error) {
 	return s.attempt(l, c), nil
 }
 
-// MaxHeadroomWait is the longest a call waits in all, before its first
-// attempt, for a region's capacity to have room (PickWaiting): the longest
+// MaxHeadroomWait is the longest a call waits in all, before one attempt,
+// for a region's capacity to have room (PickWaiting): the longest
 // a full one-second meter takes to have room, one second and the quarter
 // of a bucket that it may hold a call longer (meter). A PT's tokens, metered
 // over a longer window, may take longer: a call does not wait for them.
 const MaxHeadroomWait = time.Duration(rateWindow + meterWidth/callSlots)
 
-// PickWaiting is Pick for the call's first attempt, but that a call refused
-// only because the capacities it may use are full, when one has room again
-// within MaxHeadroomWait (in all) and the wait leaves the call at least as
-// long again before its deadline, sleeps until then with sleep (on the
-// pool's clock) and picks again. A refusal otherwise, a later attempt, a
-// sleep that fails (ctx done), or more calls waiting in the pool than its
-// in-flight cap allows for the call's priority: it returns what Pick
-// returned.
+// PickWaiting is Pick, but that an attempt refused only because the
+// capacities it may use are full, when one has room again within
+// MaxHeadroomWait (in all, for this attempt) and the wait leaves the call at
+// least as long again before its deadline, sleeps until then with sleep (on
+// the pool's clock) and picks again. A refusal otherwise (a retry the budget
+// refuses does not wait), a sleep that fails (ctx done), or more calls
+// waiting in the pool than its in-flight cap allows for the call's
+// priority: it returns what Pick returned.
 //
 // Why wait. A meter frees room at a known moment: when a call it admitted
 // leaves its window. A call refused a moment before is answered 429 with a
@@ -115,13 +115,16 @@ const MaxHeadroomWait = time.Duration(rateWindow + meterWidth/callSlots)
 // it than one router with all of both). Waiting for the room costs the
 // caller less than the Retry-After would, sends the region nothing over its
 // quota, and is bounded: in time by MaxHeadroomWait and the deadline, in
-// calls by the in-flight cap.
+// calls by the in-flight cap. A retry waits too: the attempt that failed
+// (a probe of a demoted PT, say) would otherwise lose the call while a
+// quota is about to have room for it, and a retry is admitted, and waits,
+// only within the retry budget.
 func (c *Call) PickWaiting(ctx context.Context, sleep func(context.Context, time.Duration) error) (Attempt, error) {
 	var waited time.Duration
 	for {
 		a, err := c.Pick()
-		if err == nil || c.st.n > 0 {
-			return a, err
+		if err == nil {
+			return a, nil
 		}
 		d, ok := c.headroomWait(err, waited)
 		if !ok || !c.p.startWaiting(c.st.prio) {
@@ -136,7 +139,7 @@ func (c *Call) PickWaiting(ctx context.Context, sleep func(context.Context, time
 	}
 }
 
-// headroomWait is how long a call whose first Pick was refused with err,
+// headroomWait is how long a call whose Pick was refused with err,
 // having waited waited already, should wait for headroom (PickWaiting).
 func (c *Call) headroomWait(err error, waited time.Duration) (time.Duration, bool) {
 	var ce *CapacityError

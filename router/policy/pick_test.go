@@ -270,3 +270,23 @@ func TestPickWaitingWaitsForHeadroom(t *testing.T) {
 		t.Errorf("sleep cancelled: %v, want over capacity", err)
 	}
 }
+
+// TestRetryWaitsForHeadroom: a retry after a failed attempt that finds the
+// quota full waits for it to have room too, rather than lose the call.
+func TestRetryWaitsForHeadroom(t *testing.T) {
+	clk := newClock()
+	start := clk.Now()
+	p := mustNew(t, pool(shared("europe-west1", 2)), clk)
+	c := p.Start(Request{Deadline: clk.Now().Add(10 * time.Second)})
+	a, err := c.Pick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	once(t, p, Success) // the quota is full
+	clk.Advance(500 * time.Millisecond)
+	a.Done(Failure)
+	sleep := func(_ context.Context, d time.Duration) error { clk.Advance(d); return nil }
+	if _, err := c.PickWaiting(context.Background(), sleep); err != nil || clk.Now().Sub(start) != 1025*time.Millisecond {
+		t.Fatalf("retry at 0.5 s of a full 2/s quota: %v at %v; want an attempt at 1.025 s", err, clk.Now().Sub(start))
+	}
+}

@@ -54,19 +54,14 @@ func (c *call) admit(ctx context.Context) error {
 		d.Add(c.s.now().UnixNano())
 	}
 	c.pc = c.pool.router.Start(c.s.request(ctx, c.prio))
-	// The first attempt waits, briefly, for a full quota to have room
-	// rather than answer 429 (policy.Call.PickWaiting says why and how long).
-	a, err := c.pc.PickWaiting(ctx, c.s.sleep)
-	if err != nil {
-		return err
-	}
-	c.use(a)
-	return nil
+	return c.next()
 }
 
-// next picks the call's next attempt.
+// next picks the call's next attempt. It waits, briefly, for a full quota to
+// have room rather than give up (policy.Call.PickWaiting says why and how
+// long), on the call's context.
 func (c *call) next() error {
-	a, err := c.pc.Pick()
+	a, err := c.pc.PickWaiting(c.ctx, c.s.sleep)
 	if err != nil {
 		return err
 	}
