@@ -29,6 +29,8 @@ type poolCollector struct {
 	regionFlight *prometheus.Desc
 	regionLimit  *prometheus.Desc
 	poolFlight   *prometheus.Desc
+	poolWaiting  *prometheus.Desc
+	poolWaits    *prometheus.Desc
 	ptWindow     *prometheus.Desc
 	ptWindowUsed *prometheus.Desc
 }
@@ -50,6 +52,8 @@ func newPoolCollector() *poolCollector {
 		regionFlight: d("region_in_flight", "Attempts in flight to the region.", region),
 		regionLimit:  d("region_in_flight_limit", "The region's adaptive in-flight limit.", region),
 		poolFlight:   d("pool_in_flight", "Calls in flight in the pool, as the policy counts them.", []string{"pool"}),
+		poolWaiting:  d("pool_waiting_for_headroom", "Calls waiting, up to a second, for a full quota to have room before an attempt.", []string{"pool"}),
+		poolWaits:    d("pool_headroom_waits_total", "Waits of calls for a full quota to have room, since the router started.", []string{"pool"}),
 		ptWindow:     d("region_provisioned_window_seconds", "The window over which the router meters the PT's token limit (the pool's, or the shortest Google gives the order's size); absent for a region without a token limit.", region),
 		ptWindowUsed: d("region_provisioned_window_used", "Share of the PT's token limit × window this router admitted in the window that ends now; absent for a region without a token limit.", region),
 	}
@@ -59,7 +63,7 @@ func (c *poolCollector) set(f func() []policy.Snapshot) { c.snapshots.Store(&f) 
 
 // Describe sends every descriptor.
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ejected, c.timesEjected, c.demoted, c.timesDemoted, c.demotedSince, c.panic, c.failureRate, c.throttle, c.regionFlight, c.regionLimit, c.poolFlight, c.ptWindow, c.ptWindowUsed} {
+	for _, d := range []*prometheus.Desc{c.ejected, c.timesEjected, c.demoted, c.timesDemoted, c.demotedSince, c.panic, c.failureRate, c.throttle, c.regionFlight, c.regionLimit, c.poolFlight, c.poolWaiting, c.poolWaits, c.ptWindow, c.ptWindowUsed} {
 		ch <- d
 	}
 }
@@ -75,6 +79,8 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		pool := PoolLabel(s.Project, s.Publisher, s.Model)
 		ch <- prometheus.MustNewConstMetric(c.panic, gauge, b2f(s.Panic), pool)
 		ch <- prometheus.MustNewConstMetric(c.poolFlight, gauge, float64(s.InFlight), pool)
+		ch <- prometheus.MustNewConstMetric(c.poolWaiting, gauge, float64(s.Waiting), pool)
+		ch <- prometheus.MustNewConstMetric(c.poolWaits, counter, float64(s.HeadroomWaits), pool)
 		for _, r := range s.Regions {
 			l := []string{pool, r.Name, string(r.Tier)}
 			ch <- prometheus.MustNewConstMetric(c.ejected, gauge, b2f(r.Ejected), l...)

@@ -159,6 +159,7 @@ func (p *Pool) startWaiting(pr Priority) bool {
 		p.waiting.Add(-1)
 		return false
 	}
+	p.waits.Add(1)
 	return true
 }
 

@@ -24,6 +24,11 @@ type Snapshot struct {
 	// InFlight is the calls in flight in the pool; MaxInFlight caps them.
 	InFlight    int64 `json:"inFlight"`
 	MaxInFlight int64 `json:"maxInFlight,omitempty"`
+	// Waiting is the calls waiting for a full quota to have room
+	// (Call.PickWaiting); HeadroomWaits counts the waits since the router
+	// started.
+	Waiting       int64 `json:"waiting"`
+	HeadroomWaits int64 `json:"headroomWaits"`
 	// RetryBudget is the (possibly process-wide) retry budget's recent counts.
 	RetryBudget *BudgetSnapshot `json:"retryBudget,omitempty"`
 	// Regions are in table order: provisioned first.
@@ -112,18 +117,20 @@ func (p *Pool) Snapshot() Snapshot {
 	st := p.st.Load()
 	bs := p.budget.snapshot(now)
 	snap := Snapshot{
-		Policy:      "adaptive",
-		Namespace:   st.pool.Namespace,
-		Name:        st.pool.Name,
-		Project:     st.pool.Project,
-		Publisher:   st.pool.Publisher,
-		Model:       st.pool.Model,
-		Time:        time.Unix(0, now).UTC(),
-		Panic:       st.inPanic(now),
-		InFlight:    p.inFlight.Load(),
-		MaxInFlight: st.maxInFlight,
-		RetryBudget: &bs,
-		Regions:     make([]RegionSnapshot, 0, len(st.slots)),
+		Policy:        "adaptive",
+		Namespace:     st.pool.Namespace,
+		Name:          st.pool.Name,
+		Project:       st.pool.Project,
+		Publisher:     st.pool.Publisher,
+		Model:         st.pool.Model,
+		Time:          time.Unix(0, now).UTC(),
+		Panic:         st.inPanic(now),
+		InFlight:      p.inFlight.Load(),
+		MaxInFlight:   st.maxInFlight,
+		Waiting:       p.waiting.Load(),
+		HeadroomWaits: p.waits.Load(),
+		RetryBudget:   &bs,
+		Regions:       make([]RegionSnapshot, 0, len(st.slots)),
 	}
 	for _, s := range st.slots {
 		r := s.r

@@ -26,6 +26,7 @@ type Pool struct {
 	_        [64]byte
 	inFlight atomic.Int64 // calls in flight in the whole pool
 	waiting  atomic.Int64 // calls waiting for headroom (Call.PickWaiting)
+	waits    atomic.Int64 // waits for headroom since the pool was made
 	_        [56]byte
 	st       atomic.Pointer[poolState]
 

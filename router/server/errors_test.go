@@ -158,6 +158,9 @@ func TestOverCapacityWaitsForHeadroom(t *testing.T) {
 	if got := counter(t, r.metrics, "regionwarden_router_shed_total", map[string]string{"reason": "over_capacity"}); got != 0 {
 		t.Errorf("shed_total over_capacity = %v, want 0", got)
 	}
+	if got := counter(t, r.metrics, "regionwarden_router_pool_headroom_waits_total", nil); got != 4 {
+		t.Errorf("pool_headroom_waits_total = %v, want 4: each call after the first waited once", got)
+	}
 }
 
 // TestUpstreamErrors: a caller fault is passed on and not retried; when every
