@@ -17,9 +17,11 @@ import "time"
 //     ejection interval, the evidence the failure rate is judged on, however
 //     much room the other regions have.
 //   - It is restored after restoreAfter successes in a row (7 at the default
-//     threshold of 50%; see restoreAfter), which a recovered region answers
-//     within one interval of probes, and gets its full share back at once: its
-//     failure and throttle windows start afresh.
+//     threshold of 50%; see restoreAfter), and gets its full share back at
+//     once: its failure and throttle windows start afresh. A success makes
+//     the next call a probe at once (failures pace the probes, successes do
+//     not), so a recovered region is restored one probe interval and
+//     restoreAfter calls after it recovers.
 //
 // An intermittently failing region (the bursty 504s of an upstream incident,
 // 5-10% of calls) stays under the threshold and is never demoted: it keeps its
@@ -64,11 +66,20 @@ func (r *region) maybeDemote(s *slot, now int64) {
 }
 
 // succeeded counts a success of demoted region r at now, and restores it
-// after restoreAfter in a row.
+// after restoreAfter in a row. Until then the next call probes it at once:
+// failures pace the probes, successes do not. The pace is there so that a
+// region that is down costs few calls; a region that answers costs none, and
+// it is restored after restoreAfter calls rather than restoreAfter probe
+// intervals. That matters most behind several routers, which each probe at
+// a share of the pace (their ejection evidence is scaled by their share)
+// and each must see the recovery for itself. The evidence a restoration
+// needs is unchanged: restoreAfter successes in a row.
 func (r *region) succeeded(s *slot, now int64) {
 	if r.streak.Add(1) >= s.st.restoreAfter {
 		r.restore(s, now, "it answered its probes")
+		return
 	}
+	r.probe.next.Store(now)
 }
 
 // restore ends r's demotion, if any, with a fresh failure and throttle

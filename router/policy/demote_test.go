@@ -40,3 +40,27 @@ func TestDemotionLogged(t *testing.T) {
 		}
 	}
 }
+
+// TestSuccessfulProbeProbesAgainAtOnce: failures pace a demoted region's
+// probes, successes do not: once a probe succeeds the next calls probe it at
+// once, and it is restored after restoreAfter calls, not restoreAfter probe
+// intervals.
+func TestSuccessfulProbeProbesAgainAtOnce(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(provisioned("europe-west4", table.Capacity{}), shared("europe-west1", 0)), clk)
+	report(p, 0, Failure, 100)
+	if p.Snapshot().Regions[0].Demotion == nil {
+		t.Fatal("not demoted after 100 failures")
+	}
+	clk.Advance(time.Duration(p.st.Load().probeEvery))
+	for i := range p.st.Load().restoreAfter {
+		if _, a := pick(t, p, PriorityDefault); a.Region != "europe-west4" {
+			t.Fatalf("call %d after a successful probe went to %s, want a probe of europe-west4", i+1, a.Region)
+		} else {
+			a.Done(Success)
+		}
+	}
+	if d := p.Snapshot().Regions[0].Demotion; d != nil {
+		t.Errorf("still demoted after %d successful probes at one moment", p.st.Load().restoreAfter)
+	}
+}
