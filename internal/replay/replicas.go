@@ -101,7 +101,7 @@ type replicated struct {
 // replica is one router: its policy and its share controller (nil under
 // ShareNone).
 type replica struct {
-	pool  *policy.Pool
+	sel   adaptive // its policy, made once: its calls wait on the replay's clock
 	ctl   *share.Controller
 	meter *share.Demand
 }
@@ -154,7 +154,7 @@ func newReplicated(env *Env, o ReplicaOptions) (_ *replicated, err error) {
 		if err != nil {
 			return nil, err
 		}
-		rep := &replica{pool: p}
+		rep := &replica{sel: adaptive{p, env.Clock.Sleep}}
 		r.routers = append(r.routers, rep)
 		if o.Share == ShareNone {
 			continue
@@ -219,7 +219,7 @@ func (r *replicated) Start(deadline time.Time, pr table.Priority) Selection {
 	if rep.meter != nil {
 		rep.meter.Add(r.env.Now().UnixNano())
 	}
-	sel := adaptive{rep.pool, r.env.Clock.Sleep}.Start(deadline, pr)
+	sel := rep.sel.Start(deadline, pr)
 	if r.tally != nil {
 		return &tallied{Selection: sel, t: r.tally, c: r.tally.start(i)}
 	}

@@ -131,7 +131,7 @@ func (c *Call) PickWaiting(ctx context.Context, sleep func(context.Context, time
 			return a, err
 		}
 		serr := sleep(ctx, d)
-		c.p.waiting.Add(-1)
+		c.p.stopWaiting()
 		if serr != nil {
 			return a, err
 		}
@@ -162,6 +162,9 @@ func (p *Pool) startWaiting(pr Priority) bool {
 	p.waits.Add(1)
 	return true
 }
+
+// stopWaiting gives back a place startWaiting took.
+func (p *Pool) stopWaiting() { p.waiting.Add(-1) }
 
 // Attempts is how many attempts the call has picked.
 func (c *Call) Attempts() int { return int(c.st.n) }

@@ -108,9 +108,9 @@ func (r *refusal) meterWaits(st *poolState, now int64) {
 	for m := r.metered; m != 0; m &= m - 1 {
 		s := st.slots[bits.TrailingZeros32(m)]
 		if s.tokCost > 0 {
-			r.capacity(s.r.toks.wait(now, int64(float64(s.r.tokEst.Load())*s.tokCost), s.tokWidth))
+			r.capacity(s.r.toks.wait(now, s.tokCharge(), s.tokWidth))
 		} else {
-			r.capacity(s.r.reqs.wait(now, s.reqCost, meterWidth))
+			r.capacity(s.r.reqs.wait(now, s.reqCost))
 		}
 	}
 }

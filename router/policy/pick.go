@@ -299,7 +299,7 @@ func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, n
 	for m != 0 {
 		l := uint8(bits.TrailingZeros8(m))
 		m &= m - 1
-		if l == s.hinted && s.metersReqs() && s.r.reqsFull.Load() == fullTick(now)+1 {
+		if l == s.hinted && s.metersReqs() && s.r.reqs.knownFull(now) {
 			// Its meter refused a call this tick: it refuses this one.
 			cs.full |= 1 << i
 			continue
@@ -405,23 +405,22 @@ func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe bo
 	// a refusal below never leaves tokens charged.
 	switch {
 	case s.tokCost > 0:
-		charged = int64(float64(r.tokEst.Load()) * s.tokCost)
+		charged = s.tokCharge()
 		if !r.toks.take(now, charged, s.tokWidth) {
 			r.inFlight.Add(-1)
 			ref.metered |= 1 << i
 			return 0, false
 		}
-	case s.reqCost > rateCapacity:
+	case s.metersReqs():
+		if !r.reqs.take(now, s.reqCost) {
+			r.inFlight.Add(-1)
+			ref.metered |= 1 << i
+			return 0, false
+		}
+	case s.reqCost > 0: // under one call a window: paced
 		if ok, wait := r.slow.take(now, s.reqCost*costUnit); !ok {
 			r.inFlight.Add(-1)
 			ref.capacity(wait)
-			return 0, false
-		}
-	case s.reqCost > 0:
-		if !r.reqs.take(now, s.reqCost, meterWidth) {
-			r.inFlight.Add(-1)
-			r.reqsFull.Store(fullTick(now) + 1)
-			ref.metered |= 1 << i
 			return 0, false
 		}
 	}
@@ -429,10 +428,14 @@ func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe bo
 }
 
 // metersReqs reports whether the slot's hinted lane is held to its capacity
-// by the region's one-second request meter (admit's last case).
+// by the region's one-second request meter (admit's second case).
 func (s *slot) metersReqs() bool {
 	return s.tokCost == 0 && s.reqCost > 0 && s.reqCost <= rateCapacity
 }
+
+// tokCharge is what a call is charged in advance on the slot's token meter:
+// the region's average tokens per call, in the meter's costUnits.
+func (s *slot) tokCharge() int64 { return int64(float64(s.r.tokEst.Load()) * s.tokCost) }
 
 // roomInFlight reports whether a region over its AIMD limit for the call's
 // priority, with n calls in flight counting the one being admitted, still has

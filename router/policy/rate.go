@@ -48,7 +48,7 @@ const (
 // saturated quota, a steady stream of 429s. So the meter also reads the
 // bucket that is leaving the window (the eleventh back) and counts what of
 // it the last window may still hold. Each bucket keeps, beside its cost, how
-// many calls it admitted in each quarter of its width (callsOf); a quarter's
+// many calls it admitted in each quarter of its width (withCall); a quarter's
 // calls count until one window after the quarter's end, and the cost left
 // is the bucket's cost in proportion to the calls left. No call is let go
 // before one window has passed since it was admitted (its quarter ends after
@@ -70,7 +70,7 @@ const (
 // limit by the calls that raced; a call costlier than the whole window is
 // admitted into an empty one. The zero value is an empty meter.
 type meter struct {
-	w window // a: cost admitted, in costUnits; b: the calls admitted, by quarter (callsOf)
+	w window // a: cost admitted, in costUnits; b: the calls admitted, by quarter (withCall)
 }
 
 // A meter's bucket keeps in its b how many calls it admitted in each of
@@ -81,18 +81,45 @@ const (
 	callsMax  = 1<<callBits - 1
 )
 
+// requestMeter is a region's one-second meter of requests, which knows when
+// it is full for a while. Within one fullTick, a quarter of its bucket, what
+// it holds only grows: its buckets move on, and its leaving bucket's slots
+// end, only at the start of a tick, and it takes no refunds (a request costs
+// what it was charged). So once it refuses a call of some cost it refuses
+// every call of that cost until the next tick, and it keeps the tick of its
+// last refusal: knownFull lets a pick leave the region out without reading
+// its window again. A new table (a new cost) may find it known full for up
+// to one tick, 25 ms.
+type requestMeter struct {
+	m    meter
+	full atomic.Int64 // fullTick+1 of the last refusal; 0: none
+}
+
 // fullTick is the part of a one-second meter's bucket (meterWidth) that now
-// falls in, counted from the epoch. Within one, what the meter holds only
-// grows: its buckets move on, and its leaving bucket's slots end, only at
-// the start of one, and a one-second meter takes no refunds. So a meter that
-// refused a call of some cost refuses every call of that cost until the next
-// tick, and the region keeps the tick of its last refusal (region.reqsFull)
-// for the picks that follow not to try it again. A new table (a new cost)
-// may be kept waiting for up to one tick, 25 ms.
+// falls in, counted from the epoch.
 func fullTick(now int64) int64 { return now / (meterWidth / callSlots) }
 
 // A tick is a whole part of a bucket: this fails to compile if it is not.
 var _ = [1]struct{}{}[meterWidth%callSlots]
+
+// take admits a request of cost at now if the last second has room for it.
+func (q *requestMeter) take(now, cost int64) bool {
+	if !q.m.take(now, cost, meterWidth) {
+		q.full.Store(fullTick(now) + 1)
+		return false
+	}
+	return true
+}
+
+// knownFull reports whether the meter refused a request in now's tick, so
+// that it refuses one of the same cost now.
+func (q *requestMeter) knownFull(now int64) bool { return q.full.Load() == fullTick(now)+1 }
+
+// wait is how long from now until the meter has room for a request of cost.
+func (q *requestMeter) wait(now, cost int64) int64 { return q.m.wait(now, cost, meterWidth) }
+
+// sum is the cost the last second holds at now.
+func (q *requestMeter) sum(now int64) int64 { return q.m.sum(now, meterWidth) }
 
 // slotOf is the part of its bucket of width that now falls in.
 func slotOf(now, width int64) int64 { return now % width * callSlots / width }
@@ -125,19 +152,14 @@ func leaving(x uint64, elapsed, width int64) int64 {
 	if c == 0 {
 		return 0
 	}
-	// Slot q ended less than a window ago while elapsed < (q+1)×width/4:
-	// the slots from elapsed×4/width on.
-	return spread(c, int64(x&countMax), elapsed*callSlots/width)
-}
-
-// spread is the part of cost c that the calls of b from slot q on bear,
-// rounded up; all of it when b records no call.
-func spread(c, b, q int64) int64 {
+	b := int64(x & countMax)
 	n := calls(b, 0)
 	if n == 0 {
 		return c // a cost with no call recorded: hold all of it
 	}
-	return (c*calls(b, q) + n - 1) / n
+	// Slot q ended less than a window ago while elapsed < (q+1)×width/4:
+	// the slots from elapsed×4/width on.
+	return (c*calls(b, elapsed*callSlots/width) + n - 1) / n
 }
 
 // held is the cost that the window ending at now holds, of a window read into
@@ -167,7 +189,8 @@ func (m *meter) add(now, d, width int64) {
 
 // refund takes back cost d >= 0 that was added at time at, if the window that
 // ends at now still holds it: the call consumed less than it was charged. The
-// bucket keeps the call's moment, as it does not know which call it was.
+// bucket keeps the call in its count of calls: it does not know which call
+// it was.
 func (m *meter) refund(at, now, d, width int64) {
 	if at < 0 {
 		return
@@ -231,10 +254,9 @@ func waitFor(v *[windowSlots]uint64, idx uint64, now, cost, width int64) int64 {
 		// It fits in this bucket once enough of the leaving one has gone:
 		// at its start, or at the end of one of the leaving one's slots.
 		start := (int64(idx) + j) * width
-		c, b := int64(x>>countBits&countMax), int64(x&countMax)
 		for q := range int64(callSlots + 1) {
 			elapsed := (q*width + callSlots - 1) / callSlots // slot q-1 has ended
-			if t := start + elapsed; t > now && (c == 0 || fits(full+spread(c, b, q), cost)) {
+			if t := start + elapsed; t > now && fits(full+leaving(x, elapsed, width), cost) {
 				return t - now
 			}
 		}

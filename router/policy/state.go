@@ -100,8 +100,7 @@ type region struct {
 
 	inFlight     atomic.Int64
 	limit        aimd
-	reqs         meter        // requests admitted, in costUnits of the region's RPS
-	reqsFull     atomic.Int64 // fullTick+1 of reqs' last refusal (see fullTick); 0: none
+	reqs         requestMeter // requests admitted, in costUnits of the region's RPS
 	slow         pacer        // requests, for an RPS under one call per rateWindow
 	toks         meter        // tokens admitted or consumed, in costUnits of its TokensPerSecond over the slot's tokWindow
 	tokEst       atomic.Int64 // tokens a successful call consumes, on average (EWMA)
