@@ -299,7 +299,7 @@ func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, n
 	for m != 0 {
 		l := uint8(bits.TrailingZeros8(m))
 		m &= m - 1
-		if l == s.hinted && s.metersReqs() && s.r.reqs.knownFull(now) {
+		if l == s.hinted && s.metersReqs() && s.r.reqs.knownFull(now, s.reqCost) {
 			// Its meter refused a call this tick: it refuses this one.
 			cs.full |= 1 << i
 			continue

@@ -290,3 +290,30 @@ func TestRetryWaitsForHeadroom(t *testing.T) {
 		t.Fatalf("retry at 0.5 s of a full 2/s quota: %v at %v; want an attempt at 1.025 s", err, clk.Now().Sub(start))
 	}
 }
+
+// TestKnownFullIsForItsCost: a region known full for the rest of a tick is
+// known full only for calls that cost as much as the one it refused: a table
+// that raises its quota within the tick (a larger share as a peer router
+// leaves, say) gets the new room at once.
+//
+// At 2.5 calls a second two calls hold 80% of the second and a third does
+// not fit; at 5 a second a call costs 20% of it, and fits.
+func TestKnownFullIsForItsCost(t *testing.T) {
+	clk := newClock()
+	tp := pool(shared("europe-west1", 2.5))
+	p := mustNew(t, tp, clk)
+	once(t, p, Success)
+	once(t, p, Success)
+	clk.Advance(500 * time.Millisecond)
+	c := p.Start(Request{})
+	if _, err := c.Pick(); !errors.Is(err, ErrOverCapacity) {
+		t.Fatalf("third call at 2.5/s: %v, want over capacity", err)
+	}
+	tp.Regions[0].Capacity.RequestsPerSecond = 5
+	if err := p.Update(tp); err != nil {
+		t.Fatal(err)
+	}
+	if r := once(t, p, Success); r != "europe-west1" {
+		t.Fatalf("in the same tick, after the quota went to 5/s: %s", r)
+	}
+}

@@ -86,13 +86,17 @@ const (
 // it holds only grows: its buckets move on, and its leaving bucket's slots
 // end, only at the start of a tick, and it takes no refunds (a request costs
 // what it was charged). So once it refuses a call of some cost it refuses
-// every call of that cost until the next tick, and it keeps the tick of its
-// last refusal: knownFull lets a pick leave the region out without reading
-// its window again. A new table (a new cost) may find it known full for up
-// to one tick, 25 ms.
+// every call of that cost or more until the next tick, and it keeps the tick
+// and the cost of its last refusal: knownFull lets a pick leave the region
+// out without reading its window again. A new table that lowers the cost (a
+// larger quota or share) finds it not known full at once.
 type requestMeter struct {
-	m    meter
-	full atomic.Int64 // fullTick+1 of the last refusal; 0: none
+	m meter
+	// full is fullTick+1 of the last refusal, shifted left by countBits,
+	// with the cost refused in the low countBits; 0: none. A cost is at
+	// most rateCapacity, within countBits; a tick since the epoch within
+	// the 63-countBits bits left for millennia.
+	full atomic.Int64
 }
 
 // fullTick is the part of a one-second meter's bucket (meterWidth) that now
@@ -105,15 +109,18 @@ var _ = [1]struct{}{}[meterWidth%callSlots]
 // take admits a request of cost at now if the last second has room for it.
 func (q *requestMeter) take(now, cost int64) bool {
 	if !q.m.take(now, cost, meterWidth) {
-		q.full.Store(fullTick(now) + 1)
+		q.full.Store((fullTick(now)+1)<<countBits | cost)
 		return false
 	}
 	return true
 }
 
-// knownFull reports whether the meter refused a request in now's tick, so
-// that it refuses one of the same cost now.
-func (q *requestMeter) knownFull(now int64) bool { return q.full.Load() == fullTick(now)+1 }
+// knownFull reports whether the meter refused a request of cost or less in
+// now's tick, so that it refuses one of cost now.
+func (q *requestMeter) knownFull(now, cost int64) bool {
+	f := q.full.Load()
+	return f>>countBits == fullTick(now)+1 && cost >= f&countMax
+}
 
 // wait is how long from now until the meter has room for a request of cost.
 func (q *requestMeter) wait(now, cost int64) int64 { return q.m.wait(now, cost, meterWidth) }
