@@ -73,7 +73,7 @@ func TestDiscoveryDeclaringKeepsTheRegionProvisioned(t *testing.T) {
 	if calls := e.fake.TotalCalls(); calls != callsBefore {
 		t.Errorf("declaring made %d more Monitoring calls, want 0: the controllers do not share the cache", calls-callsBefore)
 	}
-	if n := e.rec.count("flash", eventWarning, capacityv1alpha1.ReasonUndeclaredProvisionedThroughput); n != 1 {
+	if n := e.rec.await(t, "flash", eventWarning, capacityv1alpha1.ReasonUndeclaredProvisionedThroughput, 1); n != 1 {
 		t.Errorf("%d undeclared events, want 1", n)
 	}
 
@@ -96,7 +96,7 @@ func TestDiscoveryDeclaringKeepsTheRegionProvisioned(t *testing.T) {
 			t.Errorf("after deletion, version %d: europe-west4 = %+v, want provisioned", i, r)
 		}
 	}
-	if n := e.rec.count("flash", eventWarning, capacityv1alpha1.ReasonUndeclaredProvisionedThroughput); n != 2 {
+	if n := e.rec.await(t, "flash", eventWarning, capacityv1alpha1.ReasonUndeclaredProvisionedThroughput, 2); n != 2 {
 		t.Errorf("%d undeclared events, want 2: one more for the region undeclared again", n)
 	}
 }

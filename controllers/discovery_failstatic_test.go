@@ -133,7 +133,7 @@ func TestDiscoveryIsFailStatic(t *testing.T) {
 	if _, ok := e.discoveredMetric(t, "flash", "europe-west4"); ok {
 		t.Error("the undeclared-region series outlives the order")
 	}
-	if n := e.rec.count("flash", eventWarning, capacityv1alpha1.ReasonUndeclaredProvisionedThroughput); n != 1 {
+	if n := e.rec.await(t, "flash", eventWarning, capacityv1alpha1.ReasonUndeclaredProvisionedThroughput, 1); n != 1 {
 		t.Errorf("%d undeclared events over the whole life of the order, want 1", n)
 	}
 }

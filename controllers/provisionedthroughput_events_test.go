@@ -25,7 +25,7 @@ func TestPTEventsOnce(t *testing.T) {
 		e.clk.Step(interval)
 		e.reconcile("pt")
 	}
-	if n := e.rec.count("pt", eventWarning, capacityv1alpha1.ReasonMismatch); n != 1 {
+	if n := e.rec.await(t, "pt", eventWarning, capacityv1alpha1.ReasonMismatch, 1); n != 1 {
 		t.Errorf("Mismatch events after 6 reconciles of one mismatch = %d, want 1: %+v", n, e.rec.all("pt"))
 	}
 
@@ -33,7 +33,7 @@ func TestPTEventsOnce(t *testing.T) {
 	e.clk.Step(interval)
 	e.reconcile("pt")
 	e.reconcile("pt")
-	if n := e.rec.count("pt", eventWarning, capacityv1alpha1.ReasonMismatch); n != 2 {
+	if n := e.rec.await(t, "pt", eventWarning, capacityv1alpha1.ReasonMismatch, 2); n != 2 {
 		t.Errorf("Mismatch events after GCP's number changed = %d, want 2", n)
 	}
 
@@ -42,7 +42,7 @@ func TestPTEventsOnce(t *testing.T) {
 		e.clk.Step(interval)
 		e.reconcile("pt")
 	}
-	if n := e.rec.count("pt", eventNormal, capacityv1alpha1.ReasonObserved); n != 1 {
+	if n := e.rec.await(t, "pt", eventNormal, capacityv1alpha1.ReasonObserved, 1); n != 1 {
 		t.Errorf("Observed events = %d, want 1", n)
 	}
 	if n := len(e.rec.all("pt")); n != 3 {

@@ -67,6 +67,16 @@ func (s *eventSpy) count(object, eventtype, reason string) int {
 	return n
 }
 
+// await is count once it reaches want, or after waiting poolWait for it. A
+// reconciler records its events after it writes the status (eventBuffer), so
+// a test that has seen the status may read the events a moment before they
+// are recorded.
+func (s *eventSpy) await(t testing.TB, object, eventtype, reason string, want int) int {
+	t.Helper()
+	return waitUntil(t, poolWait, fmt.Sprintf("%d %s %s events about %s", want, eventtype, reason, object),
+		func() int { return s.count(object, eventtype, reason) }, func(n int) bool { return n >= want })
+}
+
 // all is every event about the object, in the order recorded.
 func (s *eventSpy) all(object string) []recordedEvent {
 	s.mu.Lock()

@@ -38,7 +38,7 @@ func TestPTTermEnds(t *testing.T) {
 	pt = e.get("pt")
 	expectCond(t, pt, capacityv1alpha1.ConditionExpiring, metav1.ConditionTrue, capacityv1alpha1.ReasonExpiring)
 	expectCond(t, pt, capacityv1alpha1.ConditionReady, metav1.ConditionTrue, capacityv1alpha1.ReasonActive)
-	if n := e.rec.count("pt", eventWarning, capacityv1alpha1.ReasonExpiring); n != 1 {
+	if n := e.rec.await(t, "pt", eventWarning, capacityv1alpha1.ReasonExpiring, 1); n != 1 {
 		t.Errorf("Expiring events = %d, want 1: %+v", n, e.rec.all("pt"))
 	}
 
@@ -60,10 +60,10 @@ func TestPTTermEnds(t *testing.T) {
 	// GCP still shows the PT (it may lag the term): verification goes on, but
 	// the declaration's end decides routing.
 	expectCond(t, pt, capacityv1alpha1.ConditionVerified, metav1.ConditionTrue, capacityv1alpha1.ReasonObserved)
-	if n := e.rec.count("pt", eventWarning, capacityv1alpha1.ReasonExpired); n != 1 {
+	if n := e.rec.await(t, "pt", eventWarning, capacityv1alpha1.ReasonExpired, 1); n != 1 {
 		t.Errorf("Expired events = %d, want 1: %+v", n, e.rec.all("pt"))
 	}
-	if n := e.rec.count("pt", eventWarning, capacityv1alpha1.ReasonExpiring); n != 1 {
+	if n := e.rec.await(t, "pt", eventWarning, capacityv1alpha1.ReasonExpiring, 1); n != 1 {
 		t.Errorf("Expiring events = %d after the end, want still 1", n)
 	}
 	// Only a person can route the location as provisioned again: the object

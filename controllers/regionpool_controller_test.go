@@ -136,7 +136,7 @@ func TestRegionPoolAddsUndeclaredRegion(t *testing.T) {
 	}
 	e.waitTable("flash-routing", "is reverted", protects("global"))
 	e.waitPool("flash", "is reconciled", isReconciled)
-	if n := e.rec.count("flash", eventNormal, capacityv1alpha1.ReasonUndeclaredRegions); n != 1 {
+	if n := e.rec.await(t, "flash", eventNormal, capacityv1alpha1.ReasonUndeclaredRegions, 1); n != 1 {
 		t.Errorf("%d %s events, want 1", n, capacityv1alpha1.ReasonUndeclaredRegions)
 	}
 
@@ -240,7 +240,7 @@ func TestRegionPoolLeavesForeignConfigMap(t *testing.T) {
 	if meta.FindStatusCondition(p.Status.Conditions, capacityv1alpha1.ConditionReconciling) != nil {
 		t.Error("a Stalled pool is also Reconciling")
 	}
-	if n := e.rec.count("flash", eventWarning, capacityv1alpha1.ReasonConfigMapConflict); n != 1 {
+	if n := e.rec.await(t, "flash", eventWarning, capacityv1alpha1.ReasonConfigMapConflict, 1); n != 1 {
 		t.Errorf("%d %s events, want 1", n, capacityv1alpha1.ReasonConfigMapConflict)
 	}
 	got := &corev1.ConfigMap{}
