@@ -11,14 +11,15 @@ import (
 
 // Scenario names whose targets Checks knows.
 const (
-	ScenarioProvisionedIncident = "provisioned-region-incident"
-	ScenarioCascadingFailover   = "cascading-failover"
-	ScenarioRetrySurge          = "retry-surge"
-	ScenarioProvisionedDown     = "provisioned-region-down"
-	ScenarioProvisionedSlow     = "provisioned-region-slow"
-	ScenarioTotalOutage         = "total-outage"
-	ScenarioSmallPTBursts       = "small-pt-bursts"
-	ScenarioPriorityPayGo       = "priority-paygo"
+	ScenarioProvisionedIncident  = "provisioned-region-incident"
+	ScenarioCascadingFailover    = "cascading-failover"
+	ScenarioRetrySurge           = "retry-surge"
+	ScenarioProvisionedDown      = "provisioned-region-down"
+	ScenarioProvisionedSlow      = "provisioned-region-slow"
+	ScenarioProvisionedThrottled = "provisioned-region-throttled"
+	ScenarioTotalOutage          = "total-outage"
+	ScenarioSmallPTBursts        = "small-pt-bursts"
+	ScenarioPriorityPayGo        = "priority-paygo"
 )
 
 // Targets of the scenarios.
@@ -168,6 +169,10 @@ func Checks(rep *Report) []Check {
 				Pass:     r.Requests > 0 && r.Succeeded == r.Requests && r.Shed == 0,
 			}
 		})
+	case ScenarioProvisionedThrottled:
+		each(regionwardenPolicies, func(r *Result) Check {
+			return throttledCheck(r, rep.FaultCarry)
+		})
 	case ScenarioTotalOutage:
 		each(regionwardenPolicies, func(r *Result) Check {
 			f := r.Fault
@@ -193,6 +198,31 @@ func Checks(rep *Report) []Check {
 		priorityChecks(rep, each)
 	}
 	return cs
+}
+
+// throttledCheck holds a column, while the provisioned region refuses part of
+// its calls with 429, to serving at least MinShareOfCarry of what the
+// regions can carry (Report.FaultCarry: its answers and the others'
+// quotas), and to sending the regions that spill
+// takes no more than their quota for more than one second in a row.
+func throttledCheck(r *Result, carry float64) Check {
+	want := MinShareOfCarry * carry
+	c := Check{Target: fmt.Sprintf("while the provisioned region answers part of its calls 429, %s serves at least %s of what its answers and the other regions' quotas carry (%s of calls, so %s), and no other region receives more than its quota for more than 1 s in a row",
+		r.Policy, pct(MinShareOfCarry), pct(carry), pct(want))}
+	worst := 0
+	var parts []string
+	for _, rl := range r.Regions {
+		if rl.Tier == string(table.TierProvisioned) {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %d s", rl.Name, rl.LongestOver))
+		worst = max(worst, rl.LongestOver)
+	}
+	f := r.Fault
+	c.Measured = fmt.Sprintf("%s served while it throttled (%s of what can be carried), %.3f attempts per call; longest run over quota: %s",
+		pct(f.Success), pct(shareOf(f.Success, carry)), f.AttemptsPerRequest, strings.Join(parts, ", "))
+	c.Pass = f.Requests > 0 && f.Success >= want && worst <= 1
+	return c
 }
 
 // windowCheck holds a column that meters a small PT over its window to

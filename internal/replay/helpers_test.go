@@ -167,9 +167,12 @@ func TestWriteMarkdown(t *testing.T) {
 	}
 }
 
-// TestFaultSpan finds a scenario's faults and what the regions without one
-// can carry: the shared quotas' 18 of 40 calls a second while the provisioned
-// region is down, nothing when every region is.
+// TestFaultSpan finds a scenario's faults and what the regions can carry: the
+// shared quotas' 18 of 40 calls a second while the provisioned region is
+// down, nothing when every region is, all of it while the provisioned region
+// answers 55% of its calls and the shared quotas take the rest; of a region
+// with errors what it answers of its capacity, of one slower than the
+// deadline nothing.
 func TestFaultSpan(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -181,6 +184,7 @@ func TestFaultSpan(t *testing.T) {
 		{ScenarioTotalOutage, 4 * time.Minute, Span{2 * time.Minute, 140 * time.Second}, 0},
 		{ScenarioTotalOutage, 130 * time.Second, Span{2 * time.Minute, 130 * time.Second}, 0},
 		{ScenarioTotalOutage, time.Minute, Span{}, 0},
+		{ScenarioProvisionedThrottled, 5 * time.Minute, Span{90 * time.Second, 210 * time.Second}, 1},
 	} {
 		sc, err := emulator.LoadScenario("../../test/scenarios/" + tc.name + ".yaml")
 		if err != nil {
@@ -190,6 +194,43 @@ func TestFaultSpan(t *testing.T) {
 		if sp != tc.want || math.Abs(carry-tc.wantCarr) > 1e-9 {
 			t.Errorf("%s cut to %s: faults %+v carrying %v, want %+v carrying %v", tc.name, tc.dur, sp, carry, tc.want, tc.wantCarr)
 		}
+	}
+	// 20 calls/s: half of europe-west1's 10 answered, none of
+	// europe-west4's, europe-north1's 4: 9 of 20.
+	sc, err := emulator.ParseScenario([]byte(`
+name: partial
+project: p
+model: m
+duration: 2m
+load: {requestsPerSecond: 20, deadline: 10s}
+regions:
+- name: europe-west1
+  tier: shared
+  capacity: {requestsPerSecond: 10}
+  faults: [{from: 1m, to: 2m, errorRate: 0.5, code: 503}]
+- name: europe-west4
+  tier: shared
+  capacity: {requestsPerSecond: 10}
+  faults: [{from: 1m, to: 2m, addedLatency: 10s}]
+- name: europe-north1
+  tier: shared
+  capacity: {requestsPerSecond: 4}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, carry := faultSpan(sc, 2*time.Minute); math.Abs(carry-0.45) > 1e-9 {
+		t.Errorf("errors and latency: carrying %v, want 0.45", carry)
+	}
+}
+
+// throttledLoads are the regions of a provisioned-region-throttled replay:
+// the provisioned one over its capacity for 5 s in a row (it answers 429
+// then, which the target allows), a shared one for over seconds.
+func throttledLoads(over int) []RegionLoad {
+	return []RegionLoad{
+		{Name: "europe-west1", Tier: string(table.TierProvisioned), LongestOver: 5},
+		{Name: "europe-west4", Tier: string(table.TierShared), LongestOver: over},
 	}
 }
 
@@ -215,6 +256,9 @@ func TestFaultChecks(t *testing.T) {
 		{ScenarioTotalOutage, Result{Requests: 9000, Fault: in(0, 0.6, 3*time.Second)}, true},
 		{ScenarioTotalOutage, Result{Requests: 9000, Fault: in(0, 1.01, 3*time.Second)}, false},
 		{ScenarioTotalOutage, Result{Requests: 9000, Fault: in(0, 0.6, 11*time.Second)}, false},
+		{ScenarioProvisionedThrottled, Result{Requests: 9000, Fault: in(0.44, 1.4, 0), Regions: throttledLoads(1)}, true},
+		{ScenarioProvisionedThrottled, Result{Requests: 9000, Fault: in(0.42, 1.4, 0), Regions: throttledLoads(1)}, false}, // under 95% of 45%
+		{ScenarioProvisionedThrottled, Result{Requests: 9000, Fault: in(0.44, 1.4, 0), Regions: throttledLoads(2)}, false}, // a quota overrun for 2 s
 	} {
 		r := tc.r
 		r.Policy = NameRegionwarden
@@ -233,7 +277,7 @@ func TestFaultChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"While the faults last, from 2m to 2m30s (the regions without a fault can carry 45.00% of the calls):",
+		"While the faults last, from 2m to 2m30s (the regions can carry 45.00% of the calls, those with a fault only what they answer):",
 		"| " + NameAllowlist + " | 1200 | 30.00% | 1.200 | 100.00% | 12s |",
 		"| " + NameRegionwarden + " | 1200 | 44.00% | 0.750 | 100.00% | 3s |",
 		"44.00% served (97.78% of what they can carry), 0.750 attempts per call, 0 \"no regions\" (met)",

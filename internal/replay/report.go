@@ -34,10 +34,10 @@ type Report struct {
 	// Fault is the span of the scenario's faults within Duration, from the
 	// first one's start to the last one's end; zero when it has none.
 	Fault Span
-	// FaultCarry is the share of the load during Fault that the regions
-	// without a fault can carry (their capacity over the load's rate, at
-	// most 1): what a policy can serve then if the faulty regions serve
-	// nothing.
+	// FaultCarry is the share of the load during Fault that the regions can
+	// carry (their capacity over the load's rate, at most 1), a region with
+	// a fault only what it answers of it (faultSpan): what a policy can
+	// serve then.
 	FaultCarry float64
 	// PTCalls is what the scenario's PTs can serve together, in calls per
 	// second of the scenario's typical size.
@@ -379,7 +379,7 @@ func writeFault(b *strings.Builder, rep *Report) {
 	if f.To == 0 {
 		return
 	}
-	fmt.Fprintf(b, "While the faults last, from %s to %s (the regions without a fault can carry %s of the calls):\n\n", fmtDuration(f.From), fmtDuration(f.To), pct(rep.FaultCarry))
+	fmt.Fprintf(b, "While the faults last, from %s to %s (the regions can carry %s of the calls, those with a fault only what they answer):\n\n", fmtDuration(f.From), fmtDuration(f.To), pct(rep.FaultCarry))
 	b.WriteString("| Policy | Calls | Success during | Attempts per call during | Success in the 2 min before | Back to that after |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|\n")
 	for _, r := range rep.Results {

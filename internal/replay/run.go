@@ -574,9 +574,10 @@ func ratio(a, b int64) float64 {
 
 // faultSpan is the span of sc's faults within dur, from the first one's start
 // to the last one's end (zero when it has none), and the share of the load
-// there that the regions without a fault in it can carry: their capacity in
-// calls per second over the load's rate at the span's start, at most 1 (a
-// region without a capacity carries anything).
+// there that the regions can carry: each region's capacity in calls per
+// second (a region without one carries anything), and of a region with a
+// fault in the span what it answers of the calls it is sent up to that
+// capacity (answered), over the load's rate at the span's start, at most 1.
 func faultSpan(sc *emulator.Scenario, dur time.Duration) (Span, float64) {
 	var sp Span
 	for _, r := range sc.Regions {
@@ -593,24 +594,39 @@ func faultSpan(sc *emulator.Scenario, dur time.Duration) (Span, float64) {
 	if sp.To == 0 {
 		return Span{}, 0
 	}
-	var carry float64
-	for i, r := range sc.Regions {
-		faulty := false
-		for _, f := range r.Faults {
-			faulty = faulty || (f.From.Duration < sp.To && f.To.Duration > sp.From)
-		}
-		if faulty {
-			continue
-		}
-		c := sc.RequestsPerSecond(&sc.Regions[i])
-		if c == 0 {
-			return sp, 1
-		}
-		carry += c
-	}
 	rate := sc.Load.RateAt(sp.From)
 	if rate <= 0 {
 		return sp, 1
 	}
+	var carry float64
+	for i := range sc.Regions {
+		r := &sc.Regions[i]
+		share := answered(r, sp, sc.Load.Deadline.Duration)
+		c := sc.RequestsPerSecond(r)
+		if c == 0 {
+			if share == 1 {
+				return sp, 1
+			}
+			c = rate
+		}
+		carry += share * min(c, rate)
+	}
 	return sp, min(carry/rate, 1)
+}
+
+// answered is the least share of its calls that region r answers within
+// deadline (zero: none) under its faults in span sp: none in an outage or
+// when the added latency reaches the deadline, else all but the error rate.
+func answered(r *emulator.Region, sp Span, deadline time.Duration) float64 {
+	share := 1.0
+	for _, f := range r.Faults {
+		if f.From.Duration >= sp.To || f.To.Duration <= sp.From {
+			continue
+		}
+		if f.Outage != "" || (deadline > 0 && f.AddedLatency.Duration >= deadline) {
+			return 0
+		}
+		share = min(share, 1-f.ErrorRate)
+	}
+	return share
 }

@@ -10,15 +10,17 @@ import (
 )
 
 // TestFailureShapes replays short versions of the provisioned region's
-// failure shapes (test/scenarios: provisioned-region-down, -slow and
-// total-outage; the full four minutes are in docs/replays.md) against
-// regionwarden in process, all three at once: 40 s of normal traffic, the
+// failure shapes (test/scenarios: provisioned-region-down, -slow,
+// -throttled and total-outage; the full ones are in docs/replays.md) against
+// regionwarden in process, all four at once: 40 s of normal traffic, the
 // fault, then 30 s of recovery. It checks what docs/replays.md checks, with
 // room for a busy machine where the full targets leave none:
 //
 //   - down: the shared regions' quotas carry at least 90% of what they can
 //     (the target is 95%), at most 1.1 attempts per call, no "no regions";
 //     the provisioned region was demoted and is restored;
+//   - throttled (45% of the PT's calls answered 429): at least 90% of what
+//     its answers and the shared quotas can carry (the target is 95%);
 //   - slow: no call shed (the target, with no room: a slow region that
 //     answers is never the reason a call is shed), at least 99.9% served;
 //   - total outage: at most 1.0 attempt per call, and success back to its
@@ -27,7 +29,7 @@ import (
 // Scale 6 replays each in about 12 s of real time.
 func TestFailureShapes(t *testing.T) {
 	if testing.Short() {
-		t.Skip("replays three short scenarios in about 15 seconds")
+		t.Skip("replays four short scenarios in about 15 seconds")
 	}
 	type shape struct {
 		name string
@@ -40,6 +42,7 @@ func TestFailureShapes(t *testing.T) {
 		{name: ScenarioProvisionedDown, sc: shortScenario(t, ScenarioProvisionedDown, 40*time.Second, 100*time.Second)},
 		{name: ScenarioProvisionedSlow, sc: shortScenario(t, ScenarioProvisionedSlow, 40*time.Second, 100*time.Second)},
 		{name: ScenarioTotalOutage, sc: shortScenario(t, ScenarioTotalOutage, 40*time.Second, 90*time.Second)},
+		{name: ScenarioProvisionedThrottled, sc: shortScenario(t, ScenarioProvisionedThrottled, 40*time.Second, 100*time.Second)},
 	}
 	var wg sync.WaitGroup
 	for _, s := range shapes {
@@ -76,6 +79,10 @@ func TestFailureShapes(t *testing.T) {
 			rs := s.pool.Snapshot().Regions[0]
 			if rs.Tier != "provisioned" || rs.TimesDemoted == 0 || rs.Demotion != nil || rs.TimesEjected != 0 {
 				t.Errorf("%s: provisioned region %+v, want demoted during the outage, restored after, never ejected", s.name, rs)
+			}
+		case ScenarioProvisionedThrottled:
+			if want := 0.9 * s.rep.FaultCarry; f.Success < want {
+				t.Errorf("%s: %.2f%% served while the provisioned region answered 429s, want at least %.2f%%", s.name, 100*f.Success, 100*want)
 			}
 		case ScenarioProvisionedSlow:
 			if r.Shed != 0 || r.SuccessRate() < 0.999 {

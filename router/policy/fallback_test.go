@@ -10,10 +10,12 @@ import (
 
 // TestFallbackRetryOfReservedCapacity spends the whole retry budget and then
 // checks which retries are still allowed: a failure on a provisioned region
-// that answers most of its calls falls back to another region; a failure on a
-// shared region, a 429 on the provisioned one, and a failure on a provisioned
-// region failing at the ejection threshold (demoted: its first attempts are
-// then probes) all stay bound by the budget.
+// that answers most of its calls falls back to another region, and a 429 on
+// any region spills to a capacity the call has not tried (Google refused it
+// before the model ran: the spill repeats no work); a failure on a shared
+// region and a failure on a provisioned region failing at the ejection
+// threshold (demoted: its first attempts are then probes) stay bound by the
+// budget.
 func TestFallbackRetryOfReservedCapacity(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -24,7 +26,8 @@ func TestFallbackRetryOfReservedCapacity(t *testing.T) {
 	}{
 		{"provisioned failing 8%", 0, Failure, 0.08, true},
 		{"provisioned failing 60%", 0, Failure, 0.6, false},
-		{"provisioned answering 429", 0, Capacity, 0.08, false},
+		{"provisioned answering 429", 0, Capacity, 0.08, true},
+		{"shared answering 429", 1, Capacity, 0.08, true},
 		{"shared failing 8%", 1, Failure, 0.08, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,8 +70,8 @@ func TestFallbackRetryOfReservedCapacity(t *testing.T) {
 			switch {
 			case tc.wantRetry && err != nil:
 				t.Fatalf("retry refused: %v; want a fallback to another region", err)
-			case tc.wantRetry && retry.Region == a.Region:
-				t.Fatalf("retry went back to %s; want another region", retry.Region)
+			case tc.wantRetry && retry.Region == a.Region && retry.Tier == a.Tier && retry.PayGo == a.PayGo:
+				t.Fatalf("retry went back to the capacity it tried (%s %s %s); want another", retry.Region, retry.Tier, retry.PayGo)
 			case !tc.wantRetry && !errors.Is(err, ErrBudgetExhausted):
 				t.Fatalf("retry: region %q, err %v; want ErrBudgetExhausted", retry.Region, err)
 			}
@@ -76,5 +79,44 @@ func TestFallbackRetryOfReservedCapacity(t *testing.T) {
 				retry.Done(Success)
 			}
 		})
+	}
+}
+
+// TestSpillAfter429GoesOnlyToUntriedCapacity: with no retry budget left, a
+// call whose attempts each answer 429 spills to every capacity it has not
+// tried, and then stops with a capacity error: it never goes back to a
+// capacity that refused it, so a call makes at most one attempt per
+// capacity however many attempts it is allowed.
+func TestSpillAfter429GoesOnlyToUntriedCapacity(t *testing.T) {
+	clk := newClock()
+	tp := pool(shared("europe-west4", 0), shared("europe-north1", 0))
+	tp.Policy.Retry = table.Retry{MaxAttempts: 5, BudgetPercent: new(0), MinRetriesPerSecond: new(0)}
+	p := mustNew(t, tp, clk)
+	c := p.Start(Request{})
+	seen := map[string]bool{}
+	for range 2 {
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatalf("attempt %d: %v; want a spill to a region not tried", c.Attempts()+1, err)
+		}
+		if seen[a.Region] {
+			t.Fatalf("attempt %d went back to %s, which answered 429", c.Attempts(), a.Region)
+		}
+		seen[a.Region] = true
+		a.Done(Capacity)
+	}
+	a, err := c.Pick()
+	var ce *CapacityError
+	if !errors.As(err, &ce) {
+		t.Fatalf("third attempt: region %q, err %v; want a capacity error (every capacity tried)", a.Region, err)
+	}
+	// A failure is still a retry the budget bounds.
+	c = p.Start(Request{})
+	if a, err = c.Pick(); err != nil {
+		t.Fatal(err)
+	}
+	a.Done(Failure)
+	if a, err = c.Pick(); !errors.Is(err, ErrBudgetExhausted) {
+		t.Fatalf("retry after a failure: region %q, err %v; want ErrBudgetExhausted", a.Region, err)
 	}
 }

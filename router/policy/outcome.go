@@ -14,7 +14,9 @@ const (
 	// Capacity: the region answered 429 RESOURCE_EXHAUSTED. It has no
 	// capacity now; it is not broken. A rejection of the throttle and a
 	// multiplicative decrease of the AIMD limit; never counted toward
-	// ejection or demotion.
+	// ejection or demotion. The retry that follows is a spill, as after
+	// ProvisionedFull: not bound by the retry budget, and only to a
+	// capacity the call has not tried.
 	Capacity
 	// Failure: 5xx, UNAVAILABLE, DEADLINE_EXCEEDED from the region, or a
 	// connection error. A failure of the failure-rate window, which ejects a

@@ -28,22 +28,28 @@ func (p *Pool) pick(cs *callState) (*slot, uint8, error) {
 		return nil, 0, err
 	}
 	retry := cs.n > 0
-	// A spill after a full PT is not a retry the budget bounds
-	// (ProvisionedFull): it neither amplifies load nor repeats work.
-	spill := retry && cs.last == ProvisionedFull
-	fallback := false
+	// A retry after a 429 (a full PT, ProvisionedFull, or no room in
+	// pay-as-you-go, Capacity) is a spill, which the budget does not bound:
+	// Google refused the attempt at once, before the model ran, so the
+	// spill repeats no work and adds no load to the region that refused; it
+	// goes only to a capacity the call has not tried, and only where that
+	// capacity's meter, in-flight limit and throttle admit it. What the
+	// budget is for, failures retried onto regions that may be failing
+	// because they are overloaded, it still bounds.
+	spill := retry && (cs.last == ProvisionedFull || cs.last == Capacity)
+	untried := spill
 	if retry && !spill && !p.budget.allow(now, st.budgetPct, st.minRetries) {
 		if !fallbackRetry(cs, now) {
 			return nil, 0, ErrBudgetExhausted
 		}
-		fallback = true
+		untried = true
 	}
 	if g := p.inFlight.Add(1); g > ceiling(st.maxInFlight, cs.prio) {
 		p.inFlight.Add(-1)
 		ref := refusal{shed: g <= st.maxInFlight}
 		return nil, 0, ref.err(cs.prio)
 	}
-	s, l, charged, err := p.choose(st, cs, now, retry, fallback)
+	s, l, charged, err := p.choose(st, cs, now, retry, untried)
 	if err != nil {
 		p.inFlight.Add(-1)
 		return nil, 0, err
@@ -163,10 +169,11 @@ func (st *poolState) ejected(now int64) int {
 
 // choose ranks the candidates (lanes of regions) for this attempt and takes
 // the first, in rank order and by weight within a rank, that admits the
-// call, with the token cost it charged the region in advance. A fallback
-// retry (see fallbackRetry) may go only to regions the call has not tried.
-// When no candidate admits the call it returns a *CapacityError.
-func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, fallback bool) (*slot, uint8, int64, error) {
+// call, with the token cost it charged the region in advance. A spill and a
+// fallback retry (see fallbackRetry), untried, may go only to capacities
+// (lanes) the call has not tried. When no candidate admits the call it
+// returns a *CapacityError.
+func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, untried bool) (*slot, uint8, int64, error) {
 	rk := st.laneRanks(cs.prio)
 	// cands lists the lanes that got a rank, so that the draws below walk
 	// the few lanes a call may use, not every lane of every region.
@@ -189,7 +196,7 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, fallback b
 		}
 	}
 	present := cands.present
-	if fallback {
+	if untried {
 		present &= 1<<rankTried - 1
 	}
 	for present != 0 {
