@@ -126,8 +126,8 @@
 // receiver's capacity, in-flight limit and throttle.
 //
 // Bulkheads. Each region has an in-flight limit that adapts by AIMD (+1/limit
-// per success while at least half used; ×0.9 per 429, Flex PayGo's aside, or
-// timeout; within [1, regionMaxLimit], starting at regionInitialLimit), and the pool has a
+// per success while at least half used; ×0.9 per timeout, never per 429,
+// which the throttle answers; within [1, regionMaxLimit], starting at regionInitialLimit), and the pool has a
 // cap (maxInFlight). Sheddable calls may fill 75% of a limit, default calls
 // 90%, critical calls all of it: the lowest priority is shed first, with
 // ErrShed and a Retry-After. Slow is not overloaded (limit.go): a region that

@@ -8,9 +8,17 @@ package policy
 // A provisioned region's limit never shrinks below the initial limit: its
 // capacity is paid for, and intermittent 504s during an upstream incident
 // must not starve it down to one call at a time while most calls succeed.
-// A 429 of Flex PayGo does not shrink it: Google documents Flex as
-// throttled more ("Flex PayGo"), and its 429s say nothing of how many calls
-// the region's other capacities can hold at once.
+//
+// A 429 does not shrink the limit: it is a refusal of rate, answered at once
+// (the quota or Google's shared pool has no room this second), not a sign
+// that the region holds too many of the router's calls at once. The rate has
+// its own brakes, the meters (what the table says the region grants) and the
+// lane's throttle (at most K times what the region accepts). Shrinking the
+// concurrency too compounds them: at a steady share of 429s the additive
+// increase and the multiplicative decrease meet at a limit of a few calls,
+// and a region that serves half of what it is sent (Google's dynamic shared
+// quota under contention) is sent a trickle. The limit answers timeouts,
+// the sign of a region slowing under its load.
 func (r *region) done(rep Report) {
 	p := r.p
 	now := p.nanos()
@@ -32,9 +40,6 @@ func (r *region) done(rep Report) {
 		}
 	case Capacity:
 		ln.throttled(now, false)
-		if rep.lane != laneFlex {
-			r.limit.shrink(s.limitFloor())
-		}
 	case ProvisionedFull:
 		ln.markFull(now)
 	case Failure:

@@ -8,7 +8,7 @@ import (
 
 // AIMD constants for a region's in-flight limit.
 const (
-	// limitDecrease multiplies the limit on a 429 or a timeout.
+	// limitDecrease multiplies the limit on a timeout.
 	limitDecrease = 0.9
 	// limitMin is the smallest limit: a region always admits one call.
 	limitMin = 1.0
@@ -18,7 +18,8 @@ const (
 // multiplicative decrease, as TCP congestion control and Netflix's
 // concurrency-limits do it. Each success adds 1/limit (one per limit's worth of
 // successes), but only while at least half the limit is in use, so an idle
-// region's limit does not drift up; each 429 or timeout multiplies it by 0.9.
+// region's limit does not drift up; each timeout multiplies it by 0.9 (a 429
+// does not: region.done).
 // It stays within [1, max]. The value is a float64 kept in one atomic word.
 //
 // A region that answers is never held to this limit alone: see
@@ -51,8 +52,8 @@ func (l *aimd) grow(inFlight int64, hi float64) {
 	}
 }
 
-// shrink applies the multiplicative decrease after a 429 or a timeout, never
-// below floor.
+// shrink applies the multiplicative decrease after a timeout, never below
+// floor.
 func (l *aimd) shrink(floor float64) {
 	for {
 		old := l.bits.Load()

@@ -12,9 +12,9 @@ const (
 	// success in the run that restores it.
 	Success Outcome = iota
 	// Capacity: the region answered 429 RESOURCE_EXHAUSTED. It has no
-	// capacity now; it is not broken. A rejection of the throttle and a
-	// multiplicative decrease of the AIMD limit; never counted toward
-	// ejection or demotion. The retry that follows is a spill, as after
+	// capacity now; it is not broken. A rejection of the throttle; it
+	// leaves the AIMD limit alone (a refusal of rate, not of concurrency:
+	// region.done) and is never counted toward ejection or demotion. The retry that follows is a spill, as after
 	// ProvisionedFull: not bound by the retry budget, and only to a
 	// capacity the call has not tried.
 	Capacity

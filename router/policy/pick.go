@@ -449,7 +449,7 @@ func (s *slot) tokCharge() int64 { return int64(float64(s.r.tokEst.Load()) * s.t
 // room for a call on lane l whose deadline is deadline: it does while it answers and n
 // is within the calls its capacity can keep in flight before their deadlines
 // (slot.littleLimit), whatever the call's priority. Priorities are shed first
-// where a region is overloaded (its AIMD limit, shrunk by 429s and timeouts)
+// where a region is overloaded (its AIMD limit, shrunk by timeouts)
 // or the pool is (maxInFlight), never where it is only slow.
 func (s *slot) roomInFlight(l uint8, n, now, deadline int64) bool {
 	return n <= s.littleLimit(l, now, deadline) && s.r.answering(l, now, s.st)

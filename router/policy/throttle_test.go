@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/regionwarden/regionwarden/router/table"
 )
 
 // TestThrottleProbability checks the SRE book's formula on known counts.
@@ -43,12 +45,14 @@ func TestThrottleProbability(t *testing.T) {
 }
 
 // TestCapacityNeverEjects sends only 429s to an ejectable region: it is
-// throttled, its limit shrinks, but it is never ejected.
+// throttled, but it is never ejected, and its in-flight limit stays (a 429
+// refuses rate, which the throttle answers, not concurrency).
 func TestCapacityNeverEjects(t *testing.T) {
 	clk := newClock()
 	tp := pool(shared("europe-west1", 0), shared("europe-west2", 0))
 	p := mustNew(t, tp, clk)
 	r := p.st.Load().slots[0].r
+	limit := p.Snapshot().Regions[0].Limit
 	for range 500 {
 		r.inFlight.Add(1)
 		p.inFlight.Add(1)
@@ -59,7 +63,61 @@ func TestCapacityNeverEjects(t *testing.T) {
 	if rs.Ejected || rs.TimesEjected != 0 || rs.Answered != 0 {
 		t.Errorf("after 500 429s: ejected %v (%d times), %d answered in the failure window; want none", rs.Ejected, rs.TimesEjected, rs.Answered)
 	}
-	if rs.ThrottleProbability < 0.9 || rs.Limit != 1 {
-		t.Errorf("throttle %.2f, limit %d; want throttled and the limit at its floor", rs.ThrottleProbability, rs.Limit)
+	if rs.ThrottleProbability < 0.9 || rs.Limit != limit {
+		t.Errorf("throttle %.2f, limit %d; want throttled and the limit still %d", rs.ThrottleProbability, rs.Limit, limit)
+	}
+}
+
+// TestSteady429sKeepTheRegionsConcurrency: a region that answers every other
+// call 429 at once (Google's shared quota under contention) and the others
+// after two seconds is sent 10 calls a second, 10 of them in flight at a
+// time. Its 429s barely throttle it (it accepts half of what it answers, the
+// throttle's K of 2: about 1% of calls turned away as the count swings) and
+// must not shrink its in-flight limit: a limit cut by each 429 and grown by
+// each success settles near three, and the calls the region would have
+// served are refused here.
+func TestSteady429sKeepTheRegionsConcurrency(t *testing.T) {
+	clk := newClock()
+	tp := pool(shared("europe-west1", 20))
+	tp.Regions[0].Ejectable = false
+	tp.Policy.Concurrency = table.Concurrency{MaxInFlight: 1000, RegionInitialLimit: 16, RegionMaxLimit: 64}
+	p := mustNew(t, tp, clk)
+	type held struct {
+		a   Attempt
+		due time.Time
+	}
+	var inFlight []held
+	refused, served, sent := 0, 0, 0
+	for i := range 600 { // 60 s, a call every 100 ms
+		now := clk.Now()
+		k := 0
+		for _, h := range inFlight {
+			if h.due.After(now) {
+				inFlight[k] = h
+				k++
+				continue
+			}
+			h.a.Done(Success)
+			served++
+		}
+		inFlight = inFlight[:k]
+		c := p.Start(Request{Deadline: now.Add(10 * time.Second)})
+		a, err := c.Pick()
+		if err != nil {
+			refused++
+			clk.Advance(100 * time.Millisecond)
+			continue
+		}
+		sent++
+		if i%2 == 0 {
+			a.Done(Capacity)
+		} else {
+			inFlight = append(inFlight, held{a, now.Add(2 * time.Second)})
+		}
+		clk.Advance(100 * time.Millisecond)
+	}
+	if refused > 18 {
+		t.Errorf("%d of 600 calls refused before reaching a region that served %d of %d it was sent; want at most 3%% refused (limit now %d)",
+			refused, served, sent, p.Snapshot().Regions[0].Limit)
 	}
 }
