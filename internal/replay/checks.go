@@ -17,6 +17,7 @@ const (
 	ScenarioProvisionedDown      = "provisioned-region-down"
 	ScenarioProvisionedSlow      = "provisioned-region-slow"
 	ScenarioProvisionedThrottled = "provisioned-region-throttled"
+	ScenarioSharedContention     = "shared-quota-contention"
 	ScenarioTotalOutage          = "total-outage"
 	ScenarioSmallPTBursts        = "small-pt-bursts"
 	ScenarioPriorityPayGo        = "priority-paygo"
@@ -171,7 +172,11 @@ func Checks(rep *Report) []Check {
 		})
 	case ScenarioProvisionedThrottled:
 		each(regionwardenPolicies, func(r *Result) Check {
-			return throttledCheck(r, rep.FaultCarry)
+			return throttledCheck(r, rep, "the provisioned region answers part of its calls 429")
+		})
+	case ScenarioSharedContention:
+		each(regionwardenPolicies, func(r *Result) Check {
+			return throttledCheck(r, rep, "the provisioned region is down and the pay-as-you-go regions answer half their calls 429")
 		})
 	case ScenarioTotalOutage:
 		each(regionwardenPolicies, func(r *Result) Check {
@@ -200,15 +205,16 @@ func Checks(rep *Report) []Check {
 	return cs
 }
 
-// throttledCheck holds a column, while the provisioned region refuses part of
-// its calls with 429, to serving at least MinShareOfCarry of what the
-// regions can carry (Report.FaultCarry: its answers and the others'
-// quotas), and to sending the regions that spill
-// takes no more than their quota for more than one second in a row.
-func throttledCheck(r *Result, carry float64) Check {
+// throttledCheck holds a column, while regions refuse part of their calls
+// with 429 (what says how), to serving at least MinShareOfCarry of what the
+// regions can carry (Report.FaultCarry: what each answers, up to its quota),
+// and to sending the pay-as-you-go regions, where 429s spill, no more than
+// their quota for more than one second in a row.
+func throttledCheck(r *Result, rep *Report, what string) Check {
+	carry := rep.FaultCarry
 	want := MinShareOfCarry * carry
-	c := Check{Target: fmt.Sprintf("while the provisioned region answers part of its calls 429, %s serves at least %s of what its answers and the other regions' quotas carry (%s of calls, so %s), and no other region receives more than its quota for more than 1 s in a row",
-		r.Policy, pct(MinShareOfCarry), pct(carry), pct(want))}
+	c := Check{Target: fmt.Sprintf("while %s (%s to %s), %s serves at least %s of what the regions answer within their quotas (%s of calls, so %s), and no pay-as-you-go region receives more than its quota for more than 1 s in a row",
+		what, fmtDuration(rep.Fault.From), fmtDuration(rep.Fault.To), r.Policy, pct(MinShareOfCarry), pct(carry), pct(want))}
 	worst := 0
 	var parts []string
 	for _, rl := range r.Regions {
@@ -219,7 +225,7 @@ func throttledCheck(r *Result, carry float64) Check {
 		worst = max(worst, rl.LongestOver)
 	}
 	f := r.Fault
-	c.Measured = fmt.Sprintf("%s served while it throttled (%s of what can be carried), %.3f attempts per call; longest run over quota: %s",
+	c.Measured = fmt.Sprintf("%s served while the faults lasted (%s of what can be carried), %.3f attempts per call; longest run over quota: %s",
 		pct(f.Success), pct(shareOf(f.Success, carry)), f.AttemptsPerRequest, strings.Join(parts, ", "))
 	c.Pass = f.Requests > 0 && f.Success >= want && worst <= 1
 	return c

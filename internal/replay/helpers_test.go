@@ -185,6 +185,7 @@ func TestFaultSpan(t *testing.T) {
 		{ScenarioTotalOutage, 130 * time.Second, Span{2 * time.Minute, 130 * time.Second}, 0},
 		{ScenarioTotalOutage, time.Minute, Span{}, 0},
 		{ScenarioProvisionedThrottled, 5 * time.Minute, Span{90 * time.Second, 210 * time.Second}, 1},
+		{ScenarioSharedContention, 8 * time.Minute, Span{2 * time.Minute, 6 * time.Minute}, 0.5},
 	} {
 		sc, err := emulator.LoadScenario("../../test/scenarios/" + tc.name + ".yaml")
 		if err != nil {
