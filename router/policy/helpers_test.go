@@ -32,6 +32,16 @@ func pool(regions ...table.Region) table.Pool {
 var quiet = slog.New(slog.DiscardHandler)
 
 // mustNew returns the adaptive policy for tp on clk.
+// limitedRegion is a pool of one shared region of rps calls a second (0:
+// no hint) that is never ejected, with in-flight limits starting at initial
+// and growing to most, under a pool-wide cap that does not bind.
+func limitedRegion(t testing.TB, clk *clocktest.Clock, rps float64, initial, most int) *Pool {
+	tp := pool(shared("europe-west1", rps))
+	tp.Regions[0].Ejectable = false
+	tp.Policy.Concurrency = table.Concurrency{MaxInFlight: 1000, RegionInitialLimit: initial, RegionMaxLimit: most}
+	return mustNew(t, tp, clk)
+}
+
 func mustNew(t testing.TB, tp table.Pool, clk *clocktest.Clock) *Pool {
 	t.Helper()
 	p, err := New(tp, Options{Now: clk.Now, Seed: 1, Logger: quiet})

@@ -90,10 +90,7 @@ func TestProvisionedLimitSurvivesTimeouts(t *testing.T) {
 // still fits and ErrOverCapacity at the limit.
 func TestShedding(t *testing.T) {
 	clk := newClock()
-	tp := pool(shared("europe-west1", 0))
-	tp.Regions[0].Ejectable = false
-	tp.Policy.Concurrency = table.Concurrency{MaxInFlight: 1000, RegionInitialLimit: 20, RegionMaxLimit: 50}
-	p := mustNew(t, tp, clk)
+	p := limitedRegion(t, clk, 0, 20, 50)
 	report(p, 0, Success, 10)
 	report(p, 0, Failure, 10)
 	if rs := p.Snapshot().Regions[0]; !rs.Failing || rs.ThrottleProbability != 0 {

@@ -4,8 +4,6 @@ import (
 	"math"
 	"testing"
 	"time"
-
-	"github.com/regionwarden/regionwarden/router/table"
 )
 
 // TestThrottleProbability checks the SRE book's formula on known counts.
@@ -78,10 +76,7 @@ func TestCapacityNeverEjects(t *testing.T) {
 // served are refused here.
 func TestSteady429sKeepTheRegionsConcurrency(t *testing.T) {
 	clk := newClock()
-	tp := pool(shared("europe-west1", 20))
-	tp.Regions[0].Ejectable = false
-	tp.Policy.Concurrency = table.Concurrency{MaxInFlight: 1000, RegionInitialLimit: 16, RegionMaxLimit: 64}
-	p := mustNew(t, tp, clk)
+	p := limitedRegion(t, clk, 20, 16, 64)
 	type held struct {
 		a   Attempt
 		due time.Time
