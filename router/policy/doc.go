@@ -116,13 +116,18 @@
 //
 // so with 100% failures attempts per request stay under
 // 1 + budgetPercent/100 + minRetriesPerSecond/rate, and the throttle holds them
-// far lower. One retry is not bound by the budget: the fallback of a
+// far lower. The spill after a 429 (a full PT, or a pay-as-you-go quota with
+// no room) is not a retry the budget bounds: Google refused the attempt
+// before the model ran, so it repeats no work and adds no load where it was
+// refused; it goes only to a capacity the call has not tried, so a call
+// makes at most one attempt per capacity, and each receiver admits it only
+// within its meter, in-flight limit and throttle. Nor is the fallback of a
 // provisioned region that fails intermittently (a Failure, not a 429, while
 // it is not demoted and answers at least minRequests over the ejection
 // interval with a failure rate under the threshold). A burst of its failures
 // can outrun the budget, and those calls are exactly the ones the paid-for
 // capacity must not drop. The fallback is bounded all the same: only to
-// regions the call has not tried, within maxAttempts, the deadline and each
+// capacities the call has not tried, within maxAttempts, the deadline and each
 // receiver's capacity, in-flight limit and throttle.
 //
 // Bulkheads. Each region has an in-flight limit that adapts by AIMD (+1/limit
