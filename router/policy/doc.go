@@ -120,8 +120,10 @@
 // no room) is not a retry the budget bounds: Google refused the attempt
 // before the model ran, so it repeats no work and adds no load where it was
 // refused; it goes only to a capacity the call has not tried, so a call
-// makes at most one attempt per capacity, and each receiver admits it only
-// within its meter, in-flight limit and throttle. Nor is the fallback of a
+// makes at most one attempt per capacity outside the budget, and each
+// receiver admits it only within its meter, in-flight limit and throttle
+// (when no capacity it has not tried admits it, it is a retry like any
+// other, within the budget). Nor is the fallback of a
 // provisioned region that fails intermittently (a Failure, not a 429, while
 // it is not demoted and answers at least minRequests over the ejection
 // interval with a failure rate under the threshold). A burst of its failures

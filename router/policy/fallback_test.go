@@ -120,3 +120,40 @@ func TestSpillAfter429GoesOnlyToUntriedCapacity(t *testing.T) {
 		t.Fatalf("retry after a failure: region %q, err %v; want ErrBudgetExhausted", a.Region, err)
 	}
 }
+
+// TestRetryAfter429WithNoCapacityLeftToTry: in a pool of one capacity (the
+// global endpoint alone, say), a call answered 429 has no capacity it has
+// not tried to spill to; it may still retry the one it tried, as any retry
+// may, within the retry budget, and not beyond it.
+func TestRetryAfter429WithNoCapacityLeftToTry(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		floor     int
+		wantRetry bool
+	}{
+		{"budget left", 1, true},
+		{"no budget", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			tp := pool(shared("global", 0))
+			tp.Policy.Retry = table.Retry{MaxAttempts: 3, BudgetPercent: new(0), MinRetriesPerSecond: new(tc.floor)}
+			p := mustNew(t, tp, clk)
+			c := p.Start(Request{})
+			a, err := c.Pick()
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.Done(Capacity)
+			a, err = c.Pick()
+			switch {
+			case tc.wantRetry && err != nil:
+				t.Fatalf("retry after a 429: %v; want a retry of global within the budget", err)
+			case tc.wantRetry && a.Region != "global":
+				t.Fatalf("retry went to %q", a.Region)
+			case !tc.wantRetry && err == nil:
+				t.Fatalf("retry to %q with no budget and no capacity left to try", a.Region)
+			}
+		})
+	}
+}

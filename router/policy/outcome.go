@@ -14,9 +14,10 @@ const (
 	// Capacity: the region answered 429 RESOURCE_EXHAUSTED. It has no
 	// capacity now; it is not broken. A rejection of the throttle; it
 	// leaves the AIMD limit alone (a refusal of rate, not of concurrency:
-	// region.done) and is never counted toward ejection or demotion. The retry that follows is a spill, as after
-	// ProvisionedFull: not bound by the retry budget, and only to a
-	// capacity the call has not tried.
+	// region.done) and is never counted toward ejection or demotion. The
+	// retry that follows is a spill, as after ProvisionedFull: to a
+	// capacity the call has not tried, outside the retry budget, or, when
+	// none admits it, back to one it tried within the budget (pick).
 	Capacity
 	// Failure: 5xx, UNAVAILABLE, DEADLINE_EXCEEDED from the region, or a
 	// connection error. A failure of the failure-rate window, which ejects a

@@ -37,8 +37,9 @@ func (p *Pool) pick(cs *callState) (*slot, uint8, error) {
 	// budget is for, failures retried onto regions that may be failing
 	// because they are overloaded, it still bounds.
 	spill := retry && (cs.last == ProvisionedFull || cs.last == Capacity)
+	budgeted := retry && !spill // the attempt spends the retry budget
 	untried := spill
-	if retry && !spill && !p.budget.allow(now, st.budgetPct, st.minRetries) {
+	if budgeted && !p.budget.allow(now, st.budgetPct, st.minRetries) {
 		if !fallbackRetry(cs, now) {
 			return nil, 0, ErrBudgetExhausted
 		}
@@ -50,6 +51,13 @@ func (p *Pool) pick(cs *callState) (*slot, uint8, error) {
 		return nil, 0, ref.err(cs.prio)
 	}
 	s, l, charged, err := p.choose(st, cs, now, retry, untried)
+	if err != nil && spill && p.budget.allow(now, st.budgetPct, st.minRetries) {
+		// No capacity the call has not tried admits the spill (a pool of
+		// one capacity, say): it is then a retry like any other, which the
+		// budget allows to go back to a capacity the call tried.
+		s, l, charged, err = p.choose(st, cs, now, retry, false)
+		budgeted = true
+	}
 	if err != nil {
 		p.inFlight.Add(-1)
 		return nil, 0, err
@@ -57,7 +65,7 @@ func (p *Pool) pick(cs *callState) (*slot, uint8, error) {
 	switch {
 	case !retry:
 		p.budget.request(now)
-	case !spill:
+	case budgeted:
 		p.budget.retry(now)
 	}
 	cs.record(s.r, l, charged, now)
