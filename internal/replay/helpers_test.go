@@ -197,7 +197,8 @@ func TestFaultSpan(t *testing.T) {
 		}
 	}
 	// 20 calls/s: half of europe-west1's 10 answered, none of
-	// europe-west4's, europe-north1's 4: 9 of 20.
+	// europe-west4's (slower than the deadline) nor of europe-west2's
+	// (backing up past it), europe-north1's 4: 9 of 20.
 	sc, err := emulator.ParseScenario([]byte(`
 name: partial
 project: p
@@ -213,6 +214,10 @@ regions:
   tier: shared
   capacity: {requestsPerSecond: 10}
   faults: [{from: 1m, to: 2m, addedLatency: 10s}]
+- name: europe-west2
+  tier: shared
+  capacity: {requestsPerSecond: 4}
+  faults: [{from: 1m, to: 2m, addedLatencyEnd: 12s}]
 - name: europe-north1
   tier: shared
   capacity: {requestsPerSecond: 4}

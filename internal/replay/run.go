@@ -616,14 +616,15 @@ func faultSpan(sc *emulator.Scenario, dur time.Duration) (Span, float64) {
 
 // answered is the least share of its calls that region r answers within
 // deadline (zero: none) under its faults in span sp: none in an outage or
-// when the added latency reaches the deadline, else all but the error rate.
+// when the added latency reaches the deadline (at either end of a ramp),
+// else all but the error rate.
 func answered(r *emulator.Region, sp Span, deadline time.Duration) float64 {
 	share := 1.0
 	for _, f := range r.Faults {
 		if f.From.Duration >= sp.To || f.To.Duration <= sp.From {
 			continue
 		}
-		if f.Outage != "" || (deadline > 0 && f.AddedLatency.Duration >= deadline) {
+		if f.Outage != "" || (deadline > 0 && max(f.AddedLatency.Duration, f.AddedLatencyEnd.Duration) >= deadline) {
 			return 0
 		}
 		share = min(share, 1-f.ErrorRate)
