@@ -58,13 +58,7 @@ func TestBudgetShared(t *testing.T) {
 		// failures do not throttle the regions.
 		once(t, pools[i%2], Success)
 		once(t, pools[i%2], Success)
-		c := pools[i%2].Start(Request{})
-		a, err := c.Pick()
-		if err != nil {
-			t.Fatal(err)
-		}
-		a.Done(Failure)
-		a, err = c.Pick()
+		a, err := retryAfter(t, pools[i%2], Failure)
 		switch {
 		case err == nil:
 			retries++

@@ -111,12 +111,7 @@ func TestSpillAfter429GoesOnlyToUntriedCapacity(t *testing.T) {
 		t.Fatalf("third attempt: region %q, err %v; want a capacity error (every capacity tried)", a.Region, err)
 	}
 	// A failure is still a retry the budget bounds.
-	c = p.Start(Request{})
-	if a, err = c.Pick(); err != nil {
-		t.Fatal(err)
-	}
-	a.Done(Failure)
-	if a, err = c.Pick(); !errors.Is(err, ErrBudgetExhausted) {
+	if a, err = retryAfter(t, p, Failure); !errors.Is(err, ErrBudgetExhausted) {
 		t.Fatalf("retry after a failure: region %q, err %v; want ErrBudgetExhausted", a.Region, err)
 	}
 }
@@ -138,14 +133,7 @@ func TestRetryAfter429WithNoCapacityLeftToTry(t *testing.T) {
 			clk := newClock()
 			tp := pool(shared("global", 0))
 			tp.Policy.Retry = table.Retry{MaxAttempts: 3, BudgetPercent: new(0), MinRetriesPerSecond: new(tc.floor)}
-			p := mustNew(t, tp, clk)
-			c := p.Start(Request{})
-			a, err := c.Pick()
-			if err != nil {
-				t.Fatal(err)
-			}
-			a.Done(Capacity)
-			a, err = c.Pick()
+			a, err := retryAfter(t, mustNew(t, tp, clk), Capacity)
 			switch {
 			case tc.wantRetry && err != nil:
 				t.Fatalf("retry after a 429: %v; want a retry of global within the budget", err)

@@ -42,6 +42,19 @@ func limitedRegion(t testing.TB, clk *clocktest.Clock, rps float64, initial, mos
 	return mustNew(t, tp, clk)
 }
 
+// retryAfter starts a call on p whose first attempt must be admitted and ends
+// with o, and picks its second attempt.
+func retryAfter(t testing.TB, p *Pool, o Outcome) (Attempt, error) {
+	t.Helper()
+	c := p.Start(Request{})
+	a, err := c.Pick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Done(o)
+	return c.Pick()
+}
+
 func mustNew(t testing.TB, tp table.Pool, clk *clocktest.Clock) *Pool {
 	t.Helper()
 	p, err := New(tp, Options{Now: clk.Now, Seed: 1, Logger: quiet})
