@@ -173,7 +173,7 @@ func hasHeadroom(p *Pool, pr Priority) bool {
 		case r.inFlight.Load()+1 > ceiling(int64(r.limit.get()), pr):
 		case r.throttleP(now, st) > 0:
 		case s.tokCost > 0 && !fits(r.toks.sum(now, s.tokWidth), int64(float64(r.tokEst.Load())*s.tokCost)):
-		case s.reqCost > 0 && s.reqCost <= rateCapacity && !fits(r.reqs.sum(now), s.reqCost):
+		case s.reqCost > 0 && s.reqCost <= rateCapacity && !fits(r.reqs.m.sum(now, meterWidth), s.reqCost):
 		case s.reqCost > rateCapacity && r.slow.next.Load() > now:
 		default:
 			return true
@@ -320,7 +320,7 @@ func demotedDue(p *Pool, now int64) (due []int, sure bool) {
 		case r.inFlight.Load() != 0:
 		case r.lanes[laneProvisioned].fullUntil.Load() != 0: // a full PT is not asked
 		case s.tokCost > 0 && !fits(r.toks.sum(now, s.tokWidth), int64(float64(r.tokEst.Load())*s.tokCost)):
-		case s.reqCost > 0 && s.reqCost <= rateCapacity && !fits(r.reqs.sum(now), s.reqCost):
+		case s.reqCost > 0 && s.reqCost <= rateCapacity && !fits(r.reqs.m.sum(now, meterWidth), s.reqCost):
 		case s.reqCost > rateCapacity && r.slow.next.Load() > now:
 		default:
 			continue

@@ -125,9 +125,6 @@ func (q *requestMeter) knownFull(now, cost int64) bool {
 // wait is how long from now until the meter has room for a request of cost.
 func (q *requestMeter) wait(now, cost int64) int64 { return q.m.wait(now, cost, meterWidth) }
 
-// sum is the cost the last second holds at now.
-func (q *requestMeter) sum(now int64) int64 { return q.m.sum(now, meterWidth) }
-
 // slotOf is the part of its bucket of width that now falls in.
 func slotOf(now, width int64) int64 { return now % width * callSlots / width }
 
