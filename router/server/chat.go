@@ -63,9 +63,13 @@ func (x *exchange) serveChat(cr chatRoute) {
 	name, err := upstream.ChatModel(x.req.Body)
 	publisher, model, slash := strings.Cut(name, "/")
 	traced := x.startSpan(r.Context(), propagation.HeaderCarrier(r.Header), methodChat, model)
+	timeout, terr := x.s.callTimeout(r.Header)
 	switch {
 	case perr != nil:
 		x.fail(http.StatusBadRequest, codes.InvalidArgument, perr.Error(), 0)
+		return
+	case terr != nil:
+		x.fail(http.StatusBadRequest, codes.InvalidArgument, terr.Error(), 0)
 		return
 	case err != nil:
 		x.fail(http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0)
@@ -85,7 +89,7 @@ func (x *exchange) serveChat(cr chatRoute) {
 		x.fail(err.Status, err.Code, err.Message, 0)
 		return
 	}
-	ctx, cancel := context.WithTimeout(traced, x.s.timeout)
+	ctx, cancel := context.WithTimeout(traced, timeout)
 	defer cancel()
 	x.pool.inFlight.Inc()
 	defer x.pool.inFlight.Dec()

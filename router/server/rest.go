@@ -135,6 +135,11 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		x.fail(http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0)
 		return
 	}
+	timeout, err := s.callTimeout(r.Header)
+	if err != nil {
+		x.fail(http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0)
+		return
+	}
 	key := table.Key{Project: rt.project, Publisher: rt.publisher, Model: rt.model}
 	if x.pool = s.lookup(key); x.pool == nil {
 		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf(
@@ -152,11 +157,30 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx, cancel := context.WithTimeout(traced, s.timeout)
+	ctx, cancel := context.WithTimeout(traced, timeout)
 	defer cancel()
 	x.pool.inFlight.Inc()
 	defer x.pool.inFlight.Dec()
 	x.run(ctx)
+}
+
+// callTimeout bounds a REST call, every attempt and wait included: the
+// router's request timeout, or the caller's X-Server-Timeout when that is
+// shorter. Google's servers read that header as the time the caller gives the
+// request; the router, standing in for them, does the same, so that it stops
+// trying, waiting for headroom and retrying when the caller stops waiting,
+// and tells each region what is left (upstream.HeaderServerTimeout). A value
+// that is not a positive number of seconds is the caller's error.
+func (s *Server) callTimeout(h http.Header) (time.Duration, error) {
+	v := h.Get(upstream.HeaderServerTimeout)
+	if v == "" {
+		return s.timeout, nil
+	}
+	d, err := upstream.ParseServerTimeout(v)
+	if err != nil {
+		return 0, err
+	}
+	return min(d, s.timeout), nil
 }
 
 // parsePriority reads the HeaderPriority value.

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -42,7 +43,7 @@ func BenchmarkOutHeader(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = outHeader(in, table.RequestTypeShared, "", "Bearer router")
+		_ = outHeader(in, table.RequestTypeShared, "", "Bearer router", time.Time{})
 	}
 }
 

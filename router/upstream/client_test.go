@@ -347,3 +347,23 @@ func TestUnreachableRegionIsAFailure(t *testing.T) {
 		g.Expect(Classify(err).String()).To(Equal("failure"), "%s: %v", cl.name, err)
 	}
 }
+
+// TestParseServerTimeout reads X-Server-Timeout as Google does, seconds whole
+// or decimal, and keeps an absurd value within a Duration.
+func TestParseServerTimeout(t *testing.T) {
+	for v, want := range map[string]time.Duration{
+		"30":   30 * time.Second,
+		"2.5":  2500 * time.Millisecond,
+		" 1 ":  time.Second,
+		"1e30": 365 * 24 * time.Hour,
+	} {
+		if got, err := ParseServerTimeout(v); err != nil || got != want {
+			t.Errorf("%q: %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"", "soon", "0", "-1", "NaN", "+Inf", "1s"} {
+		if _, err := ParseServerTimeout(v); err == nil || !strings.Contains(err.Error(), HeaderServerTimeout) {
+			t.Errorf("%q: error %v, want one naming the header", v, err)
+		}
+	}
+}

@@ -3,11 +3,15 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/propagation"
 
@@ -56,6 +60,41 @@ func headerValue(v string) []string {
 	return []string{v}
 }
 
+// HeaderServerTimeout is Google's system parameter by which a REST caller
+// bounds, in seconds, how long the server may take to finish its request
+// (https://cloud.google.com/apis/docs/system-parameters); the genai SDKs
+// send it when a call has a timeout. The router reads it as the call's
+// deadline (ParseServerTimeout) and sends each attempt on with what is left
+// of that deadline, so that a region does not work on past the moment the
+// caller stops waiting.
+const HeaderServerTimeout = "X-Server-Timeout"
+
+// ParseServerTimeout reads a HeaderServerTimeout value: a number of seconds,
+// whole or decimal, greater than zero.
+func ParseServerTimeout(v string) (time.Duration, error) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || !(f > 0) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("header %s: %q is not a number of seconds greater than zero", HeaderServerTimeout, v)
+	}
+	if f >= maxServerTimeout.Seconds() {
+		return maxServerTimeout, nil
+	}
+	return time.Duration(f * float64(time.Second)), nil
+}
+
+// maxServerTimeout bounds what ParseServerTimeout returns: a year, far
+// beyond any request timeout, and within a Duration.
+const maxServerTimeout = 365 * 24 * time.Hour
+
+// serverTimeout is the HeaderServerTimeout value that tells a region how long
+// is left until deadline, in whole seconds rounded up (Google reads whole
+// seconds), at least one.
+func serverTimeout(deadline time.Time) []string {
+	left := time.Until(deadline)
+	secs := max(int64((left+time.Second-1)/time.Second), 1)
+	return []string{strconv.FormatInt(secs, 10)}
+}
+
 // HeaderPriority is the router's own request header that sets a call's
 // priority for shedding; it is never sent on.
 const HeaderPriority = "X-Regionwarden-Priority"
@@ -80,8 +119,11 @@ func dropped(key string) bool {
 }
 
 // outHeader is the header of a call to a region: the caller's, less what
-// stays with the router, plus the capacity headers and the credentials.
-func outHeader(in http.Header, requestType, sharedRequestType, authorization string) http.Header {
+// stays with the router, plus the capacity headers and the credentials. A
+// caller's HeaderServerTimeout is replaced by what is left until deadline
+// (when it is not zero): an attempt after a wait or a failed one has less
+// time than the caller first gave.
+func outHeader(in http.Header, requestType, sharedRequestType, authorization string, deadline time.Time) http.Header {
 	out := make(http.Header, len(in)+3)
 	for k, v := range in {
 		if !dropped(k) {
@@ -102,6 +144,9 @@ func outHeader(in http.Header, requestType, sharedRequestType, authorization str
 	}
 	if authorization != "" {
 		out[headerAuthorization] = []string{authorization}
+	}
+	if _, ok := out[HeaderServerTimeout]; ok && !deadline.IsZero() {
+		out[HeaderServerTimeout] = serverTimeout(deadline)
 	}
 	return out
 }
@@ -183,7 +228,7 @@ func (c *Clients) Send(ctx context.Context, t Target, r *Request) (*http.Respons
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,
 		ProtoMinor: 1,
-		Header:     outHeader(r.Header, rt, srt, auth),
+		Header:     outHeader(r.Header, rt, srt, auth, deadlineOf(ctx)),
 		Body:       http.NoBody,
 		Host:       s.u.Host,
 	}).WithContext(ctx)
@@ -205,6 +250,12 @@ func (c *Clients) Send(ctx context.Context, t Target, r *Request) (*http.Respons
 	s.rel = releasing{ReadCloser: resp.Body, e: e}
 	resp.Body = &s.rel
 	return resp, nil
+}
+
+// deadlineOf is ctx's deadline; zero if it has none.
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
 }
 
 // releasing is an answer's body that ends its call on the endpoint when closed.
