@@ -463,6 +463,11 @@ func newShares(c config, client kubernetes.Interface, apply func(*table.Table) e
 			return nil, nil, fmt.Errorf("--share-store: %w", err)
 		}
 		o.Store = x
+		m, err := share.NewMeter(share.MeterOptions{URL: c.shareStore, ID: x.ID(), Scale: c.clockScale, Logger: log})
+		if err != nil {
+			return nil, nil, fmt.Errorf("--share-store: %w", err)
+		}
+		o.Meter = m
 	}
 	var counter *share.EndpointSliceCounter
 	var ctl *share.Controller

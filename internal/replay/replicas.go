@@ -180,11 +180,19 @@ func newReplicated(env *Env, o ReplicaOptions) (_ *replicated, err error) {
 			}
 			r.closed = append(r.closed, x.Close)
 			opts.Store = x
+			m, err := share.NewMeter(share.MeterOptions{URL: r.store.URL(), ID: fmt.Sprintf("router-%d", i), Scale: scale, Logger: env.logger()})
+			if err != nil {
+				return nil, err
+			}
+			r.closed = append(r.closed, m.Close)
+			opts.Meter = m
 		}
 		rep.ctl = share.New(opts)
 		if err := rep.ctl.SetTable(tbl); err != nil {
 			return nil, err
 		}
+		// As the router's server does for each pool it makes.
+		p.SetSharedMeter(rep.ctl.SharedMeter(env.Pool.Key()))
 		rep.meter = rep.ctl.Demand(env.Pool.Key())
 		r.wg.Add(1)
 		go func() { defer r.wg.Done(); _ = rep.ctl.Run(ctx) }()

@@ -426,16 +426,18 @@ func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe bo
 			ref.metered |= 1 << i
 			return 0, false
 		}
-	case s.metersReqs():
-		if !r.reqs.take(now, s.reqCost) {
+	case s.reqCost > 0:
+		ok, sharedWait, paced := p.takeRequest(s, now)
+		if !ok {
 			r.inFlight.Add(-1)
-			ref.metered |= 1 << i
-			return 0, false
-		}
-	case s.reqCost > 0: // under one call a window: paced
-		if ok, wait := r.slow.take(now, s.reqCost*costUnit); !ok {
-			r.inFlight.Add(-1)
-			ref.capacity(wait)
+			switch {
+			case sharedWait > 0:
+				ref.capacity(sharedWait)
+			case s.metersReqs():
+				ref.metered |= 1 << i
+			default: // under one call a window: paced
+				ref.capacity(paced)
+			}
 			return 0, false
 		}
 	}

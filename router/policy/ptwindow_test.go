@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/regionwarden/regionwarden/internal/clocktest"
-	"github.com/regionwarden/regionwarden/router/share"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -43,6 +42,11 @@ func TestPTMeteredOverItsWindow(t *testing.T) {
 	)
 	oneSecond := base
 	oneSecond.Policy.Provisioned.Window = table.Duration{Duration: time.Second}
+	// Half the order's throughput, as router/share scales it for one of two
+	// routers: the GSUs, and so the window, stay the order's.
+	half := base
+	half.Regions = append([]table.Region(nil), base.Regions...)
+	half.Regions[0].Capacity.TokensPerSecond = tps / 2
 	for _, tc := range []struct {
 		name   string
 		pool   table.Pool
@@ -51,7 +55,7 @@ func TestPTMeteredOverItsWindow(t *testing.T) {
 	}{
 		{"size default: 40 s", base, 40 * tps / tokens, "40s"},
 		{"one-second window", oneSecond, tps / tokens, "1s"},
-		{"half of a 40 s window", share.Scale(base, share.StaticPart(2)), 40 * tps / tokens / 2, "40s"},
+		{"half of a 40 s window", half, 40 * tps / tokens / 2, "40s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newClock()

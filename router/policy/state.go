@@ -29,6 +29,7 @@ type Pool struct {
 	waits    atomic.Int64 // waits for headroom since the pool was made
 	_        [56]byte
 	st       atomic.Pointer[poolState]
+	shared   atomic.Pointer[SharedMeter] // nil: each region's own meter alone (SetSharedMeter)
 
 	mu sync.Mutex // serializes Update and ejections
 }

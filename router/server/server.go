@@ -320,6 +320,11 @@ func (s *Server) Apply(t *table.Table) error {
 				errs = append(errs, fmt.Errorf("pool %s: %w", label, err))
 				continue
 			}
+			if s.shares != nil {
+				// With a meter in the share store, the pool's quotas are
+				// metered there for every router (share.Meter).
+				p.SetSharedMeter(s.shares.SharedMeter(key))
+			}
 			router = p
 		}
 		ne := s.entry(router, tp, label)

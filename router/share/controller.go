@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -46,6 +47,10 @@ type Options struct {
 	// Store, when set, exchanges demand with the other routers, and the
 	// replica share follows demand. Nil: the static share 1/N.
 	Store *Exchange
+	// Meter, when set, meters the regions' request quotas in the store for
+	// all routers at once (SharedMeter); the share meters them when the
+	// store does not answer.
+	Meter *Meter
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Interval between exchanges and recomputations. Default DefaultInterval.
@@ -68,6 +73,7 @@ type Controller struct {
 	o Options
 
 	demand atomic.Pointer[map[table.Key]*Demand]
+	meters atomic.Pointer[map[table.Key]*poolMeter] // nil without Options.Meter
 	wake   chan struct{}
 
 	mu       sync.Mutex
@@ -153,6 +159,21 @@ func (c *Controller) SetTable(t *table.Table) error {
 		}
 	}
 	c.demand.Store(&meters)
+	if c.o.Meter != nil {
+		pms := map[table.Key]*poolMeter{}
+		var oldPMs map[table.Key]*poolMeter
+		if cur := c.meters.Load(); cur != nil {
+			oldPMs = *cur
+		}
+		for i := range t.Pools {
+			k := t.Pools[i].Key()
+			if pms[k] = oldPMs[k]; pms[k] == nil {
+				pms[k] = &poolMeter{m: c.o.Meter}
+			}
+			pms[k].set(&t.Pools[i], c.o.Meter.prefix)
+		}
+		c.meters.Store(&pms)
+	}
 	for k := range c.pools {
 		if _, ok := meters[k]; !ok {
 			delete(c.pools, k)
@@ -160,6 +181,21 @@ func (c *Controller) SetTable(t *table.Table) error {
 	}
 	c.recompute(c.o.Now(), true)
 	return c.applyLocked()
+}
+
+// SharedMeter is the meter of pool key's request quotas in the store, for
+// its policy (policy.Pool.SetSharedMeter); nil without Options.Meter or
+// before SetTable has given the pool. The same pool keeps the same meter
+// across tables.
+func (c *Controller) SharedMeter(key table.Key) policy.SharedMeter {
+	cur := c.meters.Load()
+	if cur == nil {
+		return nil
+	}
+	if pm := (*cur)[key]; pm != nil {
+		return pm
+	}
+	return nil
 }
 
 // Run exchanges and recomputes every Interval, and at once when the replica

@@ -1,0 +1,90 @@
+package policy
+
+// SharedMeter meters the requests-per-second quotas of a pool's regions
+// together with the other routers that call the same regions
+// (router/share.Meter, in a Redis or Valkey store). Each router alone meters
+// only its share of a quota; a call that finds its router's share full is
+// refused even while another router's share sits idle, and under calls
+// arriving at random those idle moments add up (Erlang's loss: a window of
+// k calls split among routers loses more than one of all k). A meter that
+// all routers take from loses nothing to the split.
+//
+// The policy asks it for the hinted lane of a region with a request quota,
+// where it would otherwise ask the region's own meter (admit). The answer
+// says who decides; whatever it is, the router's own meter is charged with
+// every request the router admits, so that when the shared meter cannot
+// answer, the router's own share decides at once with what it sent in the
+// last second counted.
+type SharedMeter interface {
+	// TakeShared asks for one request to the region named region at now
+	// (nanoseconds on the pool's clock). With SharedFull, wait is how long
+	// until the quota has room, in nanoseconds; otherwise 0. It must return
+	// within a bounded time, whatever the store does.
+	TakeShared(region string, now int64) (v SharedVerdict, wait int64)
+}
+
+// SharedVerdict is a SharedMeter's answer.
+type SharedVerdict uint8
+
+const (
+	// SharedUnknown: the meter cannot say (no store, or the store did not
+	// answer in time): the router's own meter decides, at its share.
+	SharedUnknown SharedVerdict = iota
+	// SharedAdmitted: the quota had room for the request, which the shared
+	// meter counted; the router's own meter is not asked.
+	SharedAdmitted
+	// SharedFull: the quota has no room, whatever the router's own share.
+	SharedFull
+	// SharedAdmittedIfLocal: the shared meter counted the request, but does
+	// not yet know everything the region received in its last window (it
+	// has just come back after routers metered their shares alone): the
+	// router's own meter must admit the request too.
+	SharedAdmittedIfLocal
+)
+
+// SetSharedMeter makes the pool ask m for its regions' request quotas from
+// now on (nil: the router's own meters alone, the default). It survives
+// Update.
+func (p *Pool) SetSharedMeter(m SharedMeter) {
+	if m == nil {
+		p.shared.Store(nil)
+		return
+	}
+	p.shared.Store(&m)
+}
+
+// takeRequest admits a request on slot s's hinted lane, whose capacity is a
+// request rate (s.reqCost > 0), at now: by the pool's shared meter when it
+// decides, else by the region's own meter (the one-second window, or the
+// pacer for a rate under one call a window). It returns whether the request
+// was admitted and, when not, the wait a full shared quota gave (0 when the
+// own meter refused: its wait is worked out only if needed, meterWaits, and
+// the pacer's comes back in paced).
+func (p *Pool) takeRequest(s *slot, now int64) (ok bool, sharedWait, paced int64) {
+	if m := p.shared.Load(); m != nil {
+		switch v, wait := (*m).TakeShared(s.name, now); v {
+		case SharedAdmitted:
+			s.chargeRequest(now)
+			return true, 0, 0
+		case SharedFull:
+			return false, max(wait, 1), 0
+		}
+	}
+	if s.metersReqs() {
+		return s.r.reqs.take(now, s.reqCost), 0, 0
+	}
+	ok, paced = s.r.slow.take(now, s.reqCost*costUnit)
+	return ok, 0, paced
+}
+
+// chargeRequest counts on the region's own meter a request the shared meter
+// admitted: the meter may go over its share (it is not asking), and then
+// refuses until the router's own requests of the last window have left it,
+// should the shared meter stop answering.
+func (s *slot) chargeRequest(now int64) {
+	if s.metersReqs() {
+		s.r.reqs.m.add(now, s.reqCost, meterWidth)
+		return
+	}
+	s.r.slow.take(now, s.reqCost*costUnit)
+}

@@ -1,0 +1,121 @@
+package policy
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// scriptedMeter is a SharedMeter that answers what the test sets, and
+// counts what it was asked.
+type scriptedMeter struct {
+	v     SharedVerdict
+	wait  int64
+	asked map[string]int
+}
+
+func (m *scriptedMeter) TakeShared(region string, now int64) (SharedVerdict, int64) {
+	m.asked[region]++
+	return m.v, m.wait
+}
+
+// admitted picks one call's first attempt on p and ends it: whether it was
+// admitted, and the error when not.
+func admitted(p *Pool) (bool, error) {
+	c := p.Start(Request{})
+	a, err := c.Pick()
+	if err != nil {
+		return false, err
+	}
+	a.Done(Success)
+	return true, nil
+}
+
+// TestSharedMeterDecidesRequestQuotas: a shared meter's verdict is final
+// when it admits or refuses, whatever the router's own share; the router's
+// own meter decides when the shared one cannot say, and when it is warming
+// up; and every request the shared meter admitted counts on the router's own
+// meter, so that a router falling back to its share does not send the region
+// more in that second.
+func TestSharedMeterDecidesRequestQuotas(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(shared("europe-west4", 2)), clk) // this router's share: 2 calls a second
+	m := &scriptedMeter{asked: map[string]int{}}
+	p.SetSharedMeter(m)
+
+	// The store admits: five calls in one second, past the share of 2.
+	m.v = SharedAdmitted
+	for i := range 5 {
+		if ok, err := admitted(p); !ok {
+			t.Fatalf("call %d refused while the shared meter admits: %v", i, err)
+		}
+	}
+	if m.asked["europe-west4"] != 5 {
+		t.Errorf("shared meter asked %d times, want 5", m.asked["europe-west4"])
+	}
+
+	// The store stops answering within the same second: the share decides,
+	// and the five calls already fill it.
+	m.v = SharedUnknown
+	if ok, _ := admitted(p); ok {
+		t.Error("the share admitted a call while the router had sent 5 in the second, over its 2")
+	}
+	clk.Advance(1100 * time.Millisecond)
+	for i := range 2 {
+		if ok, err := admitted(p); !ok {
+			t.Fatalf("call %d: the share refused once the second had passed: %v", i, err)
+		}
+	}
+	if ok, _ := admitted(p); ok {
+		t.Error("the share admitted a third call in one second")
+	}
+
+	// Warming up: the store counted the call, the share must admit it too.
+	clk.Advance(1100 * time.Millisecond)
+	m.v = SharedAdmittedIfLocal
+	for i := range 2 {
+		if ok, err := admitted(p); !ok {
+			t.Fatalf("warming up, call %d refused within the share: %v", i, err)
+		}
+	}
+	if ok, _ := admitted(p); ok {
+		t.Error("warming up, a call past the share was admitted")
+	}
+
+	// The store's quota is full: refused with its wait, although the share
+	// has room.
+	clk.Advance(1100 * time.Millisecond)
+	m.v, m.wait = SharedFull, int64(300*time.Millisecond)
+	_, err := admitted(p)
+	var ce *CapacityError
+	if !errors.As(err, &ce) || !errors.Is(err, ErrOverCapacity) || ce.Headroom != 300*time.Millisecond {
+		t.Fatalf("refusal %v, want over capacity with 300ms of headroom wait", err)
+	}
+
+	// Without a shared meter, the share alone.
+	p.SetSharedMeter(nil)
+	asked := m.asked["europe-west4"]
+	for range 3 {
+		_, _ = admitted(p)
+	}
+	if m.asked["europe-west4"] != asked {
+		t.Error("a removed shared meter was asked")
+	}
+}
+
+// TestSharedMeterIsNotAskedForTokens: a PT's capacity is tokens over its
+// window, which the shared meter does not meter.
+func TestSharedMeterIsNotAskedForTokens(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(provisioned("europe-west1", table.Capacity{TokensPerSecond: 1000})), clk)
+	m := &scriptedMeter{v: SharedFull, wait: 1, asked: map[string]int{}}
+	p.SetSharedMeter(m)
+	if ok, err := admitted(p); !ok {
+		t.Fatalf("PT call refused: %v", err)
+	}
+	if len(m.asked) != 0 {
+		t.Errorf("shared meter asked %v for a PT", m.asked)
+	}
+}

@@ -1,0 +1,233 @@
+package share
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// Defaults of MeterOptions.
+const (
+	// DefaultMeterTimeout bounds what one request waits for the store. A
+	// store in the cluster answers in well under a millisecond; a call that
+	// waits this long for it is metered by its router's share instead, and
+	// so are the calls of the next window.
+	DefaultMeterTimeout = 20 * time.Millisecond
+	// DefaultMeterPrefix starts every key the meter writes.
+	DefaultMeterPrefix = "regionwarden:meter:"
+)
+
+// MeterOptions configure a Meter. Every zero field takes its default.
+type MeterOptions struct {
+	// URL is the store, as for ExchangeOptions. Required.
+	URL string
+	// ID names this router among its peers (ExchangeOptions.ID).
+	ID string
+	// Timeout bounds one request's wait for the store. Default
+	// DefaultMeterTimeout.
+	Timeout time.Duration
+	// Scale is the pool clock's seconds per real second (a replay at a
+	// compressed time scale); quotas count over one second of the pool's
+	// clock. Default 1.
+	Scale float64
+	// KeyPrefix starts every key: routers of clusters that share a store
+	// but not their quota need different prefixes. Default
+	// DefaultMeterPrefix.
+	KeyPrefix string
+	// Logger receives the store's changes of state. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Meter meters regions' request quotas in a Redis or Valkey store, for every
+// router that uses the store at once: one sliding window per region, on the
+// store's clock, of the requests admitted in the last second. It implements
+// the store's side of policy.SharedMeter: each request to a region with a
+// quota of N requests a second is one round trip, one script the store runs
+// atomically, which admits it if the window holds fewer than N, so that no
+// second of the store's clock admits more than the quota, however the calls
+// spread over the routers.
+//
+// # Never a single point of failure
+//
+// A request waits at most Timeout for the store. When the store errs or
+// does not answer in time, the request is metered by the router's share
+// (policy.SharedUnknown), and so is every request of the next window; then
+// one request tries the store again. The router's own meters are charged
+// with every request the store admits, so its share meters from the first
+// moment with what the router sent in the last second counted.
+//
+// When the store answers again, its windows know nothing of what the routers
+// sent on their shares meanwhile: for two windows (each router tries the
+// store once a window, so every router has found it back within a window of
+// its return, and its requests of the window before have left the region's
+// count by the end of the next) the store and the router's share must both
+// admit a request (policy.SharedAdmittedIfLocal), and the sum stays within
+// the quota since the shares add up to it.
+type Meter struct {
+	rdb     *redis.Client
+	id      string
+	prefix  string
+	timeout time.Duration
+	scale   float64
+	window  int64 // one second of the pool's clock, in microseconds of the store's
+	log     *slog.Logger
+
+	seq atomic.Uint64
+	// down is, in nanoseconds of the pool's clock, until when the store is
+	// not asked after a failure; 0 while it answers.
+	down atomic.Int64
+	// warm is until when a request the store admits needs the router's
+	// share too, after the store came back.
+	warm atomic.Int64
+}
+
+// meterScript admits a request into KEYS[1]'s window if it holds fewer than
+// ARGV[2] requests: a sorted set of the admitted requests by their time on
+// the store's clock, in microseconds, from which those older than the
+// window (ARGV[1], microseconds) are dropped first. ARGV[3] names the
+// request. Returns {1, 0} when admitted, else {0, microseconds until the
+// oldest request leaves the window}. The key expires a second after the
+// window: a region no one calls leaves nothing behind.
+var meterScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local win = tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - win)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('ZADD', KEYS[1], now, ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], math.ceil(win / 1000) + 1000)
+  return {1, 0}
+end
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {0, tonumber(first[2]) + win - now}
+`)
+
+// NewMeter returns a meter with the store at o.URL. It does not connect
+// until the first request.
+func NewMeter(o MeterOptions) (*Meter, error) {
+	if o.URL == "" {
+		return nil, errors.New("share meter: no URL")
+	}
+	ro, err := redis.ParseURL(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("share meter %q: %w", o.URL, err)
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultMeterTimeout
+	}
+	if !(o.Scale > 0) {
+		o.Scale = 1
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = DefaultMeterPrefix
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	// Every wait is bounded by the timeout, and a failed request is not
+	// retried: the router's share meters it.
+	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = o.Timeout, o.Timeout, o.Timeout
+	ro.PoolTimeout = o.Timeout
+	ro.MaxRetries = -1
+	ro.MinIdleConns = 2
+	ro.ContextTimeoutEnabled = true
+	redis.SetLogger(quiet{})
+	return &Meter{
+		rdb: redis.NewClient(ro), id: o.ID, prefix: o.KeyPrefix, timeout: o.Timeout, scale: o.Scale,
+		window: int64(float64(time.Second.Microseconds()) / o.Scale), log: o.Logger,
+	}, nil
+}
+
+// Close closes the connections to the store.
+func (m *Meter) Close() error { return m.rdb.Close() }
+
+// windowNanos is one window on the pool's clock, in nanoseconds.
+const windowNanos = int64(time.Second)
+
+// take asks the store to admit one request into key's window of limit
+// requests, at now on the pool's clock.
+func (m *Meter) take(key string, limit int64, now int64) (policy.SharedVerdict, int64) {
+	probe := false
+	if d := m.down.Load(); d != 0 {
+		// One request a window tries the store; the others use the share.
+		if now < d || !m.down.CompareAndSwap(d, now+windowNanos) {
+			return policy.SharedUnknown, 0
+		}
+		probe = true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
+	defer cancel()
+	member := m.id + ":" + strconv.FormatUint(m.seq.Add(1), 36)
+	res, err := meterScript.Run(ctx, m.rdb, []string{key}, m.window, limit, member).Int64Slice()
+	if err == nil && len(res) != 2 {
+		err = fmt.Errorf("%d values in the answer", len(res))
+	}
+	if err != nil {
+		if m.down.Swap(now+windowNanos) == 0 {
+			m.log.Warn("share meter: the store does not answer; each region's quota is metered by this router's share", "error", err)
+		}
+		return policy.SharedUnknown, 0
+	}
+	if probe {
+		m.warm.Store(now + 2*windowNanos)
+		m.down.Store(0)
+		m.log.Info("share meter: the store answers again; quotas are metered in it")
+	}
+	if res[0] != 1 {
+		return policy.SharedFull, int64(float64(res[1]*int64(time.Microsecond)) * m.scale)
+	}
+	if now < m.warm.Load() {
+		return policy.SharedAdmittedIfLocal, 0
+	}
+	return policy.SharedAdmitted, 0
+}
+
+// poolMeter is a Meter bound to one pool: its regions' quotas, in whole
+// requests a second, cut to the cluster's share (a share of a quota in a
+// store that the clusters do not share), and its keys.
+type poolMeter struct {
+	m      *Meter
+	limits atomic.Pointer[map[string]poolLimit]
+}
+
+// poolLimit is one region's key and quota in the store.
+type poolLimit struct {
+	key   string
+	limit int64
+}
+
+// TakeShared implements policy.SharedMeter. A region without a quota of at
+// least one whole request a second is left to the router's own meter.
+func (pm *poolMeter) TakeShared(region string, now int64) (policy.SharedVerdict, int64) {
+	l, ok := (*pm.limits.Load())[region]
+	if !ok {
+		return policy.SharedUnknown, 0
+	}
+	return pm.m.take(l.key, l.limit, now)
+}
+
+// set takes the quotas of p, as the table gives them (not scaled by any
+// replica share).
+func (pm *poolMeter) set(p *table.Pool, prefix string) {
+	c := cluster(p)
+	limits := make(map[string]poolLimit, len(p.Regions))
+	k := p.Key()
+	for _, r := range p.Regions {
+		n := math.Floor(r.Capacity.RequestsPerSecond*c + 1e-9)
+		if n < 1 || n > 1e9 {
+			continue
+		}
+		limits[r.Name] = poolLimit{key: prefix + k.Project + "/" + k.Publisher + "/" + k.Model + "|" + r.Name, limit: int64(n)}
+	}
+	pm.limits.Store(&limits)
+}

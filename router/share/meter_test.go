@@ -1,0 +1,229 @@
+package share
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// meterPool is a pool of a provisioned region and two shared ones (10 and
+// 0.5 requests a second) with the cluster share given.
+func meterPool(capacityShare int) table.Pool {
+	p := table.Pool{Project: "p", Publisher: "google", Model: "m", Regions: []table.Region{
+		{Name: "europe-west1", Tier: table.TierProvisioned, Capacity: table.Capacity{GSUs: 2, TokensPerSecond: 5000}},
+		{Name: "europe-west4", Tier: table.TierShared, Capacity: table.Capacity{RequestsPerSecond: 10}},
+		{Name: "europe-north1", Tier: table.TierShared, Capacity: table.Capacity{RequestsPerSecond: 0.5}},
+	}}
+	p.Policy.CapacityShare = capacityShare
+	return p
+}
+
+// newTestMeter is a meter of the store at url for router id, closed with
+// the test.
+func newTestMeter(t *testing.T, url, id string) *Meter {
+	t.Helper()
+	m, err := NewMeter(MeterOptions{URL: url, ID: id, Timeout: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// TestMeterSharesOneQuota has three routers take from one region's quota in
+// a real Redis server: together they get the quota, cut to the cluster's
+// share, however the requests spread over them; a full quota says how long
+// until it has room; a region without a quota of one whole request a second
+// is left to each router's share.
+func TestMeterSharesOneQuota(t *testing.T) {
+	srv := startRedis(t)
+	tp := meterPool(60) // 60% of 10 requests a second: 6
+	var pms []*poolMeter
+	for _, id := range []string{"a", "b", "c"} {
+		pm := &poolMeter{m: newTestMeter(t, srv.URL(), id)}
+		pm.set(&tp, DefaultMeterPrefix)
+		pms = append(pms, pm)
+	}
+	now := time.Now().UnixNano()
+	admitted := 0
+	// 14 requests, 70/20/10 over the routers.
+	for i := range 14 {
+		pm := pms[0]
+		switch i % 10 {
+		case 7, 8:
+			pm = pms[1]
+		case 9:
+			pm = pms[2]
+		}
+		switch v, wait := pm.TakeShared("europe-west4", now); v {
+		case policy.SharedAdmitted:
+			admitted++
+		case policy.SharedFull:
+			if wait <= 0 || wait > int64(time.Second) {
+				t.Errorf("request %d: full, with a wait of %v", i, time.Duration(wait))
+			}
+		default:
+			t.Fatalf("request %d: verdict %d", i, v)
+		}
+	}
+	if admitted != 6 {
+		t.Errorf("%d requests admitted in one second, want the cluster's 6", admitted)
+	}
+	for _, region := range []string{"europe-west1", "europe-north1", "nowhere"} {
+		if v, _ := pms[0].TakeShared(region, now); v != policy.SharedUnknown {
+			t.Errorf("%s: verdict %d, want SharedUnknown: the router's own meter decides", region, v)
+		}
+	}
+}
+
+// TestMeterFallsBackAndComesBack cuts the store off: the request that finds
+// it gone is left to the router's share, and so is every request of the
+// next window, without asking the store even once it is back; then one
+// request finds it back, and for two windows the store and the share must
+// both admit; after that the store alone decides.
+func TestMeterFallsBackAndComesBack(t *testing.T) {
+	srv := startRedis(t)
+	g := startGate(t, srv.Addr)
+	m := newTestMeter(t, "redis://"+g.addr()+"/0", "a")
+	tp := meterPool(100)
+	pm := &poolMeter{m: m}
+	pm.set(&tp, DefaultMeterPrefix)
+	second := int64(time.Second)
+	t0 := time.Now().UnixNano()
+	take := func(at int64) policy.SharedVerdict {
+		v, _ := pm.TakeShared("europe-west4", t0+at)
+		return v
+	}
+	steps := []struct {
+		at   int64
+		open bool
+		want policy.SharedVerdict
+		why  string
+	}{
+		{0, true, policy.SharedAdmitted, "the store answers"},
+		{second / 100, false, policy.SharedUnknown, "the store is cut off"},
+		{second / 2, true, policy.SharedUnknown, "within the window after a failure, the store is not asked"},
+		{second + second/5, true, policy.SharedAdmittedIfLocal, "a window later, the store is back: warming up"},
+		{3 * second, true, policy.SharedAdmittedIfLocal, "still within two windows of its return"},
+		{3*second + second/2, true, policy.SharedAdmitted, "two windows after its return"},
+	}
+	for _, s := range steps {
+		g.set(s.open)
+		if got := take(s.at); got != s.want {
+			t.Fatalf("at %v (%s): verdict %d, want %d", time.Duration(s.at), s.why, got, s.want)
+		}
+	}
+}
+
+// TestControllerSharedMeter: a controller with a meter gives each pool of its
+// table a shared meter, the same across tables, and none to a pool that
+// left the table; without a meter, none.
+func TestControllerSharedMeter(t *testing.T) {
+	apply := func(*table.Table) error { return nil }
+	tp := meterPool(100)
+	tbl := &table.Table{Version: table.Version, Pools: []table.Pool{tp}}
+	if err := New(Options{Apply: apply}).SetTable(tbl); err != nil {
+		t.Fatal(err)
+	}
+	plain := New(Options{Apply: apply})
+	if err := plain.SetTable(tbl); err != nil {
+		t.Fatal(err)
+	}
+	if plain.SharedMeter(tp.Key()) != nil {
+		t.Error("a shared meter without a store")
+	}
+	c := New(Options{Apply: apply, Meter: newTestMeter(t, "redis://127.0.0.1:1/0", "a")})
+	if c.SharedMeter(tp.Key()) != nil {
+		t.Error("a shared meter before any table")
+	}
+	if err := c.SetTable(tbl); err != nil {
+		t.Fatal(err)
+	}
+	first := c.SharedMeter(tp.Key())
+	if first == nil {
+		t.Fatal("no shared meter for the table's pool")
+	}
+	if err := c.SetTable(&table.Table{Version: table.Version, Pools: []table.Pool{meterPool(50)}}); err != nil {
+		t.Fatal(err)
+	}
+	if c.SharedMeter(tp.Key()) != first {
+		t.Error("a new table gave the same pool another shared meter")
+	}
+	if got := (*first.(*poolMeter).limits.Load())["europe-west4"].limit; got != 5 {
+		t.Errorf("limit %d after the cluster share went to 50%%, want 5", got)
+	}
+	other := meterPool(100)
+	other.Model = "other"
+	if err := c.SetTable(&table.Table{Version: table.Version, Pools: []table.Pool{other}}); err != nil {
+		t.Fatal(err)
+	}
+	if c.SharedMeter(tp.Key()) != nil {
+		t.Error("a pool that left the table kept its shared meter")
+	}
+}
+
+// gate is a TCP proxy to a store that the test opens and shuts: shut, it
+// drops every connection, as a store that crashed or a network cut would.
+type gate struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	open   bool
+	conns  []net.Conn
+}
+
+func startGate(t *testing.T, target string) *gate {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gate{ln: ln, target: target, open: true}
+	t.Cleanup(func() { _ = ln.Close(); g.set(false) })
+	go g.serve()
+	return g
+}
+
+func (g *gate) addr() string { return g.ln.Addr().String() }
+
+func (g *gate) serve() {
+	for {
+		c, err := g.ln.Accept()
+		if err != nil {
+			return
+		}
+		d, err := net.Dial("tcp", g.target)
+		g.mu.Lock()
+		if err != nil || !g.open {
+			g.mu.Unlock()
+			_ = c.Close()
+			if d != nil {
+				_ = d.Close()
+			}
+			continue
+		}
+		g.conns = append(g.conns, c, d)
+		g.mu.Unlock()
+		go func() { _, _ = io.Copy(d, c); _ = d.Close() }()
+		go func() { _, _ = io.Copy(c, d); _ = c.Close() }()
+	}
+}
+
+// set opens or shuts the gate; shutting it drops every connection.
+func (g *gate) set(open bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open = open
+	if !open {
+		for _, c := range g.conns {
+			_ = c.Close()
+		}
+		g.conns = nil
+	}
+}
