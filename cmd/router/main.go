@@ -119,7 +119,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Uint64Var(&c.seed, "seed", 0, "for replays only: seed of the policy's random choices; 0 picks one")
 	fs.IntVar(&c.replicas, "replicas", 1, "how many routers meter the same regions, outside a cluster: each meters 1/N of every region's capacity")
 	fs.StringVar(&c.peersService, "peers-service", "", "the router's own Service, in namespace POD_NAMESPACE: the routers are counted from its EndpointSlices (needs get, list, watch on endpointslices there); POD_NAME ranks this router among them")
-	fs.StringVar(&c.shareStore, "share-store", "", "redis://host:port/db of a Redis or Valkey server through which the routers share capacity by their demand; empty: each takes 1/N")
+	fs.StringVar(&c.shareStore, "share-store", "", "redis://host:port/db of a Redis or Valkey server in which the routers meter request quotas together and through which they share the rest of the capacity by their demand; empty: each takes 1/N")
 	if err := command.Parse(fs, args); err != nil {
 		return c, err
 	}
@@ -447,7 +447,8 @@ func shutdown(log *slog.Logger, servers []*http.Server, gs *grpc.Server, grace t
 
 // newShares makes the controller of this router's share of each pool's
 // capacity: 1/--replicas, or 1/N with N counted from the EndpointSlices of
-// --peers-service (then returned, to run), and with --share-store by demand.
+// --peers-service (then returned, to run), and with --share-store by demand,
+// with request quotas metered in the store.
 // Its intervals run at the policy's clock scale.
 func newShares(c config, client kubernetes.Interface, apply func(*table.Table) error, log *slog.Logger) (*share.Controller, *share.EndpointSliceCounter, error) {
 	o := share.Options{

@@ -25,9 +25,11 @@ const (
 	ShareNone ShareMode = iota
 	// ShareStatic: each router meters 1/N of it.
 	ShareStatic
-	// ShareDemand: the routers exchange their demand through a real Redis
-	// server and each meters its part by demand.
-	ShareDemand
+	// ShareStore: with a real Redis server, the routers meter each region's
+	// request quota together in it (share.Meter), exchange their demand
+	// through it and share the rest of the capacity by demand; each falls
+	// back to its static share when the store is gone.
+	ShareStore
 )
 
 // ReplicaOptions describe a column of several routers.
@@ -41,7 +43,7 @@ type ReplicaOptions struct {
 	// Share is how the routers share capacity.
 	Share ShareMode
 	// KillStoreAt, when positive, kills the Redis server at that scenario
-	// time, as a crash would (ShareDemand only).
+	// time, as a crash would (ShareStore only).
 	KillStoreAt time.Duration
 }
 
@@ -54,8 +56,8 @@ func (o ReplicaOptions) Name() string {
 		b.WriteString("no share")
 	case ShareStatic:
 		b.WriteString("static share")
-	case ShareDemand:
-		b.WriteString("demand share")
+	case ShareStore:
+		b.WriteString("shared store")
 	}
 	if o.Split == nil {
 		b.WriteString(", calls even")
@@ -75,7 +77,7 @@ func (o ReplicaOptions) Name() string {
 // Replicas is N routers in process against the same regions, each with the
 // adaptive policy and its own share of the capacity (router/share, applied
 // through the policy's Update as the router binary does), each call sent to
-// one of them by the split. With ShareDemand a real redis-server runs for the
+// one of them by the split. With ShareStore a real redis-server runs for the
 // column (make redis); without one the column is skipped.
 func Replicas(o ReplicaOptions) Policy {
 	return InProcess(o.Name(), func(env *Env) (Selector, error) { return newReplicated(env, o) })
@@ -138,7 +140,7 @@ func newReplicated(env *Env, o ReplicaOptions) (_ *replicated, err error) {
 		}
 		r.cum = append(r.cum, prev+s/total)
 	}
-	if o.Share == ShareDemand {
+	if o.Share == ShareStore {
 		if r.store, err = redisserver.Start(ctx); err != nil {
 			if errors.Is(err, redisserver.ErrNotInstalled) {
 				return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -283,9 +285,9 @@ var SplitSkewed = []float64{0.7, 0.2, 0.1}
 
 // ReplicaColumns are the columns of n routers that the many-routers scenario
 // is replayed with: no share (each router meters whole capacities,
-// as before router/share), the static share and the demand share with calls
-// spread evenly and (for three routers) 70/20/10, and the demand share with
-// the store killed at killAt.
+// as before router/share), the static share and the shared store with calls
+// spread evenly and (for three routers) 70/20/10, and the shared store
+// killed at killAt.
 func ReplicaColumns(n int, killAt time.Duration) []ReplicaOptions {
 	cols := []ReplicaOptions{{N: n, Share: ShareNone}, {N: n, Share: ShareStatic}}
 	skew := SplitSkewed
@@ -295,13 +297,13 @@ func ReplicaColumns(n int, killAt time.Duration) []ReplicaOptions {
 	if skew != nil {
 		cols = append(cols, ReplicaOptions{N: n, Share: ShareStatic, Split: skew})
 	}
-	cols = append(cols, ReplicaOptions{N: n, Share: ShareDemand})
+	cols = append(cols, ReplicaOptions{N: n, Share: ShareStore})
 	if skew != nil {
-		cols = append(cols, ReplicaOptions{N: n, Share: ShareDemand, Split: skew})
+		cols = append(cols, ReplicaOptions{N: n, Share: ShareStore, Split: skew})
 	}
-	cols = append(cols, ReplicaOptions{N: n, Share: ShareDemand, KillStoreAt: killAt})
+	cols = append(cols, ReplicaOptions{N: n, Share: ShareStore, KillStoreAt: killAt})
 	if skew != nil {
-		cols = append(cols, ReplicaOptions{N: n, Share: ShareDemand, Split: skew, KillStoreAt: killAt})
+		cols = append(cols, ReplicaOptions{N: n, Share: ShareStore, Split: skew, KillStoreAt: killAt})
 	}
 	return cols
 }

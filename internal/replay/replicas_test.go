@@ -27,9 +27,9 @@ func shortDown(t *testing.T) *emulator.Scenario {
 // TestRoutersShareQuota replays the provisioned region down behind three
 // routers: routers that each meter whole capacities send the pay-as-you-go
 // regions over their quota for long runs of seconds; routers with a static
-// share, and routers sharing by demand through a real Redis server that is
-// killed halfway with calls split 70/20/10, keep every region within its
-// quota but for single seconds. The full replay (make replay) holds them to
+// share, and routers sharing a real Redis server (request quotas metered in
+// it, the rest shared by demand) that is killed halfway with calls split
+// 70/20/10, keep every region within its quota but for single seconds. The full replay (make replay) holds them to
 // the targets in docs/replays.md.
 func TestRoutersShareQuota(t *testing.T) {
 	if testing.Short() {
@@ -38,7 +38,7 @@ func TestRoutersShareQuota(t *testing.T) {
 	cols := []ReplicaOptions{
 		{N: 3, Share: ShareNone},
 		{N: 3, Share: ShareStatic},
-		{N: 3, Share: ShareDemand, Split: SplitSkewed, KillStoreAt: time.Minute},
+		{N: 3, Share: ShareStore, Split: SplitSkewed, KillStoreAt: time.Minute},
 	}
 	var pols []Policy
 	for _, o := range cols {

@@ -44,10 +44,21 @@
 // computes its share from the same closed epoch of the store: the store's own
 // clock stamps writes into epochs, and an epoch that has ended takes no more
 // writes, so every router that reads it reads the same set, and the shares
-// computed from it add up to exactly one (Allocate). The hot path never
-// touches the store: a background loop exchanges a few times a second with a
-// short timeout, and when the store cannot be read for MaxAge, the router
-// falls back to its static share.
+// computed from it add up to exactly one (Allocate). The exchange is off the
+// hot path: a background loop exchanges a few times a second with a short
+// timeout, and when the store cannot be read for MaxAge, the router falls
+// back to its static share.
+//
+// # One window for all routers
+//
+// Shares, however well they follow demand, leave each router its own
+// windows: a call that finds its router's share full is refused while
+// another router's share sits idle. With a store, the request quotas are not
+// split: Meter keeps one sliding window per region in the store, and every
+// router takes every request to a region with a requests-per-second quota
+// from it (policy.SharedMeter, on the hot path, bounded by a short timeout).
+// When the store does not answer, the router's share meters the requests,
+// with what the router sent in the last second already counted (see Meter).
 //
 // # Changes are safe in both directions
 //

@@ -56,7 +56,9 @@ const minShare = 1e-6
 // A calls a second, which grows as k and A are divided among routers: at 20
 // calls a second for 15, one router serves 13.4, three routers of 5 each
 // 11.9 together. Shares that follow demand keep each router's k in
-// proportion to its A; only a meter the routers share could pool the rest.
+// proportion to its A; only a meter the routers share pools the rest: with
+// a store, Meter, and the share meters requests only when it does not
+// answer.
 func Scale(p table.Pool, part Part) table.Pool {
 	c := cluster(&p)
 	s := Of(&p, part.Share)
