@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -31,7 +32,7 @@ const (
 type MeterOptions struct {
 	// URL is the store, as for ExchangeOptions. Required.
 	URL string
-	// ID names this router among its peers (ExchangeOptions.ID).
+	// ID names this router in the meter's logs (ExchangeOptions.ID).
 	ID string
 	// Timeout bounds one request's wait for the store. Default
 	// DefaultMeterTimeout.
@@ -82,7 +83,12 @@ type Meter struct {
 	window  int64 // one second of the pool's clock, in microseconds of the store's
 	log     *slog.Logger
 
-	seq atomic.Uint64
+	// nonce and seq name each request in the store uniquely: a random
+	// prefix per Meter, so that no two routers (nor a router restarted under
+	// the same name) can name two requests alike and have the store count
+	// them as one.
+	nonce string
+	seq   atomic.Uint64
 	// down is, in nanoseconds of the pool's clock, until when the store is
 	// not asked after a failure; 0 while it answers.
 	down atomic.Int64
@@ -145,6 +151,7 @@ func NewMeter(o MeterOptions) (*Meter, error) {
 	return &Meter{
 		rdb: redis.NewClient(ro), id: o.ID, prefix: o.KeyPrefix, timeout: o.Timeout, scale: o.Scale,
 		window: int64(float64(time.Second.Microseconds()) / o.Scale), log: o.Logger,
+		nonce: strconv.FormatUint(rand.Uint64(), 36) + ":",
 	}, nil
 }
 
@@ -167,14 +174,14 @@ func (m *Meter) take(key string, limit int64, now int64) (policy.SharedVerdict, 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
 	defer cancel()
-	member := m.id + ":" + strconv.FormatUint(m.seq.Add(1), 36)
+	member := m.nonce + strconv.FormatUint(m.seq.Add(1), 36)
 	res, err := meterScript.Run(ctx, m.rdb, []string{key}, m.window, limit, member).Int64Slice()
 	if err == nil && len(res) != 2 {
 		err = fmt.Errorf("%d values in the answer", len(res))
 	}
 	if err != nil {
 		if m.down.Swap(now+windowNanos) == 0 {
-			m.log.Warn("share meter: the store does not answer; each region's quota is metered by this router's share", "error", err)
+			m.log.Warn("share meter: the store does not answer; each region's quota is metered by this router's share", "router", m.id, "error", err)
 		}
 		return policy.SharedUnknown, 0
 	}
