@@ -462,6 +462,11 @@ type PoolShare struct {
 	Demand float64 `json:"demand"`
 	// StoreError is the last exchange's error, if it failed.
 	StoreError string `json:"storeError,omitempty"`
+	// RequestQuotas says what meters the regions' request quotas: "share"
+	// (this router's share of each), "store" (one window in the store for
+	// all routers), "store and share" (the store warming up after it came
+	// back) or "share: the store does not answer".
+	RequestQuotas string `json:"requestQuotas"`
 }
 
 // Shares returns the share in force of every pool, sorted by pool.
@@ -485,7 +490,11 @@ func (c *Controller) Shares() []PoolShare {
 		out = append(out, PoolShare{
 			Pool: label(k), Share: Of(p, ps.share), CapacityShare: cs, ReplicaShare: ps.share,
 			Replicas: c.replicas, Source: ps.source, Demand: meters[k].Rate(now), StoreError: c.storeErr,
+			RequestQuotas: "share",
 		})
+		if c.o.Meter != nil {
+			out[len(out)-1].RequestQuotas = c.o.Meter.state(now)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Pool < out[j].Pool })
 	return out

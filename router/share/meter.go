@@ -199,6 +199,17 @@ func (m *Meter) take(key string, limit int64, now int64) (policy.SharedVerdict, 
 	return policy.SharedAdmitted, 0
 }
 
+// state says what meters the request quotas at now (PoolShare.RequestQuotas).
+func (m *Meter) state(now int64) string {
+	switch {
+	case m.down.Load() != 0:
+		return "share: the store does not answer"
+	case now < m.warm.Load():
+		return "store and share"
+	}
+	return "store"
+}
+
 // poolMeter is a Meter bound to one pool: its regions' quotas, in whole
 // requests a second, cut to the cluster's share (a share of a quota in a
 // store that the clusters do not share), and its keys.

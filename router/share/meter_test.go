@@ -100,23 +100,28 @@ func TestMeterFallsBackAndComesBack(t *testing.T) {
 		v, _ := pm.TakeShared("europe-west4", t0+at)
 		return v
 	}
+	const down = "share: the store does not answer"
 	steps := []struct {
-		at   int64
-		open bool
-		want policy.SharedVerdict
-		why  string
+		at    int64
+		open  bool
+		want  policy.SharedVerdict
+		state string // as /debug/pools shows it
+		why   string
 	}{
-		{0, true, policy.SharedAdmitted, "the store answers"},
-		{second / 100, false, policy.SharedUnknown, "the store is cut off"},
-		{second / 2, true, policy.SharedUnknown, "within the window after a failure, the store is not asked"},
-		{second + second/5, true, policy.SharedAdmittedIfLocal, "a window later, the store is back: warming up"},
-		{3 * second, true, policy.SharedAdmittedIfLocal, "still within two windows of its return"},
-		{3*second + second/2, true, policy.SharedAdmitted, "two windows after its return"},
+		{0, true, policy.SharedAdmitted, "store", "the store answers"},
+		{second / 100, false, policy.SharedUnknown, down, "the store is cut off"},
+		{second / 2, true, policy.SharedUnknown, down, "within the window after a failure, the store is not asked"},
+		{second + second/5, true, policy.SharedAdmittedIfLocal, "store and share", "a window later, the store is back: warming up"},
+		{3 * second, true, policy.SharedAdmittedIfLocal, "store and share", "still within two windows of its return"},
+		{3*second + second/2, true, policy.SharedAdmitted, "store", "two windows after its return"},
 	}
 	for _, s := range steps {
 		g.set(s.open)
 		if got := take(s.at); got != s.want {
 			t.Fatalf("at %v (%s): verdict %d, want %d", time.Duration(s.at), s.why, got, s.want)
+		}
+		if got := m.state(t0 + s.at); got != s.state {
+			t.Errorf("at %v (%s): state %q, want %q", time.Duration(s.at), s.why, got, s.state)
 		}
 	}
 }
