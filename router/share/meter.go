@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -89,6 +90,10 @@ type Meter struct {
 	// them as one.
 	nonce string
 	seq   atomic.Uint64
+
+	startExtender sync.Once
+	extensions    chan extension // updates of requests' times (extend)
+	closed        chan struct{}
 	// down is, in nanoseconds of the pool's clock, until when the store is
 	// not asked after a failure; 0 while it answers.
 	down atomic.Int64
@@ -101,9 +106,9 @@ type Meter struct {
 // ARGV[2] requests: a sorted set of the admitted requests by their time on
 // the store's clock, in microseconds, from which those older than the
 // window (ARGV[1], microseconds) are dropped first. ARGV[3] names the
-// request. Returns {1, 0} when admitted, else {0, microseconds until the
-// oldest request leaves the window}. The key expires a second after the
-// window: a region no one calls leaves nothing behind.
+// request. Returns {1, the request's time} when admitted, else {0,
+// microseconds until the oldest request leaves the window}. The key expires
+// a second after the window: a region no one calls leaves nothing behind.
 var meterScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -112,7 +117,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - win)
 if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('ZADD', KEYS[1], now, ARGV[3])
   redis.call('PEXPIRE', KEYS[1], math.ceil(win / 1000) + 1000)
-  return {1, 0}
+  return {1, now}
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 return {0, tonumber(first[2]) + win - now}
@@ -151,12 +156,16 @@ func NewMeter(o MeterOptions) (*Meter, error) {
 	return &Meter{
 		rdb: redis.NewClient(ro), id: o.ID, prefix: o.KeyPrefix, timeout: o.Timeout, scale: o.Scale,
 		window: int64(float64(time.Second.Microseconds()) / o.Scale), log: o.Logger,
-		nonce: strconv.FormatUint(rand.Uint64(), 36) + ":",
+		nonce:      strconv.FormatUint(rand.Uint64(), 36) + ":",
+		extensions: make(chan extension, extensionQueue), closed: make(chan struct{}),
 	}, nil
 }
 
-// Close closes the connections to the store.
-func (m *Meter) Close() error { return m.rdb.Close() }
+// Close stops the updates and closes the connections to the store.
+func (m *Meter) Close() error {
+	close(m.closed)
+	return m.rdb.Close()
+}
 
 // windowNanos is one window on the pool's clock, in nanoseconds.
 const windowNanos = int64(time.Second)
@@ -175,7 +184,9 @@ func (m *Meter) take(key string, limit int64, now int64) (policy.SharedVerdict, 
 	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
 	defer cancel()
 	member := m.nonce + strconv.FormatUint(m.seq.Add(1), 36)
+	sent := time.Now()
 	res, err := meterScript.Run(ctx, m.rdb, []string{key}, m.window, limit, member).Int64Slice()
+	rtt := time.Since(sent)
 	if err == nil && len(res) != 2 {
 		err = fmt.Errorf("%d values in the answer", len(res))
 	}
@@ -193,10 +204,79 @@ func (m *Meter) take(key string, limit int64, now int64) (policy.SharedVerdict, 
 	if res[0] != 1 {
 		return policy.SharedFull, int64(float64(res[1]*int64(time.Microsecond)) * m.scale)
 	}
+	m.extend(key, member, res[1]+rtt.Microseconds())
 	if now < m.warm.Load() {
 		return policy.SharedAdmittedIfLocal, 0
 	}
 	return policy.SharedAdmitted, 0
+}
+
+// extend moves a request's time in the store to at (microseconds on the
+// store's clock), later than the time the store admitted it.
+//
+// A region counts a request when it arrives, some time after the store
+// admitted it: the answer's way back to the router and what the router does
+// before it sends. With the same delay for every request, a window of one
+// second on the store's clock is one on the region's; but the delays differ
+// (a router waiting for a CPU hears back late), and a request admitted one
+// second after another that was delayed more reaches the region within the
+// same second of its clock: one request over the quota. So each admitted
+// request is counted from when the router heard back, its admission time
+// plus the round trip the router measured: it stays in the window that much
+// longer, and the delays of the answers' way back no longer add up into the
+// region's second. The update goes in the background, in batches, long
+// before the request would leave the window; should it be lost, the request
+// is counted from its admission, as before.
+func (m *Meter) extend(key, member string, at int64) {
+	m.startExtender.Do(func() { go m.extender() })
+	select {
+	case m.extensions <- extension{key: key, member: member, at: at}:
+	default: // a full queue drops the update
+	}
+}
+
+// extension is a request's later time in the store.
+type extension struct {
+	key, member string
+	at          int64
+}
+
+// extensionQueue bounds the updates waiting to be sent; extensionBatch is
+// the most sent in one round trip.
+const (
+	extensionQueue = 4096
+	extensionBatch = 256
+)
+
+// extender sends the queued updates, as many as are waiting in one
+// pipeline, until Close.
+func (m *Meter) extender() {
+	batch := make([]extension, 0, extensionBatch)
+	for {
+		select {
+		case <-m.closed:
+			return
+		case e := <-m.extensions:
+			batch = append(batch[:0], e)
+		}
+	drain:
+		for len(batch) < extensionBatch {
+			select {
+			case e := <-m.extensions:
+				batch = append(batch, e)
+			default:
+				break drain
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
+		pipe := m.rdb.Pipeline()
+		for _, e := range batch {
+			// XX: a request that left the window stays out; GT: only later.
+			pipe.ZAddArgs(ctx, e.key, redis.ZAddArgs{XX: true, GT: true, Members: []redis.Z{{Score: float64(e.at), Member: e.member}}})
+		}
+		_, _ = pipe.Exec(ctx)
+		cancel()
+	}
 }
 
 // state says what meters the request quotas at now (PoolShare.RequestQuotas).

@@ -1,12 +1,15 @@
 package share
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
@@ -126,6 +129,56 @@ func TestMeterFallsBackAndComesBack(t *testing.T) {
 	}
 }
 
+// TestAdmittedRequestCountsFromWhenTheRouterHeardBack delays the store's
+// answers by 50 ms: a request the store admitted stays in the window from
+// when the router heard back, at least 50 ms after the store admitted it.
+func TestAdmittedRequestCountsFromWhenTheRouterHeardBack(t *testing.T) {
+	srv := startRedis(t)
+	g := startGate(t, srv.Addr)
+	g.delay = 50 * time.Millisecond
+	// Connecting takes a few delayed answers: a timeout that allows them.
+	m, err := NewMeter(MeterOptions{URL: "redis://" + g.addr() + "/0", Timeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	tp := meterPool(100)
+	pm := &poolMeter{m: m}
+	pm.set(&tp, DefaultMeterPrefix)
+	direct := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = direct.Close() })
+	ctx := context.Background()
+	// Connected, and the script known to the store: the one round trip left
+	// is the script's, whose answer comes 50 ms after the store ran it.
+	if err := meterScript.Load(ctx, direct).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.rdb.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := direct.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := pm.TakeShared("europe-west4", time.Now().UnixNano()); v != policy.SharedAdmitted {
+		t.Fatalf("verdict %d", v)
+	}
+	key := (*pm.limits.Load())["europe-west4"].key
+	want := float64(before.Add(50 * time.Millisecond).UnixMicro())
+	var last float64
+	for range 100 {
+		zs, err := direct.ZRangeWithScores(ctx, key, 0, -1).Result()
+		if err != nil || len(zs) != 1 {
+			t.Fatalf("window %v, %v; want one request", zs, err)
+		}
+		if last = zs[0].Score; last >= want {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("request counted from %.0f µs, want at least %.0f: 50 ms after the store admitted it", last, want)
+}
+
 // TestControllerSharedMeter: a controller with a meter gives each pool of its
 // table a shared meter, the same across tables, and none to a pool that
 // left the table; without a meter, none.
@@ -181,6 +234,18 @@ type gate struct {
 	mu     sync.Mutex
 	open   bool
 	conns  []net.Conn
+	delay  time.Duration // before each write of the store's answers; set before use
+}
+
+// delayed writes to w after a delay.
+type delayed struct {
+	w io.Writer
+	d time.Duration
+}
+
+func (d delayed) Write(b []byte) (int, error) {
+	time.Sleep(d.d)
+	return d.w.Write(b)
 }
 
 func startGate(t *testing.T, target string) *gate {
@@ -216,7 +281,7 @@ func (g *gate) serve() {
 		g.conns = append(g.conns, c, d)
 		g.mu.Unlock()
 		go func() { _, _ = io.Copy(d, c); _ = d.Close() }()
-		go func() { _, _ = io.Copy(c, d); _ = c.Close() }()
+		go func() { _, _ = io.Copy(delayed{c, g.delay}, d); _ = c.Close() }()
 	}
 }
 
