@@ -1,7 +1,11 @@
 package share
 
 import (
+	"context"
 	"testing"
+	"time"
+
+	"github.com/regionwarden/regionwarden/internal/redisserver"
 
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
@@ -27,4 +31,32 @@ func BenchmarkApplyShare(b *testing.B) {
 		}
 		i++
 	}
+}
+
+// BenchmarkSharedMeterTake measures what the shared meter adds to a request
+// to a region with a quota: one round trip to a real Redis server on
+// loopback and the script it runs, on one goroutine (-cpu for more).
+func BenchmarkSharedMeterTake(b *testing.B) {
+	srv, err := redisserver.Start(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(srv.Kill)
+	m, err := NewMeter(MeterOptions{URL: srv.URL(), ID: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = m.Close() })
+	tp := testPool()
+	tp.Regions = append(tp.Regions, table.Region{Name: "bench", Capacity: table.Capacity{RequestsPerSecond: 1e8}})
+	pm := &poolMeter{m: m}
+	pm.set(&tp, DefaultMeterPrefix)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if v, _ := pm.TakeShared("bench", time.Now().UnixNano()); v != policy.SharedAdmitted {
+				b.Fatalf("verdict %d", v)
+			}
+		}
+	})
 }

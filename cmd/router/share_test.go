@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/regionwarden/regionwarden/internal/redisserver"
+	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream"
+)
+
+// TestShareStoreMetersOneQuota runs three routers (--replicas 3) with a
+// real Redis server as their share store, in front of a region with a quota
+// of 6 requests a second, and sends every call to one of them, as
+// keep-alive pins a client to one router: with the store, that router may
+// use the whole quota, which the store meters for all three; with the store
+// killed, it falls back to its share, 2 a second, at once.
+func TestShareStoreMetersOneQuota(t *testing.T) {
+	srv, err := redisserver.Start(context.Background())
+	if errors.Is(err, redisserver.ErrNotInstalled) {
+		t.Fatalf("%v (make test installs it)", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Kill)
+	region := startRegion(t, "us-central1")
+	b, err := table.Render(&table.Table{Pools: []table.Pool{{
+		Project: "demo-project", Publisher: "google", Model: "gemini-2.5-flash-lite",
+		Regions: []table.Region{region.TableRegion(6)},
+		Policy:  table.DefaultPolicy(),
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kubeletWrite(t, dir, 1, b)
+	var routers []*started
+	for range 3 {
+		s := startRun(t, "--table-file", dir, "--replicas", "3", "--share-store", srv.URL())
+		s.waitReady(t)
+		routers = append(routers, s)
+	}
+	first := routers[0]
+	// A caller that gives a call 0.2 s: a full quota that has room only
+	// later than half of that is answered 429 at once rather than waited for.
+	call := func() int {
+		req, err := http.NewRequest(http.MethodPost, "http://"+first.api+generatePath, strings.NewReader(`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer caller")
+		req.Header.Set(upstream.HeaderServerTimeout, "0.2")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	burst := func(n int) (ok, throttled int) {
+		for range n {
+			switch code := call(); code {
+			case http.StatusOK:
+				ok++
+			case http.StatusTooManyRequests:
+				throttled++
+			default:
+				t.Fatalf("status %d", code)
+			}
+		}
+		return ok, throttled
+	}
+
+	if ok, throttled := burst(8); ok != 6 || throttled != 2 {
+		t.Errorf("with the store: %d answered and %d throttled of 8 calls in a burst, want the whole quota, 6, and 2", ok, throttled)
+	}
+	srv.Kill()
+	// Once the burst has left the quota's second, the router's share alone.
+	time.Sleep(1200 * time.Millisecond)
+	if ok, throttled := burst(4); ok != 2 || throttled != 2 {
+		t.Errorf("store killed: %d answered and %d throttled of 4 calls in a burst, want the router's share, 2, and 2", ok, throttled)
+	}
+	if n := region.Counter().Load(); n != 8 {
+		t.Errorf("the region received %d calls, want 8", n)
+	}
+}
