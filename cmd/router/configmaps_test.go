@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"io"
-	"net"
-	"sync"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/regionwarden/regionwarden/internal/proxytest"
 	"github.com/regionwarden/regionwarden/internal/testenv"
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -27,8 +25,8 @@ func TestTablesFromConfigMaps(t *testing.T) {
 		[]rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}})
 	// The router reaches the API server through a proxy that the test cuts
 	// to make the API server go away.
-	proxy := startProxy(t, api.host)
-	kubeconfig := api.kubeconfig(user, proxy.addr())
+	proxy := proxytest.Start(t, api.host)
+	kubeconfig := api.kubeconfig(user, proxy.Addr())
 
 	a, b := startRegion(t, "us-central1"), startRegion(t, "europe-west4")
 	cm := routingConfigMap(ns, renderTable(t, a))
@@ -48,70 +46,8 @@ func TestTablesFromConfigMaps(t *testing.T) {
 		return err == nil && got == "europe-west4"
 	})
 
-	proxy.cut()
+	proxy.Close()
 	if got, err := answer(c); err != nil || got != "europe-west4" {
 		t.Errorf("with the API server gone: answer %q, %v; want the last table serving", got, err)
-	}
-}
-
-// proxy forwards TCP connections to an address until cut.
-type proxy struct {
-	ln    net.Listener
-	to    string
-	mu    sync.Mutex
-	conns []net.Conn
-	dead  bool
-}
-
-func startProxy(t *testing.T, to string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, to: to}
-	go p.serve()
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *proxy) addr() string { return p.ln.Addr().String() }
-
-func (p *proxy) serve() {
-	for {
-		in, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.Dial("tcp", p.to)
-		if err != nil {
-			_ = in.Close()
-			continue
-		}
-		p.mu.Lock()
-		if p.dead {
-			p.mu.Unlock()
-			_ = in.Close()
-			_ = out.Close()
-			return
-		}
-		p.conns = append(p.conns, in, out)
-		p.mu.Unlock()
-		go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
-		go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
-	}
-}
-
-// cut closes the listener and every connection: the API server is gone.
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.dead {
-		return
-	}
-	p.dead = true
-	_ = p.ln.Close()
-	for _, c := range p.conns {
-		_ = c.Close()
 	}
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -20,14 +18,7 @@ import (
 // use the whole quota, which the store meters for all three; with the store
 // killed, it falls back to its share, 2 a second, at once.
 func TestShareStoreMetersOneQuota(t *testing.T) {
-	srv, err := redisserver.Start(context.Background())
-	if errors.Is(err, redisserver.ErrNotInstalled) {
-		t.Fatalf("%v (make test installs it)", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Kill)
+	srv := redisserver.ForTest(t)
 	region := startRegion(t, "us-central1")
 	b, err := table.Render(&table.Table{Pools: []table.Pool{{
 		Project: "demo-project", Publisher: "google", Model: "gemini-2.5-flash-lite",

@@ -119,3 +119,26 @@ func (s *Server) Kill() {
 	s.once.Do(func() { _ = s.cmd.Process.Kill() })
 	<-s.exited
 }
+
+// TB is what ForTest needs of a test or benchmark; testing.TB has it.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
+// ForTest starts a server for t and kills it when t ends. A machine without
+// redis-server fails t, saying which make target installs it: the tests that
+// need a real store never skip.
+func ForTest(t TB) *Server {
+	t.Helper()
+	s, err := Start(context.Background())
+	if errors.Is(err, ErrNotInstalled) {
+		t.Fatalf("%v (make test installs it)", err)
+	}
+	if err != nil {
+		t.Fatalf("redis-server: %v", err)
+	}
+	t.Cleanup(s.Kill)
+	return s
+}

@@ -1,7 +1,6 @@
 package share
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -37,11 +36,7 @@ func BenchmarkApplyShare(b *testing.B) {
 // to a region with a quota: one round trip to a real Redis server on
 // loopback and the script it runs, on one goroutine (-cpu for more).
 func BenchmarkSharedMeterTake(b *testing.B) {
-	srv, err := redisserver.Start(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(srv.Kill)
+	srv := redisserver.ForTest(b)
 	m, err := NewMeter(MeterOptions{URL: srv.URL(), ID: "bench"})
 	if err != nil {
 		b.Fatal(err)

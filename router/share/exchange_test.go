@@ -2,7 +2,6 @@ package share
 
 import (
 	"context"
-	"errors"
 	"math"
 	"sync"
 	"testing"
@@ -12,25 +11,11 @@ import (
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
-// startRedis starts a real redis-server for the test.
-func startRedis(t *testing.T) *redisserver.Server {
-	t.Helper()
-	srv, err := redisserver.Start(context.Background())
-	if errors.Is(err, redisserver.ErrNotInstalled) {
-		t.Fatalf("%v (make test installs it)", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Kill)
-	return srv
-}
-
 // TestExchangeSnapshotIsShared has three routers exchange through a real
 // Redis server: every one of them reads the same closed epoch, and the
 // shares they compute from it add up to one.
 func TestExchangeSnapshotIsShared(t *testing.T) {
-	srv := startRedis(t)
+	srv := redisserver.ForTest(t)
 	ctx := context.Background()
 	var xs []*Exchange
 	for _, id := range []string{"a", "b", "c"} {
@@ -76,7 +61,7 @@ func TestExchangeSnapshotIsShared(t *testing.T) {
 // router is back on its static third within MaxAge and an exchange (a
 // shrinking share), or that plus the grow delay (a growing one).
 func TestDemandShareAndStoreLoss(t *testing.T) {
-	srv := startRedis(t)
+	srv := redisserver.ForTest(t)
 	const (
 		interval = 50 * time.Millisecond
 		maxAge   = 150 * time.Millisecond

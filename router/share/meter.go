@@ -52,7 +52,8 @@ type MeterOptions struct {
 
 // Meter meters regions' request quotas in a Redis or Valkey store, for every
 // router that uses the store at once: one sliding window per region, on the
-// store's clock, of the requests admitted in the last second. It implements
+// store's clock, of the requests admitted in the last second (and the
+// fortieth of it that the router's own meter may hold a call longer). It implements
 // the store's side of policy.SharedMeter: each request to a region with a
 // quota of N requests a second is one round trip, one script the store runs
 // atomically, which admits it if the window holds fewer than N, so that no
@@ -81,8 +82,14 @@ type Meter struct {
 	prefix  string
 	timeout time.Duration
 	scale   float64
-	window  int64 // one second of the pool's clock, in microseconds of the store's
-	log     *slog.Logger
+	// window is how long a request stays in a region's window, in
+	// microseconds of the store's clock: one second of the pool's clock,
+	// and the fortieth of it that the router's own meter may hold a call
+	// longer (policy.MaxHeadroomWait), so that the store tolerates the same
+	// spread of delays between admitting a request and its arrival as the
+	// router's own meter does.
+	window int64
+	log    *slog.Logger
 
 	// nonce and seq name each request in the store uniquely: a random
 	// prefix per Meter, so that no two routers (nor a router restarted under
@@ -155,7 +162,7 @@ func NewMeter(o MeterOptions) (*Meter, error) {
 	redis.SetLogger(quiet{})
 	return &Meter{
 		rdb: redis.NewClient(ro), id: o.ID, prefix: o.KeyPrefix, timeout: o.Timeout, scale: o.Scale,
-		window: int64(float64(time.Second.Microseconds()) / o.Scale), log: o.Logger,
+		window: int64(float64(policy.MaxHeadroomWait.Microseconds()) / o.Scale), log: o.Logger,
 		nonce:      strconv.FormatUint(rand.Uint64(), 36) + ":",
 		extensions: make(chan extension, extensionQueue), closed: make(chan struct{}),
 	}, nil

@@ -2,15 +2,14 @@ package share
 
 import (
 	"context"
-	"io"
 	"log/slog"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/regionwarden/regionwarden/internal/proxytest"
+	"github.com/regionwarden/regionwarden/internal/redisserver"
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -45,7 +44,7 @@ func newTestMeter(t *testing.T, url, id string) *Meter {
 // until it has room; a region without a quota of one whole request a second
 // is left to each router's share.
 func TestMeterSharesOneQuota(t *testing.T) {
-	srv := startRedis(t)
+	srv := redisserver.ForTest(t)
 	tp := meterPool(60) // 60% of 10 requests a second: 6
 	var pms []*poolMeter
 	for _, id := range []string{"a", "b", "c"} {
@@ -68,7 +67,7 @@ func TestMeterSharesOneQuota(t *testing.T) {
 		case policy.SharedAdmitted:
 			admitted++
 		case policy.SharedFull:
-			if wait <= 0 || wait > int64(time.Second) {
+			if wait <= 0 || wait > int64(policy.MaxHeadroomWait) {
 				t.Errorf("request %d: full, with a wait of %v", i, time.Duration(wait))
 			}
 		default:
@@ -91,9 +90,9 @@ func TestMeterSharesOneQuota(t *testing.T) {
 // request finds it back, and for two windows the store and the share must
 // both admit; after that the store alone decides.
 func TestMeterFallsBackAndComesBack(t *testing.T) {
-	srv := startRedis(t)
-	g := startGate(t, srv.Addr)
-	m := newTestMeter(t, "redis://"+g.addr()+"/0", "a")
+	srv := redisserver.ForTest(t)
+	g := proxytest.Start(t, srv.Addr)
+	m := newTestMeter(t, "redis://"+g.Addr()+"/0", "a")
 	tp := meterPool(100)
 	pm := &poolMeter{m: m}
 	pm.set(&tp, DefaultMeterPrefix)
@@ -119,7 +118,11 @@ func TestMeterFallsBackAndComesBack(t *testing.T) {
 		{3*second + second/2, true, policy.SharedAdmitted, "store", "two windows after its return"},
 	}
 	for _, s := range steps {
-		g.set(s.open)
+		if s.open {
+			g.Open()
+		} else {
+			g.Shut()
+		}
 		if got := take(s.at); got != s.want {
 			t.Fatalf("at %v (%s): verdict %d, want %d", time.Duration(s.at), s.why, got, s.want)
 		}
@@ -133,11 +136,11 @@ func TestMeterFallsBackAndComesBack(t *testing.T) {
 // answers by 50 ms: a request the store admitted stays in the window from
 // when the router heard back, at least 50 ms after the store admitted it.
 func TestAdmittedRequestCountsFromWhenTheRouterHeardBack(t *testing.T) {
-	srv := startRedis(t)
-	g := startGate(t, srv.Addr)
-	g.delay = 50 * time.Millisecond
+	srv := redisserver.ForTest(t)
+	g := proxytest.Start(t, srv.Addr)
+	g.DelayAnswers(50 * time.Millisecond)
 	// Connecting takes a few delayed answers: a timeout that allows them.
-	m, err := NewMeter(MeterOptions{URL: "redis://" + g.addr() + "/0", Timeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	m, err := NewMeter(MeterOptions{URL: "redis://" + g.Addr() + "/0", Timeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,77 +226,5 @@ func TestControllerSharedMeter(t *testing.T) {
 	}
 	if c.SharedMeter(tp.Key()) != nil {
 		t.Error("a pool that left the table kept its shared meter")
-	}
-}
-
-// gate is a TCP proxy to a store that the test opens and shuts: shut, it
-// drops every connection, as a store that crashed or a network cut would.
-type gate struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	open   bool
-	conns  []net.Conn
-	delay  time.Duration // before each write of the store's answers; set before use
-}
-
-// delayed writes to w after a delay.
-type delayed struct {
-	w io.Writer
-	d time.Duration
-}
-
-func (d delayed) Write(b []byte) (int, error) {
-	time.Sleep(d.d)
-	return d.w.Write(b)
-}
-
-func startGate(t *testing.T, target string) *gate {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gate{ln: ln, target: target, open: true}
-	t.Cleanup(func() { _ = ln.Close(); g.set(false) })
-	go g.serve()
-	return g
-}
-
-func (g *gate) addr() string { return g.ln.Addr().String() }
-
-func (g *gate) serve() {
-	for {
-		c, err := g.ln.Accept()
-		if err != nil {
-			return
-		}
-		d, err := net.Dial("tcp", g.target)
-		g.mu.Lock()
-		if err != nil || !g.open {
-			g.mu.Unlock()
-			_ = c.Close()
-			if d != nil {
-				_ = d.Close()
-			}
-			continue
-		}
-		g.conns = append(g.conns, c, d)
-		g.mu.Unlock()
-		go func() { _, _ = io.Copy(d, c); _ = d.Close() }()
-		go func() { _, _ = io.Copy(delayed{c, g.delay}, d); _ = c.Close() }()
-	}
-}
-
-// set opens or shuts the gate; shutting it drops every connection.
-func (g *gate) set(open bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.open = open
-	if !open {
-		for _, c := range g.conns {
-			_ = c.Close()
-		}
-		g.conns = nil
 	}
 }
