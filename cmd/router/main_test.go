@@ -78,9 +78,16 @@ func startRegion(t *testing.T, name string) *upstreamtest.Region {
 
 func renderTable(t *testing.T, r *upstreamtest.Region) []byte {
 	t.Helper()
+	return renderTableOf(t, r.TableRegion(0))
+}
+
+// renderTableOf is a table whose one pool routes to region under the default
+// policy.
+func renderTableOf(t *testing.T, region table.Region) []byte {
+	t.Helper()
 	b, err := table.Render(&table.Table{Pools: []table.Pool{{
 		Project: "demo-project", Publisher: "google", Model: "gemini-2.5-flash-lite",
-		Regions: []table.Region{r.TableRegion(0)},
+		Regions: []table.Region{region},
 		Policy:  table.DefaultPolicy(),
 	}}})
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/regionwarden/regionwarden/internal/redisserver"
-	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream"
 )
 
@@ -20,16 +19,8 @@ import (
 func TestShareStoreMetersOneQuota(t *testing.T) {
 	srv := redisserver.ForTest(t)
 	region := startRegion(t, "us-central1")
-	b, err := table.Render(&table.Table{Pools: []table.Pool{{
-		Project: "demo-project", Publisher: "google", Model: "gemini-2.5-flash-lite",
-		Regions: []table.Region{region.TableRegion(6)},
-		Policy:  table.DefaultPolicy(),
-	}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	kubeletWrite(t, dir, 1, b)
+	kubeletWrite(t, dir, 1, renderTableOf(t, region.TableRegion(6)))
 	var routers []*started
 	for range 3 {
 		s := startRun(t, "--table-file", dir, "--replicas", "3", "--share-store", srv.URL())

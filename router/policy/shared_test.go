@@ -45,43 +45,32 @@ func TestSharedMeterDecidesRequestQuotas(t *testing.T) {
 	m := &scriptedMeter{asked: map[string]int{}}
 	p.SetSharedMeter(m)
 
-	// The store admits: five calls in one second, past the share of 2.
-	m.v = SharedAdmitted
-	for i := range 5 {
-		if ok, err := admitted(p); !ok {
-			t.Fatalf("call %d refused while the shared meter admits: %v", i, err)
+	for _, step := range []struct {
+		v       SharedVerdict
+		advance time.Duration // before the calls
+		calls   int
+		want    int // admitted
+		why     string
+	}{
+		{SharedAdmitted, 0, 5, 5, "the store admits five calls in one second, past the share of 2"},
+		{SharedUnknown, 0, 1, 0, "the store stops answering within the same second: the five calls fill the share"},
+		{SharedUnknown, 1100 * time.Millisecond, 3, 2, "a second later, the share alone: 2"},
+		{SharedAdmittedIfLocal, 1100 * time.Millisecond, 3, 2, "warming up: the store counted the calls, the share must admit them too"},
+	} {
+		clk.Advance(step.advance)
+		m.v = step.v
+		got := 0
+		for range step.calls {
+			if ok, _ := admitted(p); ok {
+				got++
+			}
+		}
+		if got != step.want {
+			t.Errorf("%s: %d of %d calls admitted, want %d", step.why, got, step.calls, step.want)
 		}
 	}
-	if m.asked["europe-west4"] != 5 {
-		t.Errorf("shared meter asked %d times, want 5", m.asked["europe-west4"])
-	}
-
-	// The store stops answering within the same second: the share decides,
-	// and the five calls already fill it.
-	m.v = SharedUnknown
-	if ok, _ := admitted(p); ok {
-		t.Error("the share admitted a call while the router had sent 5 in the second, over its 2")
-	}
-	clk.Advance(1100 * time.Millisecond)
-	for i := range 2 {
-		if ok, err := admitted(p); !ok {
-			t.Fatalf("call %d: the share refused once the second had passed: %v", i, err)
-		}
-	}
-	if ok, _ := admitted(p); ok {
-		t.Error("the share admitted a third call in one second")
-	}
-
-	// Warming up: the store counted the call, the share must admit it too.
-	clk.Advance(1100 * time.Millisecond)
-	m.v = SharedAdmittedIfLocal
-	for i := range 2 {
-		if ok, err := admitted(p); !ok {
-			t.Fatalf("warming up, call %d refused within the share: %v", i, err)
-		}
-	}
-	if ok, _ := admitted(p); ok {
-		t.Error("warming up, a call past the share was admitted")
+	if m.asked["europe-west4"] != 5+1+3+3 {
+		t.Errorf("shared meter asked %d times, want every call's", m.asked["europe-west4"])
 	}
 
 	// The store's quota is full: refused with its wait, although the share

@@ -3,13 +3,19 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/genai"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream"
+	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
 )
 
 // TestGenaiSDKThroughRouter calls the router with the official genai SDK, on
@@ -121,5 +127,108 @@ func TestStreamAsJSONArray(t *testing.T) {
 		if len(c.auth) > 0 {
 			t.Errorf("authorization metadata reached the region: %q", c.auth)
 		}
+	}
+}
+
+// TestServerTimeoutTellsEachAttemptWhatIsLeft calls the router with the genai
+// SDK and a timeout, which the SDK sends as X-Server-Timeout: the region of
+// the first attempt is told the whole timeout, and the region of the retry,
+// after a first attempt that took 1.2 s to fail, what is left of it, in
+// whole seconds rounded up, as Google reads them.
+func TestServerTimeoutTellsEachAttemptWhatIsLeft(t *testing.T) {
+	pt, shared, r := ptAndShared(t)
+	pt.set(func(b *upstreamtest.Behavior) {
+		b.Fault = func(n int64) error {
+			time.Sleep(1200 * time.Millisecond)
+			return status.Error(codes.Unavailable, "backend went away")
+		}
+	})
+	c := r.client("v1")
+	timeout := 4 * time.Second
+	resp, err := c.Models.GenerateContent(context.Background(), model, genai.Text("in time?"),
+		&genai.GenerateContentConfig{HTTPOptions: &genai.HTTPOptions{Timeout: &timeout}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Text(); got != "us-central1 answers: in time?" {
+		t.Fatalf("answer %q, want the shared region's", got)
+	}
+	first, retry := pt.Seen(), shared.Seen()
+	if len(first) != 1 || len(retry) != 1 {
+		t.Fatalf("calls: provisioned %d, shared %d; want one each", len(first), len(retry))
+	}
+	// 4 s, less what the router took: just under 4, rounded up.
+	if got := first[0].Header.Values(upstream.HeaderServerTimeout); len(got) != 1 || got[0] != "4" {
+		t.Errorf("first attempt told %q, want [4]", got)
+	}
+	// About 2.8 s left after the 1.2 s attempt.
+	if got := retry[0].Header.Values(upstream.HeaderServerTimeout); len(got) != 1 || got[0] != "3" {
+		t.Errorf("retry told %q, want [3]", got)
+	}
+}
+
+// TestServerTimeoutEndsTheCall sends X-Server-Timeout: 1 to a region that
+// never answers: the router gives up when the caller's second is over, not
+// at its own request timeout (20 s in these tests), and says the deadline
+// passed.
+func TestServerTimeoutEndsTheCall(t *testing.T) {
+	pt, shared, r := ptAndShared(t)
+	pt.set(func(b *upstreamtest.Behavior) { b.Block = true })
+	shared.set(func(b *upstreamtest.Behavior) { b.Block = true })
+	start := time.Now()
+	resp, body := r.post("/v1/projects/"+project+"/locations/europe-west1/publishers/google/models/"+model+":generateContent",
+		`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, http.Header{"X-Server-Timeout": {"1"}})
+	took := time.Since(start)
+	if resp.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("status %d, want 504: %s", resp.StatusCode, body)
+	}
+	if _, _, st := googleErr(t, body); st != "DEADLINE_EXCEEDED" {
+		t.Errorf("status %q, want DEADLINE_EXCEEDED: %s", st, body)
+	}
+	if took > 10*time.Second {
+		t.Errorf("answered after %v: the caller's 1 s was not the call's deadline", took)
+	}
+	select {
+	case err := <-pt.Ended:
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			t.Errorf("region's call ended with %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the region's call did not end with the caller's deadline")
+	}
+}
+
+// TestBadServerTimeoutIsRefused: a value that is not a positive number of
+// seconds is answered 400, naming the header, and reaches no region; on the
+// Vertex and the OpenAI-compatible surfaces alike.
+func TestBadServerTimeoutIsRefused(t *testing.T) {
+	pt, r := onePT(t)
+	paths := map[string]string{
+		"/v1/projects/" + project + "/locations/europe-west1/publishers/google/models/" + model + ":generateContent": `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`,
+		"/v1/projects/" + project + "/locations/europe-west1/endpoints/openapi/chat/completions":                     `{"model":"google/` + model + `","messages":[{"role":"user","content":"hi"}]}`,
+	}
+	for path, body := range paths {
+		for _, v := range []string{"soon", "0", "-3", "NaN", "Inf"} {
+			resp, b := r.post(path, body, http.Header{"X-Server-Timeout": {v}})
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("%s with %q: status %d, want 400: %s", path, v, resp.StatusCode, b)
+				continue
+			}
+			if _, msg, _ := googleErr(t, b); !strings.Contains(msg, "X-Server-Timeout") {
+				t.Errorf("%s with %q: message %q does not name the header", path, v, msg)
+			}
+		}
+	}
+	if n := pt.calls.Load(); n != 0 {
+		t.Errorf("region saw %d calls", n)
+	}
+	// A decimal number of seconds is a timeout.
+	resp, b := r.post("/v1/projects/"+project+"/locations/europe-west1/publishers/google/models/"+model+":generateContent",
+		`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, http.Header{"X-Server-Timeout": {" 2.5 "}})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	if got := pt.Seen()[0].Header.Get(upstream.HeaderServerTimeout); got != "3" {
+		t.Errorf("region told %q, want 3 (2.5 s rounded up)", got)
 	}
 }

@@ -104,8 +104,9 @@ func NewExchange(o ExchangeOptions) (*Exchange, error) {
 	if err != nil {
 		return nil, fmt.Errorf("share store %q: %w", o.URL, err)
 	}
+	var herr error
 	if o.ID == "" {
-		if o.ID, err = os.Hostname(); err != nil || o.ID == "" {
+		if o.ID, herr = os.Hostname(); herr != nil || o.ID == "" {
 			return nil, errors.New("share store: no ID given and no host name")
 		}
 	}
@@ -121,15 +122,23 @@ func NewExchange(o ExchangeOptions) (*Exchange, error) {
 	if o.KeyPrefix == "" {
 		o.KeyPrefix = DefaultKeyPrefix
 	}
-	// Every wait is bounded by the timeout, and a failed exchange is not
-	// retried: the next one comes a tick later with fresher demand.
-	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = o.Timeout, o.Timeout, o.Timeout
-	ro.PoolTimeout = o.Timeout
-	ro.MaxRetries = -1
+	// A failed exchange is not retried: the next one comes a tick later
+	// with fresher demand. One exchange at a time: two connections.
 	ro.PoolSize, ro.MinIdleConns = 2, 1
+	return &Exchange{rdb: storeClient(ro, o.Timeout), id: o.ID, epoch: o.Epoch, timeout: o.Timeout, prefix: o.KeyPrefix}, nil
+}
+
+// storeClient is a client of the store that ro describes, for the hot path
+// or a tick: every wait (connecting, a free connection, each read and write)
+// is bounded by timeout, nothing is retried, and the client's own logging is
+// quiet.
+func storeClient(ro *redis.Options, timeout time.Duration) *redis.Client {
+	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = timeout, timeout, timeout
+	ro.PoolTimeout = timeout
+	ro.MaxRetries = -1
 	ro.ContextTimeoutEnabled = true
 	redis.SetLogger(quiet{})
-	return &Exchange{rdb: redis.NewClient(ro), id: o.ID, epoch: o.Epoch, timeout: o.Timeout, prefix: o.KeyPrefix}, nil
+	return redis.NewClient(ro)
 }
 
 // ID is this router's name among its peers.

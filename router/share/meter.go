@@ -152,16 +152,10 @@ func NewMeter(o MeterOptions) (*Meter, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	// Every wait is bounded by the timeout, and a failed request is not
-	// retried: the router's share meters it.
-	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = o.Timeout, o.Timeout, o.Timeout
-	ro.PoolTimeout = o.Timeout
-	ro.MaxRetries = -1
+	// A failed request is not retried: the router's share meters it.
 	ro.MinIdleConns = 2
-	ro.ContextTimeoutEnabled = true
-	redis.SetLogger(quiet{})
 	return &Meter{
-		rdb: redis.NewClient(ro), id: o.ID, prefix: o.KeyPrefix, timeout: o.Timeout, scale: o.Scale,
+		rdb: storeClient(ro, o.Timeout), id: o.ID, prefix: o.KeyPrefix, timeout: o.Timeout, scale: o.Scale,
 		window: int64(float64(policy.MaxHeadroomWait.Microseconds()) / o.Scale), log: o.Logger,
 		nonce:      strconv.FormatUint(rand.Uint64(), 36) + ":",
 		extensions: make(chan extension, extensionQueue), closed: make(chan struct{}),
