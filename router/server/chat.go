@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -85,20 +84,5 @@ func (x *exchange) serveChat(cr chatRoute) {
 			key.Project, key.Publisher, key.Model, cr.location), 0)
 		return
 	}
-	if err := x.authorize(traced, r.Header.Get("Authorization")); err != nil {
-		x.fail(err.Status, err.Code, err.Message, 0)
-		return
-	}
-	ctx, cancel := context.WithTimeout(traced, timeout)
-	defer cancel()
-	x.pool.inFlight.Inc()
-	defer x.pool.inFlight.Dec()
-	if err := x.admit(ctx); err != nil {
-		code, msg, retryAfter := x.refusal(err)
-		x.fail(upstream.HTTPStatus(code), code, msg, retryAfter)
-		return
-	}
-	if retryAfter, err := x.attempts(ctx, x.attempt); err != nil {
-		x.failUpstream(err, retryAfter)
-	}
+	x.run(traced, timeout, true)
 }

@@ -152,16 +152,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		x.fail(http.StatusRequestEntityTooLarge, codes.InvalidArgument, fmt.Sprintf("request body larger than %d bytes", s.maxBody), 0)
 		return
 	}
-	if err := x.authorize(traced, r.Header.Get("Authorization")); err != nil {
-		x.fail(err.Status, err.Code, err.Message, 0)
-		return
-	}
-
-	ctx, cancel := context.WithTimeout(traced, timeout)
-	defer cancel()
-	x.pool.inFlight.Inc()
-	defer x.pool.inFlight.Dec()
-	x.run(ctx)
+	x.run(traced, timeout, false)
 }
 
 // callTimeout bounds a REST call, every attempt and wait included: the
@@ -196,16 +187,27 @@ func parsePriority(v string) (policy.Priority, error) {
 	return 0, fmt.Errorf("header %s: unknown priority %q (critical, default or sheddable)", HeaderPriority, v)
 }
 
-// run admits the call, reads its body and makes attempts until one answers,
-// one is committed, one fails in a way no retry mends, or the policy refuses
-// another; then it writes the error if no answer was written.
-func (x *exchange) run(ctx context.Context) {
+// run authorizes the call; then, bounded by timeout from now and counted in
+// its pool's in-flight gauge, it admits the call, reads its body unless it
+// was read already (bodyRead: the OpenAI-compatible surface reads it to find
+// the pool), and makes attempts until one answers, one is committed, one
+// fails in a way no retry mends, or the policy refuses another; then it
+// writes the error if no answer was written.
+func (x *exchange) run(traced context.Context, timeout time.Duration, bodyRead bool) {
+	if err := x.authorize(traced, x.r.Header.Get("Authorization")); err != nil {
+		x.fail(err.Status, err.Code, err.Message, 0)
+		return
+	}
+	ctx, cancel := context.WithTimeout(traced, timeout)
+	defer cancel()
+	x.pool.inFlight.Inc()
+	defer x.pool.inFlight.Dec()
 	if err := x.admit(ctx); err != nil {
 		code, msg, retryAfter := x.refusal(err)
 		x.fail(upstream.HTTPStatus(code), code, msg, retryAfter)
 		return
 	}
-	if !x.readBody() {
+	if !bodyRead && !x.readBody() {
 		x.settle(policy.Report{Outcome: gaveUp})
 		return
 	}
