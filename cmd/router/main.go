@@ -243,7 +243,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 	// The source is made below, before anything is served.
 	var src tableSource
 	var srv *server.Server
-	shares, counter, err := newShares(c, kube, func(t *table.Table) error { return srv.Apply(t) }, log)
+	shares, counter, err := newShares(c, kube, func(t *table.Table) error { return srv.Apply(t) }, m, log)
 	if err != nil {
 		return err
 	}
@@ -450,7 +450,7 @@ func shutdown(log *slog.Logger, servers []*http.Server, gs *grpc.Server, grace t
 // --peers-service (then returned, to run), and with --share-store by demand,
 // with request quotas metered in the store.
 // Its intervals run at the policy's clock scale.
-func newShares(c config, client kubernetes.Interface, apply func(*table.Table) error, log *slog.Logger) (*share.Controller, *share.EndpointSliceCounter, error) {
+func newShares(c config, client kubernetes.Interface, apply func(*table.Table) error, mets *metrics.Metrics, log *slog.Logger) (*share.Controller, *share.EndpointSliceCounter, error) {
 	o := share.Options{
 		Apply:    apply,
 		Replicas: share.Static(c.replicas),
@@ -464,7 +464,15 @@ func newShares(c config, client kubernetes.Interface, apply func(*table.Table) e
 			return nil, nil, fmt.Errorf("--share-store: %w", err)
 		}
 		o.Store = x
-		m, err := share.NewMeter(share.MeterOptions{URL: c.shareStore, ID: x.ID(), Scale: c.clockScale, Logger: log})
+		up := mets.ShareStoreUp()
+		up.Set(1)
+		m, err := share.NewMeter(share.MeterOptions{URL: c.shareStore, ID: x.ID(), Scale: c.clockScale, Logger: log, OnState: func(answering bool) {
+			if answering {
+				up.Set(1)
+			} else {
+				up.Set(0)
+			}
+		}})
 		if err != nil {
 			return nil, nil, fmt.Errorf("--share-store: %w", err)
 		}

@@ -62,13 +62,29 @@ func TestShareStoreMetersOneQuota(t *testing.T) {
 	if ok, throttled := burst(8); ok != 6 || throttled != 2 {
 		t.Errorf("with the store: %d answered and %d throttled of 8 calls in a burst, want the whole quota, 6, and 2", ok, throttled)
 	}
+	if got := sample(first.metrics(t), "regionwarden_router_share_store_up"); got != "regionwarden_router_share_store_up 1" {
+		t.Errorf("with the store: %q", got)
+	}
 	srv.Kill()
 	// Once the burst has left the quota's second, the router's share alone.
 	time.Sleep(1200 * time.Millisecond)
 	if ok, throttled := burst(4); ok != 2 || throttled != 2 {
 		t.Errorf("store killed: %d answered and %d throttled of 4 calls in a burst, want the router's share, 2, and 2", ok, throttled)
 	}
+	if got := sample(first.metrics(t), "regionwarden_router_share_store_up"); got != "regionwarden_router_share_store_up 0" {
+		t.Errorf("store killed: %q", got)
+	}
 	if n := region.Counter().Load(); n != 8 {
 		t.Errorf("the region received %d calls, want 8", n)
 	}
+}
+
+// sample is the line of metrics text that holds series name without labels.
+func sample(text, name string) string {
+	for l := range strings.SplitSeq(text, "\n") {
+		if strings.HasPrefix(l, name+" ") {
+			return l
+		}
+	}
+	return ""
 }

@@ -35,6 +35,9 @@ var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10,
 type Metrics struct {
 	registry *prometheus.Registry
 
+	storeOnce sync.Once
+	storeUp   prometheus.Gauge // nil until ShareStoreUp
+
 	requests        *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
 	attempts        *prometheus.CounterVec
@@ -134,6 +137,21 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m
+}
+
+// ShareStoreUp is the gauge of the share store (--share-store): 1 while it
+// meters the regions' request quotas for all routers, 0 while it does not
+// answer and this router meters its shares. It is registered on first use,
+// so a router without a store has no such series.
+func (m *Metrics) ShareStoreUp() prometheus.Gauge {
+	m.storeOnce.Do(func() {
+		m.storeUp = prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "share_store_up",
+			Help: "1 while the share store meters the regions' request quotas for all routers; 0 while it does not answer and this router meters its shares.",
+		})
+		m.registry.MustRegister(m.storeUp)
+	})
+	return m.storeUp
 }
 
 // Registry is the registry the metrics are registered on.

@@ -48,6 +48,10 @@ type MeterOptions struct {
 	KeyPrefix string
 	// Logger receives the store's changes of state. Default slog.Default().
 	Logger *slog.Logger
+	// OnState, when set, is told each change of the store's state: false
+	// when it stops answering, true when it answers again. The meter starts
+	// as answering.
+	OnState func(answering bool)
 }
 
 // Meter meters regions' request quotas in a Redis or Valkey store, for every
@@ -90,6 +94,8 @@ type Meter struct {
 	// router's own meter does.
 	window int64
 	log    *slog.Logger
+	// onState is MeterOptions.OnState, or a no-op.
+	onState func(answering bool)
 
 	// nonce and seq name each request in the store uniquely: a random
 	// prefix per Meter, so that no two routers (nor a router restarted under
@@ -152,11 +158,15 @@ func NewMeter(o MeterOptions) (*Meter, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.OnState == nil {
+		o.OnState = func(bool) {}
+	}
 	// A failed request is not retried: the router's share meters it.
 	ro.MinIdleConns = 2
 	return &Meter{
 		rdb: storeClient(ro, o.Timeout), id: o.ID, prefix: o.KeyPrefix, timeout: o.Timeout, scale: o.Scale,
 		window: int64(float64(policy.MaxHeadroomWait.Microseconds()) / o.Scale), log: o.Logger,
+		onState:    o.OnState,
 		nonce:      strconv.FormatUint(rand.Uint64(), 36) + ":",
 		extensions: make(chan extension, extensionQueue), closed: make(chan struct{}),
 	}, nil
@@ -194,6 +204,7 @@ func (m *Meter) take(key string, limit int64, now int64) (policy.SharedVerdict, 
 	if err != nil {
 		if m.down.Swap(now+windowNanos) == 0 {
 			m.log.Warn("share meter: the store does not answer; each region's quota is metered by this router's share", "router", m.id, "error", err)
+			m.onState(false)
 		}
 		return policy.SharedUnknown, 0
 	}
@@ -201,6 +212,7 @@ func (m *Meter) take(key string, limit int64, now int64) (policy.SharedVerdict, 
 		m.warm.Store(now + 2*windowNanos)
 		m.down.Store(0)
 		m.log.Info("share meter: the store answers again; quotas are metered in it")
+		m.onState(true)
 	}
 	if res[0] != 1 {
 		return policy.SharedFull, int64(float64(res[1]*int64(time.Microsecond)) * m.scale)

@@ -92,7 +92,13 @@ func TestMeterSharesOneQuota(t *testing.T) {
 func TestMeterFallsBackAndComesBack(t *testing.T) {
 	srv := redisserver.ForTest(t)
 	g := proxytest.Start(t, srv.Addr)
-	m := newTestMeter(t, "redis://"+g.Addr()+"/0", "a")
+	var states []bool
+	m, err := NewMeter(MeterOptions{URL: "redis://" + g.Addr() + "/0", Timeout: 200 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler), OnState: func(up bool) { states = append(states, up) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
 	tp := meterPool(100)
 	pm := &poolMeter{m: m}
 	pm.set(&tp, DefaultMeterPrefix)
@@ -129,6 +135,9 @@ func TestMeterFallsBackAndComesBack(t *testing.T) {
 		if got := m.state(t0 + s.at); got != s.state {
 			t.Errorf("at %v (%s): state %q, want %q", time.Duration(s.at), s.why, got, s.state)
 		}
+	}
+	if len(states) != 2 || states[0] || !states[1] {
+		t.Errorf("told %v, want [false true]: down once, back once", states)
 	}
 }
 
