@@ -52,6 +52,7 @@ func routerSeries(t *testing.T) exported {
 	m.TokenSeries(pool, "global", "provisioned", "priority", "ON_DEMAND_PRIORITY", metrics.DirectionOutput).Add(1)
 	m.Loaded("", "0123abcd")
 	m.Rejected("", "invalid", nil)
+	m.ShareStoreUp().Set(1)
 	m.WatchPools(func() []policy.Snapshot {
 		return []policy.Snapshot{{Project: "acme", Publisher: "google", Model: "gemini",
 			Regions: []policy.RegionSnapshot{{Name: "europe-west1", Tier: "provisioned", Demotion: &policy.Demotion{Since: time.Now()}}}}}
