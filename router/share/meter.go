@@ -315,6 +315,12 @@ type poolMeter struct {
 type poolLimit struct {
 	key   string
 	limit int64
+	// full is until when, on the pool's clock, the store said the window has
+	// no room: the time its oldest request leaves it. Nothing can free room
+	// earlier (other routers' requests only fill the window), so until then
+	// a request is refused here, without a round trip: under overload most
+	// requests find the quota full, and they do not all ask the store.
+	full *atomic.Int64
 }
 
 // TakeShared implements policy.SharedMeter. A region without a quota of at
@@ -324,13 +330,24 @@ func (pm *poolMeter) TakeShared(region string, now int64) (policy.SharedVerdict,
 	if !ok {
 		return policy.SharedUnknown, 0
 	}
-	return pm.m.take(l.key, l.limit, now)
+	if until := l.full.Load(); now < until && pm.m.down.Load() == 0 {
+		return policy.SharedFull, until - now
+	}
+	v, wait := pm.m.take(l.key, l.limit, now)
+	if v == policy.SharedFull {
+		l.full.Store(now + wait)
+	}
+	return v, wait
 }
 
 // set takes the quotas of p, as the table gives them (not scaled by any
 // replica share).
 func (pm *poolMeter) set(p *table.Pool, prefix string) {
 	c := cluster(p)
+	var old map[string]poolLimit
+	if cur := pm.limits.Load(); cur != nil {
+		old = *cur
+	}
 	limits := make(map[string]poolLimit, len(p.Regions))
 	k := p.Key()
 	for _, r := range p.Regions {
@@ -338,7 +355,15 @@ func (pm *poolMeter) set(p *table.Pool, prefix string) {
 		if n < 1 || n > 1e9 {
 			continue
 		}
-		limits[r.Name] = poolLimit{key: prefix + k.Project + "/" + k.Publisher + "/" + k.Model + "|" + r.Name, limit: int64(n)}
+		l := poolLimit{key: prefix + k.Project + "/" + k.Publisher + "/" + k.Model + "|" + r.Name, limit: int64(n)}
+		// What the store said of the same window holds; a new quota's
+		// window may have room at once.
+		if o, ok := old[r.Name]; ok && o.key == l.key && o.limit == l.limit {
+			l.full = o.full
+		} else {
+			l.full = new(atomic.Int64)
+		}
+		limits[r.Name] = l
 	}
 	pm.limits.Store(&limits)
 }

@@ -141,6 +141,42 @@ func TestMeterFallsBackAndComesBack(t *testing.T) {
 	}
 }
 
+// TestFullWindowIsKnownUntilItHasRoom: once the store says a region's
+// window is full until its oldest request leaves, requests until then are
+// refused without asking the store (it is cut off here, and they are still
+// refused, not left to the share); the first one after asks again.
+func TestFullWindowIsKnownUntilItHasRoom(t *testing.T) {
+	srv := redisserver.ForTest(t)
+	g := proxytest.Start(t, srv.Addr)
+	pm := &poolMeter{m: newTestMeter(t, "redis://"+g.Addr()+"/0", "a")}
+	tp := meterPool(20) // 2 requests a second
+	pm.set(&tp, DefaultMeterPrefix)
+	now := time.Now().UnixNano()
+	for range 2 {
+		if v, _ := pm.TakeShared("europe-west4", now); v != policy.SharedAdmitted {
+			t.Fatalf("verdict %d, want admitted", v)
+		}
+	}
+	v, wait := pm.TakeShared("europe-west4", now)
+	if v != policy.SharedFull || wait <= 0 {
+		t.Fatalf("verdict %d, wait %v; want full", v, time.Duration(wait))
+	}
+	g.Shut()
+	if v, w := pm.TakeShared("europe-west4", now+wait/2); v != policy.SharedFull || w != wait-wait/2 {
+		t.Errorf("within the wait: verdict %d, wait %v; want full, %v, without the store", v, time.Duration(w), time.Duration(wait-wait/2))
+	}
+	if v, _ := pm.TakeShared("europe-west4", now+wait+1); v != policy.SharedUnknown {
+		t.Errorf("after the wait: verdict %d, want the store asked (cut off: unknown)", v)
+	}
+	// A larger quota is a new window: not known full.
+	g.Open()
+	bigger := meterPool(30)
+	pm.set(&bigger, DefaultMeterPrefix)
+	if got := (*pm.limits.Load())["europe-west4"].full.Load(); got != 0 {
+		t.Errorf("a new quota kept the old window's fullness until %d", got)
+	}
+}
+
 // TestAdmittedRequestCountsFromWhenTheRouterHeardBack delays the store's
 // answers by 50 ms: a request the store admitted stays in the window from
 // when the router heard back, at least 50 ms after the store admitted it.
