@@ -30,12 +30,34 @@ func meterPool(capacityShare int) table.Pool {
 // the test.
 func newTestMeter(t *testing.T, url, id string) *Meter {
 	t.Helper()
-	m, err := NewMeter(MeterOptions{URL: url, ID: id, Timeout: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	return meterWith(t, MeterOptions{URL: url, ID: id})
+}
+
+// meterWith is a meter of o, closed with the test, with a timeout of 200 ms
+// and no logging unless o says otherwise.
+func meterWith(t *testing.T, o MeterOptions) *Meter {
+	t.Helper()
+	if o.Timeout == 0 {
+		o.Timeout = 200 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	m, err := NewMeter(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
 	return m
+}
+
+// poolMeterOf binds m to a pool whose europe-west4 has a quota of 10
+// requests a second.
+func poolMeterOf(m *Meter) *poolMeter {
+	tp := meterPool(100)
+	pm := &poolMeter{m: m}
+	pm.set(&tp, DefaultMeterPrefix)
+	return pm
 }
 
 // TestMeterSharesOneQuota has three routers take from one region's quota in
@@ -93,15 +115,8 @@ func TestMeterFallsBackAndComesBack(t *testing.T) {
 	srv := redisserver.ForTest(t)
 	g := proxytest.Start(t, srv.Addr)
 	var states []bool
-	m, err := NewMeter(MeterOptions{URL: "redis://" + g.Addr() + "/0", Timeout: 200 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler), OnState: func(up bool) { states = append(states, up) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
-	tp := meterPool(100)
-	pm := &poolMeter{m: m}
-	pm.set(&tp, DefaultMeterPrefix)
+	m := meterWith(t, MeterOptions{URL: "redis://" + g.Addr() + "/0", OnState: func(up bool) { states = append(states, up) }})
+	pm := poolMeterOf(m)
 	second := int64(time.Second)
 	t0 := time.Now().UnixNano()
 	take := func(at int64) policy.SharedVerdict {
@@ -185,14 +200,8 @@ func TestAdmittedRequestCountsFromWhenTheRouterHeardBack(t *testing.T) {
 	g := proxytest.Start(t, srv.Addr)
 	g.DelayAnswers(50 * time.Millisecond)
 	// Connecting takes a few delayed answers: a timeout that allows them.
-	m, err := NewMeter(MeterOptions{URL: "redis://" + g.Addr() + "/0", Timeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
-	tp := meterPool(100)
-	pm := &poolMeter{m: m}
-	pm.set(&tp, DefaultMeterPrefix)
+	m := meterWith(t, MeterOptions{URL: "redis://" + g.Addr() + "/0", Timeout: 5 * time.Second})
+	pm := poolMeterOf(m)
 	direct := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = direct.Close() })
 	ctx := context.Background()
