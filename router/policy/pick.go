@@ -427,17 +427,8 @@ func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe bo
 			return 0, false
 		}
 	case s.reqCost > 0:
-		ok, sharedWait, paced := p.takeRequest(s, now)
-		if !ok {
+		if !p.takeRequest(s, i, now, ref) {
 			r.inFlight.Add(-1)
-			switch {
-			case sharedWait > 0:
-				ref.capacity(sharedWait)
-			case s.metersReqs():
-				ref.metered |= 1 << i
-			default: // under one call a window: paced
-				ref.capacity(paced)
-			}
 			return 0, false
 		}
 	}

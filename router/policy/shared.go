@@ -53,28 +53,36 @@ func (p *Pool) SetSharedMeter(m SharedMeter) {
 	p.shared.Store(&m)
 }
 
-// takeRequest admits a request on slot s's hinted lane, whose capacity is a
-// request rate (s.reqCost > 0), at now: by the pool's shared meter when it
-// decides, else by the region's own meter (the one-second window, or the
-// pacer for a rate under one call a window). It returns whether the request
-// was admitted and, when not, the wait a full shared quota gave (0 when the
-// own meter refused: its wait is worked out only if needed, meterWaits, and
-// the pacer's comes back in paced).
-func (p *Pool) takeRequest(s *slot, now int64) (ok bool, sharedWait, paced int64) {
+// takeRequest admits a request on slot s (the i-th) and its hinted lane,
+// whose capacity is a request rate (s.reqCost > 0), at now: by the pool's
+// shared meter when it decides, else by the region's own meter (the
+// one-second window, or the pacer for a rate under one call a window). A
+// refusal is noted in ref as admit notes the others: a full shared quota
+// and the pacer with their waits, the own meter by its slot, whose wait is
+// worked out only if every candidate refuses (meterWaits).
+func (p *Pool) takeRequest(s *slot, i int, now int64, ref *refusal) bool {
 	if m := p.shared.Load(); m != nil {
 		switch v, wait := (*m).TakeShared(s.name, now); v {
 		case SharedAdmitted:
 			s.chargeRequest(now)
-			return true, 0, 0
+			return true
 		case SharedFull:
-			return false, max(wait, 1), 0
+			ref.capacity(max(wait, 1))
+			return false
 		}
 	}
 	if s.metersReqs() {
-		return s.r.reqs.take(now, s.reqCost), 0, 0
+		if !s.r.reqs.take(now, s.reqCost) {
+			ref.metered |= 1 << i
+			return false
+		}
+		return true
 	}
-	ok, paced = s.r.slow.take(now, s.reqCost*costUnit)
-	return ok, 0, paced
+	ok, wait := s.r.slow.take(now, s.reqCost*costUnit)
+	if !ok {
+		ref.capacity(wait)
+	}
+	return ok
 }
 
 // chargeRequest counts on the region's own meter a request the shared meter

@@ -45,7 +45,7 @@ func BenchmarkSharedMeterTake(b *testing.B) {
 	tp := testPool()
 	tp.Regions = append(tp.Regions, table.Region{Name: "bench", Capacity: table.Capacity{RequestsPerSecond: 1e8}})
 	pm := &poolMeter{m: m}
-	pm.set(&tp, DefaultMeterPrefix)
+	pm.set(&tp)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -149,29 +149,28 @@ func (c *Controller) SetTable(t *table.Table) error {
 	defer c.mu.Unlock()
 	c.tbl, c.hash = t, t.Hash()
 	meters := map[table.Key]*Demand{}
+	pms := map[table.Key]*poolMeter{}
 	c.labels = map[table.Key]string{}
 	old := *c.demand.Load()
+	var oldPMs map[table.Key]*poolMeter
+	if cur := c.meters.Load(); cur != nil {
+		oldPMs = *cur
+	}
 	for i := range t.Pools {
 		k := t.Pools[i].Key()
 		c.labels[k] = label(k)
 		if meters[k] = old[k]; meters[k] == nil {
 			meters[k] = &Demand{}
 		}
-	}
-	c.demand.Store(&meters)
-	if c.o.Meter != nil {
-		pms := map[table.Key]*poolMeter{}
-		var oldPMs map[table.Key]*poolMeter
-		if cur := c.meters.Load(); cur != nil {
-			oldPMs = *cur
-		}
-		for i := range t.Pools {
-			k := t.Pools[i].Key()
+		if c.o.Meter != nil {
 			if pms[k] = oldPMs[k]; pms[k] == nil {
 				pms[k] = &poolMeter{m: c.o.Meter}
 			}
-			pms[k].set(&t.Pools[i], c.o.Meter.prefix)
+			pms[k].set(&t.Pools[i])
 		}
+	}
+	c.demand.Store(&meters)
+	if c.o.Meter != nil {
 		c.meters.Store(&pms)
 	}
 	for k := range c.pools {

@@ -97,12 +97,9 @@ func (quiet) Printf(context.Context, string, ...any) {}
 // NewExchange returns an exchange with the store at o.URL. It does not
 // connect until the first exchange.
 func NewExchange(o ExchangeOptions) (*Exchange, error) {
-	if o.URL == "" {
-		return nil, errors.New("share store: no URL")
-	}
-	ro, err := redis.ParseURL(o.URL)
+	ro, err := storeOptions("share store", o.URL)
 	if err != nil {
-		return nil, fmt.Errorf("share store %q: %w", o.URL, err)
+		return nil, err
 	}
 	var herr error
 	if o.ID == "" {
@@ -126,6 +123,19 @@ func NewExchange(o ExchangeOptions) (*Exchange, error) {
 	// with fresher demand. One exchange at a time: two connections.
 	ro.PoolSize, ro.MinIdleConns = 2, 1
 	return &Exchange{rdb: storeClient(ro, o.Timeout), id: o.ID, epoch: o.Epoch, timeout: o.Timeout, prefix: o.KeyPrefix}, nil
+}
+
+// storeOptions reads a store's URL, redis://[user:password@]host:port/db
+// (rediss:// for TLS), for what (the errors' first words).
+func storeOptions(what, url string) (*redis.Options, error) {
+	if url == "" {
+		return nil, fmt.Errorf("%s: no URL", what)
+	}
+	ro, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: %w", what, url, err)
+	}
+	return ro, nil
 }
 
 // storeClient is a client of the store that ro describes, for the hot path

@@ -2,7 +2,6 @@ package share
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -139,12 +138,9 @@ return {0, tonumber(first[2]) + win - now}
 // NewMeter returns a meter with the store at o.URL. It does not connect
 // until the first request.
 func NewMeter(o MeterOptions) (*Meter, error) {
-	if o.URL == "" {
-		return nil, errors.New("share meter: no URL")
-	}
-	ro, err := redis.ParseURL(o.URL)
+	ro, err := storeOptions("share meter", o.URL)
 	if err != nil {
-		return nil, fmt.Errorf("share meter %q: %w", o.URL, err)
+		return nil, err
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultMeterTimeout
@@ -342,7 +338,8 @@ func (pm *poolMeter) TakeShared(region string, now int64) (policy.SharedVerdict,
 
 // set takes the quotas of p, as the table gives them (not scaled by any
 // replica share).
-func (pm *poolMeter) set(p *table.Pool, prefix string) {
+func (pm *poolMeter) set(p *table.Pool) {
+	prefix := pm.m.prefix
 	c := cluster(p)
 	var old map[string]poolLimit
 	if cur := pm.limits.Load(); cur != nil {

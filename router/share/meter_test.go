@@ -56,7 +56,7 @@ func meterWith(t *testing.T, o MeterOptions) *Meter {
 func poolMeterOf(m *Meter) *poolMeter {
 	tp := meterPool(100)
 	pm := &poolMeter{m: m}
-	pm.set(&tp, DefaultMeterPrefix)
+	pm.set(&tp)
 	return pm
 }
 
@@ -71,7 +71,7 @@ func TestMeterSharesOneQuota(t *testing.T) {
 	var pms []*poolMeter
 	for _, id := range []string{"a", "b", "c"} {
 		pm := &poolMeter{m: newTestMeter(t, srv.URL(), id)}
-		pm.set(&tp, DefaultMeterPrefix)
+		pm.set(&tp)
 		pms = append(pms, pm)
 	}
 	now := time.Now().UnixNano()
@@ -165,7 +165,7 @@ func TestFullWindowIsKnownUntilItHasRoom(t *testing.T) {
 	g := proxytest.Start(t, srv.Addr)
 	pm := &poolMeter{m: newTestMeter(t, "redis://"+g.Addr()+"/0", "a")}
 	tp := meterPool(20) // 2 requests a second
-	pm.set(&tp, DefaultMeterPrefix)
+	pm.set(&tp)
 	now := time.Now().UnixNano()
 	for range 2 {
 		if v, _ := pm.TakeShared("europe-west4", now); v != policy.SharedAdmitted {
@@ -186,7 +186,7 @@ func TestFullWindowIsKnownUntilItHasRoom(t *testing.T) {
 	// A larger quota is a new window: not known full.
 	g.Open()
 	bigger := meterPool(30)
-	pm.set(&bigger, DefaultMeterPrefix)
+	pm.set(&bigger)
 	if got := (*pm.limits.Load())["europe-west4"].full.Load(); got != 0 {
 		t.Errorf("a new quota kept the old window's fullness until %d", got)
 	}
