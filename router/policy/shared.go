@@ -21,6 +21,13 @@ type SharedMeter interface {
 	// until the quota has room, in nanoseconds; otherwise 0. It must return
 	// within a bounded time, whatever the store does.
 	TakeShared(region string, now int64) (v SharedVerdict, wait int64)
+	// AdmittedLocally says that the router's own meter admitted a request
+	// to region at now, after TakeShared said SharedUnknown. The meter
+	// counts it too when it can, so that the other routers, still metering
+	// in the store, leave room for it: while one router meters its share
+	// (its store answers late, or not at all), the requests it sends count
+	// against everyone's quota, not on top of it. It must not block.
+	AdmittedLocally(region string, now int64)
 }
 
 // SharedVerdict is a SharedMeter's answer.
@@ -61,7 +68,9 @@ func (p *Pool) SetSharedMeter(m SharedMeter) {
 // and the pacer with their waits, the own meter by its slot, whose wait is
 // worked out only if every candidate refuses (meterWaits).
 func (p *Pool) takeRequest(s *slot, i int, now int64, ref *refusal) bool {
-	if m := p.shared.Load(); m != nil {
+	m := p.shared.Load()
+	unknown := false
+	if m != nil {
 		switch v, wait := (*m).TakeShared(s.name, now); v {
 		case SharedAdmitted:
 			s.chargeRequest(now)
@@ -69,8 +78,22 @@ func (p *Pool) takeRequest(s *slot, i int, now int64, ref *refusal) bool {
 		case SharedFull:
 			ref.capacity(max(wait, 1))
 			return false
+		case SharedUnknown:
+			unknown = true
 		}
 	}
+	if !s.takeOwn(i, now, ref) {
+		return false
+	}
+	if unknown {
+		(*m).AdmittedLocally(s.name, now)
+	}
+	return true
+}
+
+// takeOwn admits a request on the region's own meter: the one-second
+// window, or the pacer for a rate under one call a window.
+func (s *slot) takeOwn(i int, now int64, ref *refusal) bool {
 	if s.metersReqs() {
 		if !s.r.reqs.take(now, s.reqCost) {
 			ref.metered |= 1 << i

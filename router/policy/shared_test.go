@@ -14,12 +14,15 @@ type scriptedMeter struct {
 	v     SharedVerdict
 	wait  int64
 	asked map[string]int
+	local int // requests it was told the router's own meter admitted
 }
 
 func (m *scriptedMeter) TakeShared(region string, now int64) (SharedVerdict, int64) {
 	m.asked[region]++
 	return m.v, m.wait
 }
+
+func (m *scriptedMeter) AdmittedLocally(region string, now int64) { m.local++ }
 
 // admitted picks one call's first attempt on p and ends it: whether it was
 // admitted, and the error when not.
@@ -50,15 +53,17 @@ func TestSharedMeterDecidesRequestQuotas(t *testing.T) {
 		advance time.Duration // before the calls
 		calls   int
 		want    int // admitted
+		local   int // of them, told to the shared meter as admitted by the share
 		why     string
 	}{
-		{SharedAdmitted, 0, 5, 5, "the store admits five calls in one second, past the share of 2"},
-		{SharedUnknown, 0, 1, 0, "the store stops answering within the same second: the five calls fill the share"},
-		{SharedUnknown, 1100 * time.Millisecond, 3, 2, "a second later, the share alone: 2"},
-		{SharedAdmittedIfLocal, 1100 * time.Millisecond, 3, 2, "warming up: the store counted the calls, the share must admit them too"},
+		{SharedAdmitted, 0, 5, 5, 0, "the store admits five calls in one second, past the share of 2"},
+		{SharedUnknown, 0, 1, 0, 0, "the store stops answering within the same second: the five calls fill the share"},
+		{SharedUnknown, 1100 * time.Millisecond, 3, 2, 2, "a second later, the share alone: 2, told to the store"},
+		{SharedAdmittedIfLocal, 1100 * time.Millisecond, 3, 2, 0, "warming up: the store counted the calls, the share must admit them too"},
 	} {
 		clk.Advance(step.advance)
 		m.v = step.v
+		m.local = 0
 		got := 0
 		for range step.calls {
 			if ok, _ := admitted(p); ok {
@@ -67,6 +72,9 @@ func TestSharedMeterDecidesRequestQuotas(t *testing.T) {
 		}
 		if got != step.want {
 			t.Errorf("%s: %d of %d calls admitted, want %d", step.why, got, step.calls, step.want)
+		}
+		if m.local != step.local {
+			t.Errorf("%s: the shared meter was told of %d calls admitted by the share, want %d", step.why, m.local, step.local)
 		}
 	}
 	if m.asked["europe-west4"] != 5+1+3+3 {

@@ -2,6 +2,7 @@ package share
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -70,7 +71,10 @@ type MeterOptions struct {
 // (policy.SharedUnknown), and so is every request of the next window; then
 // one request tries the store again. The router's own meters are charged
 // with every request the store admits, so its share meters from the first
-// moment with what the router sent in the last second counted.
+// moment with what the router sent in the last second counted; and the
+// requests its share admits are counted in the store in the background
+// (add), so that while one router's store answers late, the others, still
+// metering in it, leave room for what that router sends.
 //
 // When the store answers again, its windows know nothing of what the routers
 // sent on their shares meanwhile: for two windows (each router tries the
@@ -103,8 +107,12 @@ type Meter struct {
 	nonce string
 	seq   atomic.Uint64
 
+	// bg writes in the background (extender): its own connections, with a
+	// timeout of a window, so that a slow store delays no call's wait and
+	// a write the hot path could not wait for still gets through.
+	bg            *redis.Client
 	startExtender sync.Once
-	extensions    chan extension // updates of requests' times (extend)
+	extensions    chan extension // writes for the extender (extend, add)
 	closed        chan struct{}
 	// down is, in nanoseconds of the pool's clock, until when the store is
 	// not asked after a failure; 0 while it answers.
@@ -159,9 +167,12 @@ func NewMeter(o MeterOptions) (*Meter, error) {
 	}
 	// A failed request is not retried: the router's share meters it.
 	ro.MinIdleConns = 2
+	bgo := *ro
+	bgo.MinIdleConns = 0
+	window := int64(float64(policy.MaxHeadroomWait.Microseconds()) / o.Scale)
 	return &Meter{
-		rdb: storeClient(ro, o.Timeout), id: o.ID, prefix: o.KeyPrefix, timeout: o.Timeout, scale: o.Scale,
-		window: int64(float64(policy.MaxHeadroomWait.Microseconds()) / o.Scale), log: o.Logger,
+		rdb: storeClient(ro, o.Timeout), bg: storeClient(&bgo, time.Duration(window)*time.Microsecond),
+		id: o.ID, prefix: o.KeyPrefix, timeout: o.Timeout, scale: o.Scale, window: window, log: o.Logger,
 		onState:    o.OnState,
 		nonce:      strconv.FormatUint(rand.Uint64(), 36) + ":",
 		extensions: make(chan extension, extensionQueue), closed: make(chan struct{}),
@@ -171,7 +182,7 @@ func NewMeter(o MeterOptions) (*Meter, error) {
 // Close stops the updates and closes the connections to the store.
 func (m *Meter) Close() error {
 	close(m.closed)
-	return m.rdb.Close()
+	return errors.Join(m.rdb.Close(), m.bg.Close())
 }
 
 // windowNanos is one window on the pool's clock, in nanoseconds.
@@ -237,17 +248,36 @@ func (m *Meter) take(key string, limit int64, now int64) (policy.SharedVerdict, 
 // before the request would leave the window; should it be lost, the request
 // is counted from its admission, as before.
 func (m *Meter) extend(key, member string, at int64) {
+	m.queue(extension{key: key, member: member, at: at})
+}
+
+// add counts in key's window, in the background, a request that the
+// router's share admitted while the store did not answer it in time: from
+// when the store receives it, later than the router admitted it (the
+// longer it counts, the less the other routers admit; never more). The
+// store may already have counted it, when it ran the script but its answer
+// came too late: counted twice then, a request fewer for a second, once per
+// window that the store answers late (take asks it no more until then).
+func (m *Meter) add(key string) {
+	member := m.nonce + strconv.FormatUint(m.seq.Add(1), 36)
+	m.queue(extension{key: key, member: member, queued: time.Now()})
+}
+
+func (m *Meter) queue(e extension) {
 	m.startExtender.Do(func() { go m.extender() })
 	select {
-	case m.extensions <- extension{key: key, member: member, at: at}:
-	default: // a full queue drops the update
+	case m.extensions <- e:
+	default: // a full queue drops the write
 	}
 }
 
-// extension is a request's later time in the store.
+// extension is a write for the extender: a request's later time in the
+// store (at), or a request to count from when the store receives it
+// (queued, when the router queued it).
 type extension struct {
 	key, member string
 	at          int64
+	queued      time.Time
 }
 
 // extensionQueue bounds the updates waiting to be sent; extensionBatch is
@@ -257,10 +287,26 @@ const (
 	extensionBatch = 256
 )
 
-// extender sends the queued updates, as many as are waiting in one
-// pipeline, until Close.
+// addScript counts the requests ARGV[2..] in the windows KEYS (one each),
+// from the store's clock now; ARGV[1] is the window, as for meterScript.
+var addScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local win = tonumber(ARGV[1])
+for i, k in ipairs(KEYS) do
+  redis.call('ZADD', k, now, ARGV[i + 1])
+  redis.call('PEXPIRE', k, math.ceil(win / 1000) + 1000)
+end
+return #KEYS
+`)
+
+// extender sends the queued writes, as many as are waiting in one
+// pipeline, until Close. An add queued a window ago or more is dropped: the
+// request it counts has left the region's window.
 func (m *Meter) extender() {
 	batch := make([]extension, 0, extensionBatch)
+	var keys []string
+	var args []any
 	for {
 		select {
 		case <-m.closed:
@@ -277,11 +323,22 @@ func (m *Meter) extender() {
 				break drain
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
-		pipe := m.rdb.Pipeline()
+		window := time.Duration(m.window) * time.Microsecond
+		ctx, cancel := context.WithTimeout(context.Background(), window)
+		pipe := m.bg.Pipeline()
+		keys, args = keys[:0], append(args[:0], m.window)
 		for _, e := range batch {
+			if !e.queued.IsZero() {
+				if time.Since(e.queued) < window {
+					keys, args = append(keys, e.key), append(args, e.member)
+				}
+				continue
+			}
 			// XX: a request that left the window stays out; GT: only later.
 			pipe.ZAddArgs(ctx, e.key, redis.ZAddArgs{XX: true, GT: true, Members: []redis.Z{{Score: float64(e.at), Member: e.member}}})
+		}
+		if len(keys) > 0 {
+			addScript.Eval(ctx, pipe, keys, args...)
 		}
 		_, _ = pipe.Exec(ctx)
 		cancel()
@@ -334,6 +391,15 @@ func (pm *poolMeter) TakeShared(region string, now int64) (policy.SharedVerdict,
 		l.full.Store(now + wait)
 	}
 	return v, wait
+}
+
+// AdmittedLocally implements policy.SharedMeter: a request to a region
+// with a quota in the store, admitted by the router's share, is counted in
+// the store too (Meter.add).
+func (pm *poolMeter) AdmittedLocally(region string, now int64) {
+	if l, ok := (*pm.limits.Load())[region]; ok {
+		pm.m.add(l.key)
+	}
 }
 
 // set takes the quotas of p, as the table gives them (not scaled by any

@@ -236,6 +236,57 @@ func TestAdmittedRequestCountsFromWhenTheRouterHeardBack(t *testing.T) {
 	t.Errorf("request counted from %.0f µs, want at least %.0f: 50 ms after the store admitted it", last, want)
 }
 
+// TestShareAdmitsCountInTheStore: a router whose store answers too late
+// for the hot path (50 ms, against a timeout of 20) meters by its share, and
+// the requests its share admits are counted in the store in the background,
+// so that a router still metering in the store admits the rest of the quota
+// and no more.
+func TestShareAdmitsCountInTheStore(t *testing.T) {
+	srv := redisserver.ForTest(t)
+	g := proxytest.Start(t, srv.Addr)
+	g.DelayAnswers(50 * time.Millisecond)
+	slow := poolMeterOf(meterWith(t, MeterOptions{URL: "redis://" + g.Addr() + "/0", ID: "slow", Timeout: 20 * time.Millisecond}))
+	fast := poolMeterOf(newTestMeter(t, srv.URL(), "fast"))
+	now := time.Now().UnixNano()
+	if v, _ := slow.TakeShared("europe-west4", now); v != policy.SharedUnknown {
+		t.Fatalf("verdict %d through a store answering in 50 ms, want unknown (the share decides)", v)
+	}
+	for range 4 { // what its share admitted
+		slow.AdmittedLocally("europe-west4", now)
+	}
+	slow.AdmittedLocally("europe-north1", now) // no quota in the store: nothing to count
+	direct := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = direct.Close() })
+	key := (*slow.limits.Load())["europe-west4"].key
+	var n int64
+	for range 100 {
+		var err error
+		if n, err = direct.ZCard(context.Background(), key).Result(); err != nil {
+			t.Fatal(err)
+		}
+		if n >= 4 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// 5: the store may have run the timed-out request's script too.
+	if n != 4 && n != 5 {
+		t.Fatalf("%d requests in the store's window, want the 4 the share admitted", n)
+	}
+	admitted := int64(0)
+	for range 10 {
+		if v, _ := fast.TakeShared("europe-west4", now); v == policy.SharedAdmitted {
+			admitted++
+		}
+	}
+	if admitted != 10-n {
+		t.Errorf("the router metering in the store admitted %d of a quota of 10 with %d counted, want %d", admitted, n, 10-n)
+	}
+	if keys, _ := direct.Keys(context.Background(), "*europe-north1").Result(); len(keys) != 0 {
+		t.Errorf("keys %v for a region without a quota in the store", keys)
+	}
+}
+
 // TestControllerSharedMeter: a controller with a meter gives each pool of its
 // table a shared meter, the same across tables, and none to a pool that
 // left the table; without a meter, none.
