@@ -218,7 +218,7 @@ func (m *Meter) take(key string, limit int64, now int64) (policy.SharedVerdict, 
 	if probe {
 		m.warm.Store(now + 2*windowNanos)
 		m.down.Store(0)
-		m.log.Info("share meter: the store answers again; quotas are metered in it")
+		m.log.Info("share meter: the store answers again; quotas are metered in it", "router", m.id)
 		m.onState(true)
 	}
 	if res[0] != 1 {
