@@ -17,10 +17,9 @@ package policy
 // last second counted.
 type SharedMeter interface {
 	// TakeShared asks for one request to the region named region at now
-	// (nanoseconds on the pool's clock). With SharedFull, wait is how long
-	// until the quota has room, in nanoseconds; otherwise 0. It must return
-	// within a bounded time, whatever the store does.
-	TakeShared(region string, now int64) (v SharedVerdict, wait int64)
+	// (nanoseconds on the pool's clock). It must return within a bounded
+	// time, whatever the store does.
+	TakeShared(region string, now int64) SharedAnswer
 	// AdmittedLocally says that the router's own meter admitted a request
 	// to region at now, after TakeShared said SharedUnknown. The meter
 	// counts it too when it can, so that the other routers, still metering
@@ -30,7 +29,20 @@ type SharedMeter interface {
 	AdmittedLocally(region string, now int64)
 }
 
-// SharedVerdict is a SharedMeter's answer.
+// SharedAnswer is a SharedMeter's answer to one request.
+type SharedAnswer struct {
+	Verdict SharedVerdict
+	// Wait, with SharedFull, is how long until the quota has room, in
+	// nanoseconds.
+	Wait int64
+	// Held, with SharedUnknown, is the part of the quota (0 to 1) that the
+	// region's window in the store held when it last answered this router,
+	// told once, with the first request the store does not answer, if it
+	// answered within the last window; else 0. See holdShare.
+	Held float64
+}
+
+// SharedVerdict says who decides a request (SharedAnswer).
 type SharedVerdict uint8
 
 const (
@@ -71,15 +83,18 @@ func (p *Pool) takeRequest(s *slot, i int, now int64, ref *refusal) bool {
 	m := p.shared.Load()
 	unknown := false
 	if m != nil {
-		switch v, wait := (*m).TakeShared(s.name, now); v {
+		switch a := (*m).TakeShared(s.name, now); a.Verdict {
 		case SharedAdmitted:
 			s.chargeRequest(now)
 			return true
 		case SharedFull:
-			ref.capacity(max(wait, 1))
+			ref.capacity(max(a.Wait, 1))
 			return false
 		case SharedUnknown:
 			unknown = true
+			if a.Held > 0 {
+				s.holdShare(a.Held, now)
+			}
 		}
 	}
 	if !s.takeOwn(i, now, ref) {
@@ -118,4 +133,36 @@ func (s *slot) chargeRequest(now int64) {
 		return
 	}
 	s.r.slow.take(now, s.reqCost*costUnit)
+}
+
+// holdShare charges the region's own meter, when the shared meter has just
+// stopped answering, with this router's share of what the region's window
+// in the store held at its last answer (held, a part of the quota), less
+// what the router's own meter already holds: the requests the other routers
+// sent in the last window, as far as the store knew them.
+//
+// Without it, each router falling back to its share would find its own
+// meter holding only its own requests: a router that sent little would
+// admit its whole share at once while the region still counts what the busy
+// ones sent, and the routers together could send the region the quota plus
+// the idle routers' shares within one window. With it, router i admits at
+// most share_i × (quota − held) in the window after the store stopped
+// answering, and the routers together at most quota − held: the region's
+// window stays within the quota, as far as the store's last count was
+// current. The charge counts from now, not from the store's answer (the
+// meter adds only to its current bucket): it is held up to that gap longer
+// than the requests it stands for, which is safe, and at most one window.
+func (s *slot) holdShare(held float64, now int64) {
+	if !s.metersReqs() {
+		// A share under one request a window is paced; a request taken now
+		// keeps the next one a whole interval away.
+		if held >= 1 {
+			s.r.slow.take(now, s.reqCost*costUnit)
+		}
+		return
+	}
+	want := int64(min(held, 1) * float64(rateCapacity))
+	if d := want - s.r.reqs.m.sum(now, meterWidth); d > 0 {
+		s.r.reqs.m.w.add(bucketOf(now, meterWidth), d, 0)
+	}
 }

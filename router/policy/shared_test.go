@@ -13,13 +13,18 @@ import (
 type scriptedMeter struct {
 	v     SharedVerdict
 	wait  int64
+	held  float64 // told once with SharedUnknown, then 0
 	asked map[string]int
 	local int // requests it was told the router's own meter admitted
 }
 
-func (m *scriptedMeter) TakeShared(region string, now int64) (SharedVerdict, int64) {
+func (m *scriptedMeter) TakeShared(region string, now int64) SharedAnswer {
 	m.asked[region]++
-	return m.v, m.wait
+	a := SharedAnswer{Verdict: m.v, Wait: m.wait}
+	if m.v == SharedUnknown {
+		a.Held, m.held = m.held, 0
+	}
+	return a
 }
 
 func (m *scriptedMeter) AdmittedLocally(region string, now int64) { m.local++ }
@@ -114,5 +119,52 @@ func TestSharedMeterIsNotAskedForTokens(t *testing.T) {
 	}
 	if len(m.asked) != 0 {
 		t.Errorf("shared meter asked %v for a PT", m.asked)
+	}
+}
+
+// TestFallbackHoldsWhatTheStoreLastCounted: when the shared meter stops
+// answering, the router's own meter holds its share of what the store last
+// counted in the region's window (less what it already holds) for one
+// window: a router that sent little does not admit its whole share on top
+// of what the others sent.
+func TestFallbackHoldsWhatTheStoreLastCounted(t *testing.T) {
+	for _, c := range []struct {
+		held float64
+		want int // admitted in the window after the store stopped answering
+		why  string
+	}{
+		{0, 3, "nothing told: the share of 4, less the call the store admitted"},
+		{0.75, 1, "the window held 3/4 of the quota: 3 of the share of 4 held, of which the router's own call is one"},
+		{0.1, 3, "less than the router's own call: nothing more held"},
+		{1, 0, "the window was full: nothing until it has room"},
+	} {
+		clk := newClock()
+		p := mustNew(t, pool(shared("europe-west4", 4)), clk)
+		m := &scriptedMeter{v: SharedAdmitted, asked: map[string]int{}}
+		p.SetSharedMeter(m)
+		if ok, err := admitted(p); !ok {
+			t.Fatal(err)
+		}
+		clk.Advance(10 * time.Millisecond)
+		m.v, m.held = SharedUnknown, c.held
+		got := 0
+		for range 5 {
+			if ok, _ := admitted(p); ok {
+				got++
+			}
+		}
+		if got != c.want {
+			t.Errorf("%s: %d admitted, want %d", c.why, got, c.want)
+		}
+		clk.Advance(1100 * time.Millisecond)
+		got = 0
+		for range 5 {
+			if ok, _ := admitted(p); ok {
+				got++
+			}
+		}
+		if got != 4 {
+			t.Errorf("%s: a window later, %d admitted, want the share of 4", c.why, got)
+		}
 	}
 }

@@ -74,7 +74,10 @@ type MeterOptions struct {
 // moment with what the router sent in the last second counted; and the
 // requests its share admits are counted in the store in the background
 // (add), so that while one router's store answers late, the others, still
-// metering in it, leave room for what that router sends.
+// metering in it, leave room for what that router sends. The first request
+// the store does not answer is told what the region's window held at its
+// last answer (SharedAnswer.Held), for the router's share to hold its part
+// of it: the requests the other routers sent.
 //
 // When the store answers again, its windows know nothing of what the routers
 // sent on their shares meanwhile: for two windows (each router tries the
@@ -126,9 +129,10 @@ type Meter struct {
 // ARGV[2] requests: a sorted set of the admitted requests by their time on
 // the store's clock, in microseconds, from which those older than the
 // window (ARGV[1], microseconds) are dropped first. ARGV[3] names the
-// request. Returns {1, the request's time} when admitted, else {0,
-// microseconds until the oldest request leaves the window}. The key expires
-// a second after the window: a region no one calls leaves nothing behind.
+// request. Returns {1, the request's time, the requests in the window} when
+// admitted, else {0, microseconds until the oldest request leaves the
+// window, the requests in the window}. The key expires a second after the
+// window: a region no one calls leaves nothing behind.
 var meterScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -137,10 +141,10 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - win)
 if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('ZADD', KEYS[1], now, ARGV[3])
   redis.call('PEXPIRE', KEYS[1], math.ceil(win / 1000) + 1000)
-  return {1, now}
+  return {1, now, redis.call('ZCARD', KEYS[1])}
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {0, tonumber(first[2]) + win - now}
+return {0, tonumber(first[2]) + win - now, redis.call('ZCARD', KEYS[1])}
 `)
 
 // NewMeter returns a meter with the store at o.URL. It does not connect
@@ -189,13 +193,15 @@ func (m *Meter) Close() error {
 const windowNanos = int64(time.Second)
 
 // take asks the store to admit one request into key's window of limit
-// requests, at now on the pool's clock.
-func (m *Meter) take(key string, limit int64, now int64) (policy.SharedVerdict, int64) {
+// requests, at now on the pool's clock. With SharedFull, wait is how long
+// until the window has room; held is how many requests the window holds
+// when the store answers, else -1.
+func (m *Meter) take(key string, limit int64, now int64) (v policy.SharedVerdict, wait, held int64) {
 	probe := false
 	if d := m.down.Load(); d != 0 {
 		// One request a window tries the store; the others use the share.
 		if now < d || !m.down.CompareAndSwap(d, now+windowNanos) {
-			return policy.SharedUnknown, 0
+			return policy.SharedUnknown, 0, -1
 		}
 		probe = true
 	}
@@ -205,7 +211,7 @@ func (m *Meter) take(key string, limit int64, now int64) (policy.SharedVerdict, 
 	sent := time.Now()
 	res, err := meterScript.Run(ctx, m.rdb, []string{key}, m.window, limit, member).Int64Slice()
 	rtt := time.Since(sent)
-	if err == nil && len(res) != 2 {
+	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("%d values in the answer", len(res))
 	}
 	if err != nil {
@@ -213,7 +219,7 @@ func (m *Meter) take(key string, limit int64, now int64) (policy.SharedVerdict, 
 			m.log.Warn("share meter: the store does not answer; each region's quota is metered by this router's share", "router", m.id, "error", err)
 			m.onState(false)
 		}
-		return policy.SharedUnknown, 0
+		return policy.SharedUnknown, 0, -1
 	}
 	if probe {
 		m.warm.Store(now + 2*windowNanos)
@@ -222,13 +228,13 @@ func (m *Meter) take(key string, limit int64, now int64) (policy.SharedVerdict, 
 		m.onState(true)
 	}
 	if res[0] != 1 {
-		return policy.SharedFull, int64(float64(res[1]*int64(time.Microsecond)) * m.scale)
+		return policy.SharedFull, int64(float64(res[1]*int64(time.Microsecond)) * m.scale), res[2]
 	}
 	m.extend(key, member, res[1]+rtt.Microseconds())
 	if now < m.warm.Load() {
-		return policy.SharedAdmittedIfLocal, 0
+		return policy.SharedAdmittedIfLocal, 0, res[2]
 	}
-	return policy.SharedAdmitted, 0
+	return policy.SharedAdmitted, 0, res[2]
 }
 
 // extend moves a request's time in the store to at (microseconds on the
@@ -374,23 +380,54 @@ type poolLimit struct {
 	// a request is refused here, without a round trip: under overload most
 	// requests find the quota full, and they do not all ask the store.
 	full *atomic.Int64
+	// seen is what the store last said the window held, for
+	// SharedAnswer.Held.
+	seen *lastSeen
+}
+
+// lastSeen is how many requests a region's window in the store held
+// (count) when it last answered, at (the pool's clock; 0: told already, or
+// never answered).
+type lastSeen struct {
+	count, at atomic.Int64
+}
+
+// note keeps the store's count of the window at now.
+func (ls *lastSeen) note(count, now int64) {
+	ls.count.Store(count)
+	ls.at.Store(now)
+}
+
+// take is the part of limit that the window held at the store's last
+// answer, once: 0 after the first call, and when that answer is a window
+// old or more (its requests have left the region's window).
+func (ls *lastSeen) take(limit, now int64) float64 {
+	at := ls.at.Swap(0)
+	if at == 0 || now-at >= windowNanos {
+		return 0
+	}
+	return float64(ls.count.Load()) / float64(limit)
 }
 
 // TakeShared implements policy.SharedMeter. A region without a quota of at
 // least one whole request a second is left to the router's own meter.
-func (pm *poolMeter) TakeShared(region string, now int64) (policy.SharedVerdict, int64) {
+func (pm *poolMeter) TakeShared(region string, now int64) policy.SharedAnswer {
 	l, ok := (*pm.limits.Load())[region]
 	if !ok {
-		return policy.SharedUnknown, 0
+		return policy.SharedAnswer{}
 	}
 	if until := l.full.Load(); now < until && pm.m.down.Load() == 0 {
-		return policy.SharedFull, until - now
+		return policy.SharedAnswer{Verdict: policy.SharedFull, Wait: until - now}
 	}
-	v, wait := pm.m.take(l.key, l.limit, now)
-	if v == policy.SharedFull {
+	v, wait, held := pm.m.take(l.key, l.limit, now)
+	switch {
+	case v == policy.SharedUnknown:
+		return policy.SharedAnswer{Held: l.seen.take(l.limit, now)}
+	case v == policy.SharedFull:
 		l.full.Store(now + wait)
 	}
-	return v, wait
+	l.seen.note(held, now)
+	return policy.SharedAnswer{Verdict: v, Wait: wait}
 }
 
 // AdmittedLocally implements policy.SharedMeter: a request to a region
@@ -422,9 +459,9 @@ func (pm *poolMeter) set(p *table.Pool) {
 		// What the store said of the same window holds; a new quota's
 		// window may have room at once.
 		if o, ok := old[r.Name]; ok && o.key == l.key && o.limit == l.limit {
-			l.full = o.full
+			l.full, l.seen = o.full, o.seen
 		} else {
-			l.full = new(atomic.Int64)
+			l.full, l.seen = new(atomic.Int64), new(lastSeen)
 		}
 		limits[r.Name] = l
 	}

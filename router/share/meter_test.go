@@ -85,22 +85,22 @@ func TestMeterSharesOneQuota(t *testing.T) {
 		case 9:
 			pm = pms[2]
 		}
-		switch v, wait := pm.TakeShared("europe-west4", now); v {
+		switch a := pm.TakeShared("europe-west4", now); a.Verdict {
 		case policy.SharedAdmitted:
 			admitted++
 		case policy.SharedFull:
-			if wait <= 0 || wait > int64(policy.MaxHeadroomWait) {
-				t.Errorf("request %d: full, with a wait of %v", i, time.Duration(wait))
+			if a.Wait <= 0 || a.Wait > int64(policy.MaxHeadroomWait) {
+				t.Errorf("request %d: full, with a wait of %v", i, time.Duration(a.Wait))
 			}
 		default:
-			t.Fatalf("request %d: verdict %d", i, v)
+			t.Fatalf("request %d: verdict %d", i, a.Verdict)
 		}
 	}
 	if admitted != 6 {
 		t.Errorf("%d requests admitted in one second, want the cluster's 6", admitted)
 	}
 	for _, region := range []string{"europe-west1", "europe-north1", "nowhere"} {
-		if v, _ := pms[0].TakeShared(region, now); v != policy.SharedUnknown {
+		if v := pms[0].TakeShared(region, now).Verdict; v != policy.SharedUnknown {
 			t.Errorf("%s: verdict %d, want SharedUnknown: the router's own meter decides", region, v)
 		}
 	}
@@ -120,7 +120,7 @@ func TestMeterFallsBackAndComesBack(t *testing.T) {
 	second := int64(time.Second)
 	t0 := time.Now().UnixNano()
 	take := func(at int64) policy.SharedVerdict {
-		v, _ := pm.TakeShared("europe-west4", t0+at)
+		v := pm.TakeShared("europe-west4", t0+at).Verdict
 		return v
 	}
 	const down = "share: the store does not answer"
@@ -168,19 +168,20 @@ func TestFullWindowIsKnownUntilItHasRoom(t *testing.T) {
 	pm.set(&tp)
 	now := time.Now().UnixNano()
 	for range 2 {
-		if v, _ := pm.TakeShared("europe-west4", now); v != policy.SharedAdmitted {
+		if v := pm.TakeShared("europe-west4", now).Verdict; v != policy.SharedAdmitted {
 			t.Fatalf("verdict %d, want admitted", v)
 		}
 	}
-	v, wait := pm.TakeShared("europe-west4", now)
+	a := pm.TakeShared("europe-west4", now)
+	v, wait := a.Verdict, a.Wait
 	if v != policy.SharedFull || wait <= 0 {
 		t.Fatalf("verdict %d, wait %v; want full", v, time.Duration(wait))
 	}
 	g.Shut()
-	if v, w := pm.TakeShared("europe-west4", now+wait/2); v != policy.SharedFull || w != wait-wait/2 {
-		t.Errorf("within the wait: verdict %d, wait %v; want full, %v, without the store", v, time.Duration(w), time.Duration(wait-wait/2))
+	if a := pm.TakeShared("europe-west4", now+wait/2); a.Verdict != policy.SharedFull || a.Wait != wait-wait/2 {
+		t.Errorf("within the wait: verdict %d, wait %v; want full, %v, without the store", a.Verdict, time.Duration(a.Wait), time.Duration(wait-wait/2))
 	}
-	if v, _ := pm.TakeShared("europe-west4", now+wait+1); v != policy.SharedUnknown {
+	if v := pm.TakeShared("europe-west4", now+wait+1).Verdict; v != policy.SharedUnknown {
 		t.Errorf("after the wait: verdict %d, want the store asked (cut off: unknown)", v)
 	}
 	// A larger quota is a new window: not known full.
@@ -217,7 +218,7 @@ func TestAdmittedRequestCountsFromWhenTheRouterHeardBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := pm.TakeShared("europe-west4", time.Now().UnixNano()); v != policy.SharedAdmitted {
+	if v := pm.TakeShared("europe-west4", time.Now().UnixNano()).Verdict; v != policy.SharedAdmitted {
 		t.Fatalf("verdict %d", v)
 	}
 	key := (*pm.limits.Load())["europe-west4"].key
@@ -248,7 +249,7 @@ func TestShareAdmitsCountInTheStore(t *testing.T) {
 	slow := poolMeterOf(meterWith(t, MeterOptions{URL: "redis://" + g.Addr() + "/0", ID: "slow", Timeout: 20 * time.Millisecond}))
 	fast := poolMeterOf(newTestMeter(t, srv.URL(), "fast"))
 	now := time.Now().UnixNano()
-	if v, _ := slow.TakeShared("europe-west4", now); v != policy.SharedUnknown {
+	if v := slow.TakeShared("europe-west4", now).Verdict; v != policy.SharedUnknown {
 		t.Fatalf("verdict %d through a store answering in 50 ms, want unknown (the share decides)", v)
 	}
 	for range 4 { // what its share admitted
@@ -275,7 +276,7 @@ func TestShareAdmitsCountInTheStore(t *testing.T) {
 	}
 	admitted := int64(0)
 	for range 10 {
-		if v, _ := fast.TakeShared("europe-west4", now); v == policy.SharedAdmitted {
+		if v := fast.TakeShared("europe-west4", now).Verdict; v == policy.SharedAdmitted {
 			admitted++
 		}
 	}
@@ -284,6 +285,40 @@ func TestShareAdmitsCountInTheStore(t *testing.T) {
 	}
 	if keys, _ := direct.Keys(context.Background(), "*europe-north1").Result(); len(keys) != 0 {
 		t.Errorf("keys %v for a region without a quota in the store", keys)
+	}
+}
+
+// TestFallbackIsToldWhatTheStoreLastCounted: the first request the store
+// does not answer is told the part of the quota its window held at the
+// last answer; the next ones are not, nor is one after an answer a window
+// old.
+func TestFallbackIsToldWhatTheStoreLastCounted(t *testing.T) {
+	srv := redisserver.ForTest(t)
+	g := proxytest.Start(t, srv.Addr)
+	pm := poolMeterOf(newTestMeter(t, "redis://"+g.Addr()+"/0", "a")) // 10 a second
+	now := time.Now().UnixNano()
+	for range 3 {
+		if v := pm.TakeShared("europe-west4", now).Verdict; v != policy.SharedAdmitted {
+			t.Fatalf("verdict %d", v)
+		}
+	}
+	g.Shut()
+	at := now + int64(10*time.Millisecond)
+	if a := pm.TakeShared("europe-west4", at); a.Verdict != policy.SharedUnknown || a.Held != 0.3 {
+		t.Errorf("first request unanswered: %+v, want unknown, held 0.3 (3 of 10)", a)
+	}
+	if a := pm.TakeShared("europe-west4", at); a.Held != 0 {
+		t.Errorf("second request unanswered: held %v, want 0 (told once)", a.Held)
+	}
+
+	g.Open()
+	pm = poolMeterOf(newTestMeter(t, "redis://"+g.Addr()+"/0", "b"))
+	if v := pm.TakeShared("europe-west4", now).Verdict; v != policy.SharedAdmitted {
+		t.Fatalf("verdict %d", v)
+	}
+	g.Shut()
+	if a := pm.TakeShared("europe-west4", now+int64(time.Second)); a.Held != 0 {
+		t.Errorf("unanswered a window after the last answer: held %v, want 0", a.Held)
 	}
 }
 
