@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/regionwarden/regionwarden/internal/defaults"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -77,9 +78,7 @@ func New(sc *Scenario, opts Options) (*Emulator, error) {
 	if err := sc.Validate(); err != nil {
 		return nil, fmt.Errorf("emulator: scenario %q: %w", sc.Name, err)
 	}
-	if opts.Host == "" {
-		opts.Host = DefaultHost
-	}
+	defaults.Zero(&opts.Host, DefaultHost)
 	if opts.BasePort < 0 || opts.BasePort+2*len(sc.Regions) > 65535 {
 		return nil, fmt.Errorf("emulator: base port %d leaves no room for %d regions", opts.BasePort, len(sc.Regions))
 	}

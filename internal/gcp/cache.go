@@ -7,6 +7,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/regionwarden/regionwarden/internal/defaults"
 )
 
 // Cache defaults.
@@ -64,15 +66,9 @@ var _ Source = (*CachedSource)(nil)
 
 // NewCachedSource wraps src.
 func NewCachedSource(src Source, o CacheOptions) *CachedSource {
-	if o.TTL <= 0 {
-		o.TTL = DefaultCacheTTL
-	}
-	if o.ErrorTTL == 0 {
-		o.ErrorTTL = DefaultErrorTTL
-	}
-	if o.FetchTimeout <= 0 {
-		o.FetchTimeout = DefaultTimeout
-	}
+	defaults.Positive(&o.TTL, DefaultCacheTTL)
+	defaults.Zero(&o.ErrorTTL, DefaultErrorTTL)
+	defaults.Positive(&o.FetchTimeout, DefaultTimeout)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

@@ -23,6 +23,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/regionwarden/regionwarden/internal/defaults"
 )
 
 // tracerName is the instrumentation scope of the spans around Cloud
@@ -115,9 +117,7 @@ func NewMonitoringSource(ctx context.Context, o Options) (*MonitoringSource, err
 		return nil, fmt.Errorf("gcp: Cloud Monitoring client: %w", err)
 	}
 	s := &MonitoringSource{client: client, timeout: o.Timeout, now: o.Now}
-	if s.timeout <= 0 {
-		s.timeout = DefaultTimeout
-	}
+	defaults.Positive(&s.timeout, DefaultTimeout)
 	if s.now == nil {
 		s.now = time.Now
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/regionwarden/regionwarden/internal/defaults"
 	"github.com/regionwarden/regionwarden/internal/emulator"
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -78,19 +79,13 @@ func Run(ctx context.Context, sc *emulator.Scenario, policies []Policy, o Option
 	if err := sc.Validate(); err != nil {
 		return nil, fmt.Errorf("scenario %q: %w", sc.Name, err)
 	}
-	if o.Seed == 0 {
-		o.Seed = 1
-	}
-	if o.Scale <= 0 {
-		o.Scale = sc.TimeScale
-	}
+	defaults.Zero(&o.Seed, 1)
+	defaults.Positive(&o.Scale, sc.TimeScale)
 	dur := sc.Duration.Duration
 	if o.Duration > 0 && o.Duration < dur {
 		dur = o.Duration
 	}
-	if o.ProgressEvery <= 0 {
-		o.ProgressEvery = time.Second
-	}
+	defaults.Positive(&o.ProgressEvery, time.Second)
 	rep := &Report{Scenario: sc.Name, Description: sc.Description, Duration: dur, Scale: o.Scale, Seed: o.Seed, Rate: sc.Load.RequestsPerSecond}
 	for _, ph := range sc.Load.Phases {
 		if ph.From.Duration < dur {

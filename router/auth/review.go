@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/codes"
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/regionwarden/regionwarden/internal/defaults"
 )
 
 // Audience is the audience a ServiceAccount token must be issued for to
@@ -100,21 +102,11 @@ type review struct {
 
 // NewReviewer returns a Reviewer that creates TokenReviews with api.
 func NewReviewer(api TokenReviews, opts ReviewerOptions) *Reviewer {
-	if opts.CacheSize <= 0 {
-		opts.CacheSize = DefaultCacheSize
-	}
-	if opts.CacheTTL <= 0 {
-		opts.CacheTTL = DefaultCacheTTL
-	}
-	if opts.RefusedTTL <= 0 {
-		opts.RefusedTTL = DefaultRefusedTTL
-	}
-	if opts.MaxReviews <= 0 {
-		opts.MaxReviews = DefaultMaxReviews
-	}
-	if opts.ReviewWait <= 0 {
-		opts.ReviewWait = DefaultReviewWait
-	}
+	defaults.Positive(&opts.CacheSize, DefaultCacheSize)
+	defaults.Positive(&opts.CacheTTL, DefaultCacheTTL)
+	defaults.Positive(&opts.RefusedTTL, DefaultRefusedTTL)
+	defaults.Positive(&opts.MaxReviews, DefaultMaxReviews)
+	defaults.Positive(&opts.ReviewWait, DefaultReviewWait)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/codes"
 
+	"github.com/regionwarden/regionwarden/internal/defaults"
 	"github.com/regionwarden/regionwarden/router/auth"
 	"github.com/regionwarden/regionwarden/router/metrics"
 	"github.com/regionwarden/regionwarden/router/policy"
@@ -223,31 +224,17 @@ func New(opts Options) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.ClockScale <= 0 {
-		opts.ClockScale = 1
-	}
+	defaults.Positive(&opts.ClockScale, 1)
 	if opts.Sleep == nil {
 		opts.Sleep = scaledSleep(opts.ClockScale)
 	}
-	if opts.Seed == 0 {
-		opts.Seed = uint64(time.Now().UnixNano())
-	}
-	if opts.RequestTimeout <= 0 {
-		opts.RequestTimeout = DefaultRequestTimeout
-	}
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if opts.MaxBodyBytesInFlight <= 0 {
-		opts.MaxBodyBytesInFlight = defaultBodiesInFlight()
-	}
+	defaults.Zero(&opts.Seed, uint64(time.Now().UnixNano()))
+	defaults.Positive(&opts.RequestTimeout, DefaultRequestTimeout)
+	defaults.Positive(&opts.MaxBodyBytes, DefaultMaxBodyBytes)
+	defaults.Positive(&opts.MaxBodyBytesInFlight, defaultBodiesInFlight())
 	opts.MaxBodyBytesInFlight = max(opts.MaxBodyBytesInFlight, opts.MaxBodyBytes)
-	if opts.BodyReadTimeout <= 0 {
-		opts.BodyReadTimeout = DefaultBodyReadTimeout
-	}
-	if opts.WriteTimeout <= 0 {
-		opts.WriteTimeout = DefaultWriteTimeout
-	}
+	defaults.Positive(&opts.BodyReadTimeout, DefaultBodyReadTimeout)
+	defaults.Positive(&opts.WriteTimeout, DefaultWriteTimeout)
 	if opts.TracerProvider == nil {
 		opts.TracerProvider = otel.GetTracerProvider()
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/regionwarden/regionwarden/internal/defaults"
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -111,15 +112,9 @@ func New(o Options) *Controller {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.Interval <= 0 {
-		o.Interval = DefaultInterval
-	}
-	if o.MaxAge <= 0 {
-		o.MaxAge = DefaultMaxAge
-	}
-	if o.GrowDelay <= 0 {
-		o.GrowDelay = DefaultGrowDelay
-	}
+	defaults.Positive(&o.Interval, DefaultInterval)
+	defaults.Positive(&o.MaxAge, DefaultMaxAge)
+	defaults.Positive(&o.GrowDelay, DefaultGrowDelay)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}

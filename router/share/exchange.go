@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/regionwarden/regionwarden/internal/defaults"
 )
 
 // Defaults of ExchangeOptions.
@@ -110,15 +112,9 @@ func NewExchange(o ExchangeOptions) (*Exchange, error) {
 	if strings.ContainsAny(o.ID, " \n") {
 		return nil, fmt.Errorf("share store: ID %q holds a space", o.ID)
 	}
-	if o.Epoch <= 0 {
-		o.Epoch = DefaultEpoch
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultStoreTimeout
-	}
-	if o.KeyPrefix == "" {
-		o.KeyPrefix = DefaultKeyPrefix
-	}
+	defaults.Positive(&o.Epoch, DefaultEpoch)
+	defaults.Positive(&o.Timeout, DefaultStoreTimeout)
+	defaults.Zero(&o.KeyPrefix, DefaultKeyPrefix)
 	// A failed exchange is not retried: the next one comes a tick later
 	// with fresher demand. One exchange at a time: two connections.
 	ro.PoolSize, ro.MinIdleConns = 2, 1

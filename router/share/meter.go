@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/regionwarden/regionwarden/internal/defaults"
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -154,15 +155,11 @@ func NewMeter(o MeterOptions) (*Meter, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultMeterTimeout
-	}
+	defaults.Positive(&o.Timeout, DefaultMeterTimeout)
 	if !(o.Scale > 0) {
 		o.Scale = 1
 	}
-	if o.KeyPrefix == "" {
-		o.KeyPrefix = DefaultMeterPrefix
-	}
+	defaults.Zero(&o.KeyPrefix, DefaultMeterPrefix)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}

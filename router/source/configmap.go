@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/regionwarden/regionwarden/internal/defaults"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -81,9 +82,7 @@ type cmEntry struct {
 // NewConfigMapSource returns a source for the routing ConfigMaps in namespace.
 // It reads nothing until Run.
 func NewConfigMapSource(client kubernetes.Interface, namespace string, opts ConfigMapOptions) *ConfigMapSource {
-	if opts.Resync == 0 {
-		opts.Resync = DefaultConfigMapResync
-	}
+	defaults.Zero(&opts.Resync, DefaultConfigMapResync)
 	if opts.Resync < 0 {
 		opts.Resync = 0
 	}

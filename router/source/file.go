@@ -12,6 +12,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/regionwarden/regionwarden/internal/defaults"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -70,12 +71,8 @@ type FileSource struct {
 // NewFileSource returns a source for path, a file or a folder holding
 // table.DataKey. It reads nothing until Run.
 func NewFileSource(path string, opts FileOptions) *FileSource {
-	if opts.Debounce <= 0 {
-		opts.Debounce = DefaultDebounce
-	}
-	if opts.Resync == 0 {
-		opts.Resync = DefaultFileResync
-	}
+	defaults.Positive(&opts.Debounce, DefaultDebounce)
+	defaults.Zero(&opts.Resync, DefaultFileResync)
 	return &FileSource{
 		Store:     NewStore(opts.Logger, opts.Observer),
 		path:      path,

@@ -1,0 +1,27 @@
+// Package defaults fills the options a caller left unset with their
+// defaults, so that each constructor says only which default an option takes.
+package defaults
+
+// Number is the types an option counted or measured in can have:
+// sizes, limits, durations (time.Duration is an int64) and rates.
+type Number interface {
+	~int | ~int8 | ~int16 | ~int32 | ~int64 | ~float32 | ~float64
+}
+
+// Positive sets *v to def unless *v is above zero: for an option whose zero
+// (or negative) value means its default.
+func Positive[T Number](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// Zero sets *v to def when *v is its type's zero value: for an option whose
+// zero value means its default and whose other values, negative ones
+// included, mean themselves.
+func Zero[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
