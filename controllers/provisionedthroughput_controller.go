@@ -2,13 +2,11 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,7 +62,7 @@ type ProvisionedThroughputReconciler struct {
 
 // Reconcile verifies one ProvisionedThroughput and writes its status, once,
 // on the way out.
-func (r *ProvisionedThroughputReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+func (r *ProvisionedThroughputReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pt := &capacityv1alpha1.ProvisionedThroughput{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pt); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -80,17 +78,17 @@ func (r *ProvisionedThroughputReconciler) Reconcile(ctx context.Context, req ctr
 		return ctrl.Result{}, nil
 	}
 
-	before := pt.DeepCopy()
-	// This reconcile's events wait for its status write (see eventBuffer):
-	// it works on a copy of the reconciler that records into the buffer.
-	events, work := &eventBuffer{}, *r
-	work.Recorder = events
-	defer func() {
-		changed := !equality.Semantic.DeepEqual(before.Status, pt.Status)
-		retErr = errors.Join(retErr, finishStatus(ctx, r.Client, r.Recorder, events, before, pt, changed))
-	}()
-	return work.reconcile(ctx, pt)
+	// This reconcile's events wait for its status write: it works on a copy
+	// of the reconciler that records into reconcileStatus's buffer.
+	return reconcileStatus(ctx, r.Client, r.Recorder, pt, ptStatus, func(buf events.EventRecorder) (ctrl.Result, error) {
+		work := *r
+		work.Recorder = buf
+		return work.reconcile(ctx, pt)
+	})
 }
+
+// ptStatus is the part of a ProvisionedThroughput that a reconcile writes.
+func ptStatus(pt *capacityv1alpha1.ProvisionedThroughput) any { return pt.Status }
 
 // verification is the outcome of asking GCP about one object.
 type verification struct {

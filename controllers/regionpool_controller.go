@@ -2,13 +2,11 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -75,7 +73,7 @@ type RegionPoolReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=system,resources=events,verbs=create;patch
 
 // Reconcile renders one RegionPool and writes its status, once, on the way out.
-func (r *RegionPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+func (r *RegionPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pool := &capacityv1alpha1.RegionPool{}
 	if err := r.reader().Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -90,17 +88,17 @@ func (r *RegionPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, nil
 	}
 
-	before := pool.DeepCopy()
-	// This reconcile's events wait for its status write (see eventBuffer):
-	// it works on a copy of the reconciler that records into the buffer.
-	events, work := &eventBuffer{}, *r
-	work.Recorder = events
-	defer func() {
-		changed := !equality.Semantic.DeepEqual(before.Status, pool.Status)
-		retErr = errors.Join(retErr, finishStatus(ctx, r.Client, r.Recorder, events, before, pool, changed))
-	}()
-	return work.reconcile(ctx, pool)
+	// This reconcile's events wait for its status write: it works on a copy
+	// of the reconciler that records into reconcileStatus's buffer.
+	return reconcileStatus(ctx, r.Client, r.Recorder, pool, poolStatus, func(buf events.EventRecorder) (ctrl.Result, error) {
+		work := *r
+		work.Recorder = buf
+		return work.reconcile(ctx, pool)
+	})
 }
+
+// poolStatus is the part of a RegionPool that a reconcile writes.
+func poolStatus(pool *capacityv1alpha1.RegionPool) any { return pool.Status }
 
 func (r *RegionPoolReconciler) reader() client.Reader {
 	if r.Reader != nil {
