@@ -72,6 +72,16 @@ func del(obj map[string]any, path string) {
 	delete(m, parts[len(parts)-1])
 }
 
+// setTo is a mutation that writes value at path (see set).
+func setTo(path string, value any) func(map[string]any) {
+	return func(o map[string]any) { set(o, path, value) }
+}
+
+// deleted is a mutation that deletes path (see del).
+func deleted(path string) func(map[string]any) {
+	return func(o map[string]any) { del(o, path) }
+}
+
 func manyRegions(n int) []any {
 	out := make([]any, n)
 	for i := range out {
@@ -90,142 +100,58 @@ func TestBadObjectsAreRefused(t *testing.T) {
 		mutate func(map[string]any)
 		field  string
 	}{
-		{"term end before start", goodPT, func(o map[string]any) {
-			set(o, "spec.term.end", "2025-06-01T00:00:00Z")
-		}, "spec.term.end"},
-		{"term end equal to start", goodPT, func(o map[string]any) {
-			set(o, "spec.term.end", "2026-01-01T00:00:00Z")
-		}, "spec.term.end"},
-		{"location not a location", goodPT, func(o map[string]any) {
-			set(o, "spec.location", "Europe_West1")
-		}, "spec.location"},
-		{"project with capitals", goodPT, func(o map[string]any) {
-			set(o, "spec.project", "Demo_Project")
-		}, "spec.project"},
-		{"no model", goodPT, func(o map[string]any) {
-			del(o, "spec.model")
-		}, "spec.model"},
-		{"zero GSUs", goodPT, func(o map[string]any) {
-			set(o, "spec.gsus", int64(0))
-		}, "spec.gsus"},
-		{"too many GSUs", goodPT, func(o map[string]any) {
-			set(o, "spec.gsus", int64(100001))
-		}, "spec.gsus"},
-		{"unknown verification policy", goodPT, func(o map[string]any) {
-			set(o, "spec.verification.policy", "Sometimes")
-		}, "spec.verification.policy"},
-		{"malformed interval", goodPT, func(o map[string]any) {
-			set(o, "spec.verification.interval", "5 minutes")
-		}, "spec.verification.interval"},
-		{"interval under 30s", goodPT, func(o map[string]any) {
-			set(o, "spec.verification.interval", "10s")
-		}, "spec.verification.interval"},
-		{"malformed grace period", goodPT, func(o map[string]any) {
-			set(o, "spec.verification.gracePeriod", "one hour")
-		}, "spec.verification.gracePeriod"},
+		{"term end before start", goodPT, setTo("spec.term.end", "2025-06-01T00:00:00Z"), "spec.term.end"},
+		{"term end equal to start", goodPT, setTo("spec.term.end", "2026-01-01T00:00:00Z"), "spec.term.end"},
+		{"location not a location", goodPT, setTo("spec.location", "Europe_West1"), "spec.location"},
+		{"project with capitals", goodPT, setTo("spec.project", "Demo_Project"), "spec.project"},
+		{"no model", goodPT, deleted("spec.model"), "spec.model"},
+		{"zero GSUs", goodPT, setTo("spec.gsus", int64(0)), "spec.gsus"},
+		{"too many GSUs", goodPT, setTo("spec.gsus", int64(100001)), "spec.gsus"},
+		{"unknown verification policy", goodPT, setTo("spec.verification.policy", "Sometimes"), "spec.verification.policy"},
+		{"malformed interval", goodPT, setTo("spec.verification.interval", "5 minutes"), "spec.verification.interval"},
+		{"interval under 30s", goodPT, setTo("spec.verification.interval", "10s"), "spec.verification.interval"},
+		{"malformed grace period", goodPT, setTo("spec.verification.gracePeriod", "one hour"), "spec.verification.gracePeriod"},
 		{"duplicate region", goodPool, func(o map[string]any) {
 			set(o, "spec.regions", []any{
 				map[string]any{"name": "europe-west1"},
 				map[string]any{"name": "europe-west1", "requestsPerSecond": int64(3)},
 			})
 		}, "spec.regions[1]"},
-		{"no regions", goodPool, func(o map[string]any) {
-			set(o, "spec.regions", []any{})
-		}, "spec.regions"},
-		{"33 regions", goodPool, func(o map[string]any) {
-			set(o, "spec.regions", manyRegions(33))
-		}, "spec.regions"},
-		{"region not a location", goodPool, func(o map[string]any) {
-			set(o, "spec.regions", []any{map[string]any{"name": "EU West"}})
-		}, "spec.regions[0].name"},
-		{"zero requests per second", goodPool, func(o map[string]any) {
-			set(o, "spec.regions", []any{map[string]any{"name": "europe-west4", "requestsPerSecond": int64(0)}})
-		}, "spec.regions[0].requestsPerSecond"},
-		{"endpoint without port", goodPool, func(o map[string]any) {
-			set(o, "spec.regions", []any{map[string]any{"name": "europe-west4", "endpoint": "localhost"}})
-		}, "spec.regions[0].endpoint"},
-		{"endpoint off Google", goodPool, func(o map[string]any) {
-			set(o, "spec.regions", []any{map[string]any{"name": "europe-west4", "endpoint": "attacker.example.com:443"}})
-		}, "spec.regions[0].endpoint: Invalid value: \"attacker.example.com:443\": endpoint must be a Google API host"},
-		{"endpoint under a Google-looking prefix", goodPool, func(o map[string]any) {
-			set(o, "spec.regions", []any{map[string]any{"name": "europe-west4", "endpoint": "aiplatform.googleapis.com.attacker.example:443"}})
-		}, "spec.regions[0].endpoint"},
-		{"endpoint on a private address", goodPool, func(o map[string]any) {
-			set(o, "spec.regions", []any{map[string]any{"name": "europe-west4", "endpoint": "10.0.0.7:443"}})
-		}, "spec.regions[0].endpoint"},
-		{"unknown caller ceiling", goodPool, func(o map[string]any) {
-			set(o, "spec.callers.maxPriority", "Urgent")
-		}, "spec.callers.maxPriority"},
-		{"caller without namespace", goodPool, func(o map[string]any) {
-			set(o, "spec.callers.serviceAccounts", []any{map[string]any{"name": "frontend"}})
-		}, "spec.callers.serviceAccounts[0].name"},
-		{"caller with a wildcard name part", goodPool, func(o map[string]any) {
-			set(o, "spec.callers.serviceAccounts", []any{map[string]any{"name": "chat/front*"}})
-		}, "spec.callers.serviceAccounts[0].name"},
-		{"caller namespace too long", goodPool, func(o map[string]any) {
-			set(o, "spec.callers.serviceAccounts", []any{map[string]any{"name": strings.Repeat("a", 64) + "/x"}})
-		}, "the namespace part of name must be at most 63 characters"},
-		{"caller listed twice", goodPool, func(o map[string]any) {
-			set(o, "spec.callers.serviceAccounts", []any{map[string]any{"name": "chat/*"}, map[string]any{"name": "chat/*", "maxPriority": "Critical"}})
-		}, "spec.callers.serviceAccounts[1]"},
-		{"unknown caller priority", goodPool, func(o map[string]any) {
-			set(o, "spec.callers.serviceAccounts", []any{map[string]any{"name": "chat/*", "maxPriority": "critical"}})
-		}, "spec.callers.serviceAccounts[0].maxPriority"},
-		{"failure rate threshold zero", goodPool, func(o map[string]any) {
-			set(o, "spec.policy.ejection.failureRateThreshold", 0.0)
-		}, "spec.policy.ejection.failureRateThreshold"},
-		{"failure rate threshold over one", goodPool, func(o map[string]any) {
-			set(o, "spec.policy.ejection.failureRateThreshold", 1.5)
-		}, "spec.policy.ejection.failureRateThreshold"},
-		{"max ejected percent 100", goodPool, func(o map[string]any) {
-			set(o, "spec.policy.ejection.maxEjectedPercent", int64(100))
-		}, "spec.policy.ejection.maxEjectedPercent"},
+		{"no regions", goodPool, setTo("spec.regions", []any{}), "spec.regions"},
+		{"33 regions", goodPool, setTo("spec.regions", manyRegions(33)), "spec.regions"},
+		{"region not a location", goodPool, setTo("spec.regions", []any{map[string]any{"name": "EU West"}}), "spec.regions[0].name"},
+		{"zero requests per second", goodPool, setTo("spec.regions", []any{map[string]any{"name": "europe-west4", "requestsPerSecond": int64(0)}}), "spec.regions[0].requestsPerSecond"},
+		{"endpoint without port", goodPool, setTo("spec.regions", []any{map[string]any{"name": "europe-west4", "endpoint": "localhost"}}), "spec.regions[0].endpoint"},
+		{"endpoint off Google", goodPool, setTo("spec.regions", []any{map[string]any{"name": "europe-west4", "endpoint": "attacker.example.com:443"}}), "spec.regions[0].endpoint: Invalid value: \"attacker.example.com:443\": endpoint must be a Google API host"},
+		{"endpoint under a Google-looking prefix", goodPool, setTo("spec.regions", []any{map[string]any{"name": "europe-west4", "endpoint": "aiplatform.googleapis.com.attacker.example:443"}}), "spec.regions[0].endpoint"},
+		{"endpoint on a private address", goodPool, setTo("spec.regions", []any{map[string]any{"name": "europe-west4", "endpoint": "10.0.0.7:443"}}), "spec.regions[0].endpoint"},
+		{"unknown caller ceiling", goodPool, setTo("spec.callers.maxPriority", "Urgent"), "spec.callers.maxPriority"},
+		{"caller without namespace", goodPool, setTo("spec.callers.serviceAccounts", []any{map[string]any{"name": "frontend"}}), "spec.callers.serviceAccounts[0].name"},
+		{"caller with a wildcard name part", goodPool, setTo("spec.callers.serviceAccounts", []any{map[string]any{"name": "chat/front*"}}), "spec.callers.serviceAccounts[0].name"},
+		{"caller namespace too long", goodPool, setTo("spec.callers.serviceAccounts", []any{map[string]any{"name": strings.Repeat("a", 64) + "/x"}}), "the namespace part of name must be at most 63 characters"},
+		{"caller listed twice", goodPool, setTo("spec.callers.serviceAccounts", []any{map[string]any{"name": "chat/*"}, map[string]any{"name": "chat/*", "maxPriority": "Critical"}}), "spec.callers.serviceAccounts[1]"},
+		{"unknown caller priority", goodPool, setTo("spec.callers.serviceAccounts", []any{map[string]any{"name": "chat/*", "maxPriority": "critical"}}), "spec.callers.serviceAccounts[0].maxPriority"},
+		{"failure rate threshold zero", goodPool, setTo("spec.policy.ejection.failureRateThreshold", 0.0), "spec.policy.ejection.failureRateThreshold"},
+		{"failure rate threshold over one", goodPool, setTo("spec.policy.ejection.failureRateThreshold", 1.5), "spec.policy.ejection.failureRateThreshold"},
+		{"max ejected percent 100", goodPool, setTo("spec.policy.ejection.maxEjectedPercent", int64(100)), "spec.policy.ejection.maxEjectedPercent"},
 		{"max ejection time under base", goodPool, func(o map[string]any) {
 			set(o, "spec.policy.ejection.baseEjectionTime", "2m")
 			set(o, "spec.policy.ejection.maxEjectionTime", "1m")
 		}, "spec.policy.ejection.maxEjectionTime"},
-		{"malformed ejection interval", goodPool, func(o map[string]any) {
-			set(o, "spec.policy.ejection.interval", "ten seconds")
-		}, "spec.policy.ejection.interval"},
-		{"six attempts", goodPool, func(o map[string]any) {
-			set(o, "spec.policy.retry.maxAttempts", int64(6))
-		}, "spec.policy.retry.maxAttempts"},
-		{"retry budget over 100", goodPool, func(o map[string]any) {
-			set(o, "spec.policy.retry.budgetPercent", int64(101))
-		}, "spec.policy.retry.budgetPercent"},
-		{"unknown request type", goodPool, func(o map[string]any) {
-			set(o, "spec.policy.provisioned.requestType", "Shared")
-		}, "spec.policy.provisioned.requestType"},
-		{"provisioned window under a second", goodPool, func(o map[string]any) {
-			set(o, "spec.policy.provisioned.window", "500ms")
-		}, "spec.policy.provisioned.window: Invalid value: \"500ms\": window must be between 1s and 2000s"},
-		{"provisioned window over 2000s", goodPool, func(o map[string]any) {
-			set(o, "spec.policy.provisioned.window", "1h")
-		}, "spec.policy.provisioned.window: Invalid value: \"1h\": window must be between 1s and 2000s"},
-		{"malformed provisioned window", goodPool, func(o map[string]any) {
-			set(o, "spec.policy.provisioned.window", "forty seconds")
-		}, "spec.policy.provisioned.window"},
-		{"unknown pay-as-you-go tier of a region", goodPool, func(o map[string]any) {
-			set(o, "spec.regions", []any{map[string]any{"name": "global", "payGoTiers": []any{"Standard", "Express"}}})
-		}, "spec.regions[0].payGoTiers[1]"},
-		{"pay-as-you-go tier of a region listed twice", goodPool, func(o map[string]any) {
-			set(o, "spec.regions", []any{map[string]any{"name": "global", "payGoTiers": []any{"Priority", "Priority"}}})
-		}, "spec.regions[0].payGoTiers[1]"},
-		{"tier spelt as the routing table spells it", goodPool, func(o map[string]any) {
-			set(o, "spec.policy.payGo.critical", []any{"priority"})
-		}, "spec.policy.payGo.critical[0]"},
-		{"critical tier listed twice", goodPool, func(o map[string]any) {
-			set(o, "spec.policy.payGo.critical", []any{"Priority", "Standard", "Priority"})
-		}, "spec.policy.payGo.critical: Invalid value: a tier is listed once"},
-		{"no tier for sheddable calls", goodPool, func(o map[string]any) {
-			set(o, "spec.policy.payGo.sheddable", []any{})
-		}, "spec.policy.payGo.sheddable"},
-		{"four default tiers", goodPool, func(o map[string]any) {
-			set(o, "spec.policy.payGo.default", []any{"Standard", "Flex", "Priority", "Standard"})
-		}, "spec.policy.payGo.default"},
-		{"configmap name not a name", goodPool, func(o map[string]any) {
-			set(o, "spec.output.configMapName", "Routing_Table")
-		}, "spec.output.configMapName"},
+		{"malformed ejection interval", goodPool, setTo("spec.policy.ejection.interval", "ten seconds"), "spec.policy.ejection.interval"},
+		{"six attempts", goodPool, setTo("spec.policy.retry.maxAttempts", int64(6)), "spec.policy.retry.maxAttempts"},
+		{"retry budget over 100", goodPool, setTo("spec.policy.retry.budgetPercent", int64(101)), "spec.policy.retry.budgetPercent"},
+		{"unknown request type", goodPool, setTo("spec.policy.provisioned.requestType", "Shared"), "spec.policy.provisioned.requestType"},
+		{"provisioned window under a second", goodPool, setTo("spec.policy.provisioned.window", "500ms"), "spec.policy.provisioned.window: Invalid value: \"500ms\": window must be between 1s and 2000s"},
+		{"provisioned window over 2000s", goodPool, setTo("spec.policy.provisioned.window", "1h"), "spec.policy.provisioned.window: Invalid value: \"1h\": window must be between 1s and 2000s"},
+		{"malformed provisioned window", goodPool, setTo("spec.policy.provisioned.window", "forty seconds"), "spec.policy.provisioned.window"},
+		{"unknown pay-as-you-go tier of a region", goodPool, setTo("spec.regions", []any{map[string]any{"name": "global", "payGoTiers": []any{"Standard", "Express"}}}), "spec.regions[0].payGoTiers[1]"},
+		{"pay-as-you-go tier of a region listed twice", goodPool, setTo("spec.regions", []any{map[string]any{"name": "global", "payGoTiers": []any{"Priority", "Priority"}}}), "spec.regions[0].payGoTiers[1]"},
+		{"tier spelt as the routing table spells it", goodPool, setTo("spec.policy.payGo.critical", []any{"priority"}), "spec.policy.payGo.critical[0]"},
+		{"critical tier listed twice", goodPool, setTo("spec.policy.payGo.critical", []any{"Priority", "Standard", "Priority"}), "spec.policy.payGo.critical: Invalid value: a tier is listed once"},
+		{"no tier for sheddable calls", goodPool, setTo("spec.policy.payGo.sheddable", []any{}), "spec.policy.payGo.sheddable"},
+		{"four default tiers", goodPool, setTo("spec.policy.payGo.default", []any{"Standard", "Flex", "Priority", "Standard"}), "spec.policy.payGo.default"},
+		{"configmap name not a name", goodPool, setTo("spec.output.configMapName", "Routing_Table"), "spec.output.configMapName"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
