@@ -417,10 +417,10 @@ func (pm *poolMeter) TakeShared(region string, now int64) policy.SharedAnswer {
 		return policy.SharedAnswer{Verdict: policy.SharedFull, Wait: until - now}
 	}
 	v, wait, held := pm.m.take(l.key, l.limit, now)
-	switch {
-	case v == policy.SharedUnknown:
+	switch v {
+	case policy.SharedUnknown:
 		return policy.SharedAnswer{Held: l.seen.take(l.limit, now)}
-	case v == policy.SharedFull:
+	case policy.SharedFull:
 		l.full.Store(now + wait)
 	}
 	l.seen.note(held, now)
