@@ -58,7 +58,10 @@
 // router takes every request to a region with a requests-per-second quota
 // from it (policy.SharedMeter, on the hot path, bounded by a short timeout).
 // When the store does not answer, the router's share meters the requests,
-// with what the router sent in the last second already counted (see Meter).
+// with what the router sent in the last second already counted and its part
+// of what the store last counted for the others held; the requests its
+// share admits are written into the store in the background, for the
+// routers still metering there (see Meter).
 //
 // # Changes are safe in both directions
 //
