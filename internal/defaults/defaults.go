@@ -1,5 +1,7 @@
 // Package defaults fills the options a caller left unset with their
 // defaults, so that each constructor says only which default an option takes.
+// An option whose zero value alone means its default (negative values
+// meaning themselves) needs nothing here: cmp.Or(v, def).
 package defaults
 
 // Number is the types an option counted or measured in can have:
@@ -12,16 +14,6 @@ type Number interface {
 // (or negative) value means its default.
 func Positive[T Number](v *T, def T) {
 	if *v <= 0 {
-		*v = def
-	}
-}
-
-// Zero sets *v to def when *v is its type's zero value: for an option whose
-// zero value means its default and whose other values, negative ones
-// included, mean themselves.
-func Zero[T comparable](v *T, def T) {
-	var zero T
-	if *v == zero {
 		*v = def
 	}
 }

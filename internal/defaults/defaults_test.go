@@ -20,24 +20,3 @@ func TestPositive(t *testing.T) {
 		}
 	}
 }
-
-func TestZero(t *testing.T) {
-	for _, tc := range []struct {
-		in, want int
-	}{
-		{0, 7},
-		{-1, -1},
-		{3, 3},
-	} {
-		v := tc.in
-		Zero(&v, 7)
-		if v != tc.want {
-			t.Errorf("Zero(%d, 7) = %d, want %d", tc.in, v, tc.want)
-		}
-	}
-	s := ""
-	Zero(&s, "prefix:")
-	if s != "prefix:" {
-		t.Errorf("Zero(\"\", %q) = %q", "prefix:", s)
-	}
-}

@@ -1,6 +1,7 @@
 package emulator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +14,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/regionwarden/regionwarden/internal/defaults"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -78,7 +78,7 @@ func New(sc *Scenario, opts Options) (*Emulator, error) {
 	if err := sc.Validate(); err != nil {
 		return nil, fmt.Errorf("emulator: scenario %q: %w", sc.Name, err)
 	}
-	defaults.Zero(&opts.Host, DefaultHost)
+	opts.Host = cmp.Or(opts.Host, DefaultHost)
 	if opts.BasePort < 0 || opts.BasePort+2*len(sc.Regions) > 65535 {
 		return nil, fmt.Errorf("emulator: base port %d leaves no room for %d regions", opts.BasePort, len(sc.Regions))
 	}

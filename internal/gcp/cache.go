@@ -1,6 +1,7 @@
 package gcp
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"time"
@@ -67,7 +68,7 @@ var _ Source = (*CachedSource)(nil)
 // NewCachedSource wraps src.
 func NewCachedSource(src Source, o CacheOptions) *CachedSource {
 	defaults.Positive(&o.TTL, DefaultCacheTTL)
-	defaults.Zero(&o.ErrorTTL, DefaultErrorTTL)
+	o.ErrorTTL = cmp.Or(o.ErrorTTL, DefaultErrorTTL)
 	defaults.Positive(&o.FetchTimeout, DefaultTimeout)
 	if o.Now == nil {
 		o.Now = time.Now

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,7 +80,7 @@ func Run(ctx context.Context, sc *emulator.Scenario, policies []Policy, o Option
 	if err := sc.Validate(); err != nil {
 		return nil, fmt.Errorf("scenario %q: %w", sc.Name, err)
 	}
-	defaults.Zero(&o.Seed, 1)
+	o.Seed = cmp.Or(o.Seed, 1)
 	defaults.Positive(&o.Scale, sc.TimeScale)
 	dur := sc.Duration.Duration
 	if o.Duration > 0 && o.Duration < dur {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -228,7 +229,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Sleep == nil {
 		opts.Sleep = scaledSleep(opts.ClockScale)
 	}
-	defaults.Zero(&opts.Seed, uint64(time.Now().UnixNano()))
+	opts.Seed = cmp.Or(opts.Seed, uint64(time.Now().UnixNano()))
 	defaults.Positive(&opts.RequestTimeout, DefaultRequestTimeout)
 	defaults.Positive(&opts.MaxBodyBytes, DefaultMaxBodyBytes)
 	defaults.Positive(&opts.MaxBodyBytesInFlight, defaultBodiesInFlight())

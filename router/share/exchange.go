@@ -1,6 +1,7 @@
 package share
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -114,7 +115,7 @@ func NewExchange(o ExchangeOptions) (*Exchange, error) {
 	}
 	defaults.Positive(&o.Epoch, DefaultEpoch)
 	defaults.Positive(&o.Timeout, DefaultStoreTimeout)
-	defaults.Zero(&o.KeyPrefix, DefaultKeyPrefix)
+	o.KeyPrefix = cmp.Or(o.KeyPrefix, DefaultKeyPrefix)
 	// A failed exchange is not retried: the next one comes a tick later
 	// with fresher demand. One exchange at a time: two connections.
 	ro.PoolSize, ro.MinIdleConns = 2, 1

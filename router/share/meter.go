@@ -1,6 +1,7 @@
 package share
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -159,7 +160,7 @@ func NewMeter(o MeterOptions) (*Meter, error) {
 	if !(o.Scale > 0) {
 		o.Scale = 1
 	}
-	defaults.Zero(&o.KeyPrefix, DefaultMeterPrefix)
+	o.KeyPrefix = cmp.Or(o.KeyPrefix, DefaultMeterPrefix)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}

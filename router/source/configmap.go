@@ -1,6 +1,7 @@
 package source
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -16,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/regionwarden/regionwarden/internal/defaults"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -82,7 +82,7 @@ type cmEntry struct {
 // NewConfigMapSource returns a source for the routing ConfigMaps in namespace.
 // It reads nothing until Run.
 func NewConfigMapSource(client kubernetes.Interface, namespace string, opts ConfigMapOptions) *ConfigMapSource {
-	defaults.Zero(&opts.Resync, DefaultConfigMapResync)
+	opts.Resync = cmp.Or(opts.Resync, DefaultConfigMapResync)
 	if opts.Resync < 0 {
 		opts.Resync = 0
 	}

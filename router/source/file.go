@@ -2,6 +2,7 @@ package source
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -72,7 +73,7 @@ type FileSource struct {
 // table.DataKey. It reads nothing until Run.
 func NewFileSource(path string, opts FileOptions) *FileSource {
 	defaults.Positive(&opts.Debounce, DefaultDebounce)
-	defaults.Zero(&opts.Resync, DefaultFileResync)
+	opts.Resync = cmp.Or(opts.Resync, DefaultFileResync)
 	return &FileSource{
 		Store:     NewStore(opts.Logger, opts.Observer),
 		path:      path,
