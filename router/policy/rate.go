@@ -125,6 +125,17 @@ func (q *requestMeter) knownFull(now, cost int64) bool {
 // wait is how long from now until the meter has room for a request of cost.
 func (q *requestMeter) wait(now, cost int64) int64 { return q.m.wait(now, cost, meterWidth) }
 
+// holdAtLeast makes the last second hold at least cost at now, adding the
+// difference to now's bucket as a cost without a call (held until the whole
+// bucket has left the window). The read and the add are not one step: a
+// request admitted between them is counted on top, which holds more, never
+// less.
+func (q *requestMeter) holdAtLeast(now, cost int64) {
+	if d := cost - q.m.sum(now, meterWidth); d > 0 {
+		q.m.w.add(bucketOf(now, meterWidth), d, 0)
+	}
+}
+
 // slotOf is the part of its bucket of width that now falls in.
 func slotOf(now, width int64) int64 { return now % width * callSlots / width }
 

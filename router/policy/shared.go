@@ -161,8 +161,5 @@ func (s *slot) holdShare(held float64, now int64) {
 		}
 		return
 	}
-	want := int64(min(held, 1) * float64(rateCapacity))
-	if d := want - s.r.reqs.m.sum(now, meterWidth); d > 0 {
-		s.r.reqs.m.w.add(bucketOf(now, meterWidth), d, 0)
-	}
+	s.r.reqs.holdAtLeast(now, int64(min(held, 1)*float64(rateCapacity)))
 }

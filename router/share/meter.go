@@ -193,13 +193,13 @@ const windowNanos = int64(time.Second)
 // take asks the store to admit one request into key's window of limit
 // requests, at now on the pool's clock. With SharedFull, wait is how long
 // until the window has room; held is how many requests the window holds
-// when the store answers, else -1.
+// when the store answers (with SharedUnknown it did not: 0).
 func (m *Meter) take(key string, limit int64, now int64) (v policy.SharedVerdict, wait, held int64) {
 	probe := false
 	if d := m.down.Load(); d != 0 {
 		// One request a window tries the store; the others use the share.
 		if now < d || !m.down.CompareAndSwap(d, now+windowNanos) {
-			return policy.SharedUnknown, 0, -1
+			return policy.SharedUnknown, 0, 0
 		}
 		probe = true
 	}
@@ -217,7 +217,7 @@ func (m *Meter) take(key string, limit int64, now int64) (v policy.SharedVerdict
 			m.log.Warn("share meter: the store does not answer; each region's quota is metered by this router's share", "router", m.id, "error", err)
 			m.onState(false)
 		}
-		return policy.SharedUnknown, 0, -1
+		return policy.SharedUnknown, 0, 0
 	}
 	if probe {
 		m.warm.Store(now + 2*windowNanos)
