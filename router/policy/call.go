@@ -219,7 +219,7 @@ type Report struct {
 	Tokens int64
 	// Timeout marks a Failure that was a timeout (DEADLINE_EXCEEDED, or the
 	// region did not answer in time): a sign of overload that shrinks the
-	// region's in-flight limit, as a 429 does.
+	// region's in-flight limit, which a 429 does not (done.go).
 	Timeout bool
 	// OnDemand marks a Success that pay-as-you-go served (the answer's
 	// usageMetadata.trafficType is ON_DEMAND, ON_DEMAND_PRIORITY or

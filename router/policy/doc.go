@@ -94,6 +94,9 @@
 // ejectable shared region that is failing is ejected for
 // min(baseEjectionTime × multiplier, maxEjectionTime), less a random 0-10%;
 // the multiplier grows per ejection and decays per healthy interval. An
+// ejected region ranks behind every region that is not and takes only what
+// none of them has room for: a call refused for want of headroom fails for
+// sure, one sent to a region that answers half its calls does not. An
 // ejection happens only if afterwards at most maxEjectedPercent of the regions
 // are ejected. When fewer than half the regions are left un-ejected (Envoy's
 // panic threshold, 50%), ejections are ignored.

@@ -13,6 +13,9 @@ package policy
 //     shortened by a random 0-10% so that regions ejected together do not
 //     return together. The multiplier grows by one per ejection and falls by one
 //     per ejection interval the region spent un-ejected (gRFC A50).
+//   - Ejected is not removed: an ejected region ranks behind every region
+//     that is not, as a demoted provisioned region does, and takes only the
+//     calls none of them has room for (choose says why).
 //   - An ejection happens only if, after it, at most maxEjectedPercent of the
 //     pool's regions are ejected. maxEjectedPercent < 100, so one region is
 //     always left.

@@ -195,3 +195,37 @@ func TestDemotedProvisionedRegion(t *testing.T) {
 		t.Errorf("first attempts after restoration %v: want about half on europe-west4", firsts)
 	}
 }
+
+// TestEjectedRegionTakesWhatNoOtherCan: an ejected region gets no call while
+// the others have headroom, and the calls none of them has room for, which
+// would otherwise be refused: a region answering half its calls serves half
+// of them.
+func TestEjectedRegionTakesWhatNoOtherCan(t *testing.T) {
+	clk := newClock()
+	tp := pool(shared("europe-west1", 10), shared("europe-west2", 10), shared("europe-west3", 10))
+	e := &tp.Policy.Ejection
+	e.MinRequests, e.FailureRateThreshold, e.MaxEjectedPercent = 10, 0.5, new(50)
+	p := mustNew(t, tp, clk)
+	// Half failing: at the threshold, and not yet throttled (it accepts
+	// half of what it answers).
+	report(p, 0, Success, 5)
+	report(p, 0, Failure, 5)
+	if rs := p.Snapshot().Regions[0]; !rs.Ejected || rs.ThrottleProbability != 0 {
+		t.Fatalf("europe-west1 after 5 failures of 10: %+v, want ejected, not throttled", rs)
+	}
+	got := map[string]int{}
+	for i := range 30 {
+		c := p.Start(Request{})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatalf("call %d refused with %v; europe-west1 had room", i+1, err)
+		}
+		if a.Region == "europe-west1" && i < 20 {
+			t.Errorf("call %d went to the ejected region while the others had room: %v", i+1, got)
+		}
+		got[a.Region]++
+	}
+	if got["europe-west1"] != 10 {
+		t.Errorf("calls by region %v, want 10 on each", got)
+	}
+}

@@ -139,11 +139,11 @@ const panicThreshold = 50
 const (
 	rankProbe       = iota          // the PT of a demoted region whose probe is due (first attempts)
 	rankProvisioned                 // a PT, region not demoted
-	rankPayGo                       // pay-as-you-go: rankPayGo+i for the call's i-th tier, region not ejected (or in panic)
-	rankDemoted     = rankPayGo + 3 // any lane of a demoted region: what nobody else has room for
+	rankPayGo                       // pay-as-you-go: rankPayGo+i for the call's i-th tier, region not ejected (or in panic) nor demoted
+	rankDemoted     = rankPayGo + 3 // any lane of a demoted or ejected region: what nobody else has room for
 	rankTried       = rankDemoted + 1
 	rankCount       = 2 * rankTried
-	rankNone        = -1 // not a candidate: ejected, not for this call, or refused this pick
+	rankNone        = -1 // not a candidate: not for this call, or refused this pick
 )
 
 // One pay-as-you-go rank per tier: this fails to compile if the tiers change.
@@ -194,12 +194,21 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, untried bo
 			ref.note(until - now)
 			continue
 		}
-		cands.rankSlot(i, s, &rk, cs, now, retry)
+		cands.rankSlot(i, s, &rk, cs, now, retry, false)
 	}
-	if panicking(ejected, len(st.slots)) {
+	// An ejected region is not removed: it ranks as a demoted one, behind
+	// every region that is not, and takes only what none of them has room
+	// for. Ejection moves calls to regions that have headroom; where none
+	// has, a call refused here fails for sure, while sent to the ejected
+	// region it succeeds as often as that region answers (half its calls at
+	// the default threshold), and its throttle still turns calls away from
+	// a region that rejects most of what it answers. In panic, ejections
+	// are ignored: ejected regions rank as they would un-ejected.
+	if ejected > 0 {
+		last := !panicking(ejected, len(st.slots))
 		for i, s := range st.slots {
 			if s.r.ejectedUntil.Load() > now {
-				cands.rankSlot(i, s, &rk, cs, now, retry)
+				cands.rankSlot(i, s, &rk, cs, now, retry, last)
 			}
 		}
 	}
@@ -305,12 +314,13 @@ type candidates struct {
 // rankSlot adds the lanes of region s (the i-th slot) that the call may use
 // with their ranks. Only the lanes the region offers and the call may use
 // are ranked: every other lane is rankNone whatever the region's state.
-func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, now int64, retry bool) {
+// ejected ranks the region as demoted (choose).
+func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, now int64, retry, ejected bool) {
 	m := s.lanes & rk.mask
 	if m == 0 {
 		return
 	}
-	demoted := s.r.demoted.Load() != nil
+	demoted := ejected || s.r.demoted.Load() != nil
 	for m != 0 {
 		l := uint8(bits.TrailingZeros8(m))
 		m &= m - 1
