@@ -300,6 +300,7 @@ var scenarioOrder = []string{
 	replay.ScenarioProvisionedSlow,
 	replay.ScenarioProvisionedThrottled,
 	replay.ScenarioSharedContention,
+	replay.ScenarioSpillFailing,
 	replay.ScenarioTotalOutage,
 	replay.ScenarioManyRouters,
 	replay.ScenarioSmallPTBursts,
@@ -319,7 +320,7 @@ func scenarioRank(path string) int {
 const policyNote = "How regionwarden gets its numbers. It counts each region's capacity over a sliding second, as the regions count their quota, and a PT's tokens over the PT's window (40 s for an order of up to 3 GSUs: small-pt-bursts), as Google counts them; it charges a call to a PT its expected tokens when it starts, so it sends no region more than it takes and a retry finds headroom where the table says there is some. " +
 	"A provisioned region failing intermittently (the incident's runs of six 504s) keeps its first attempts, and its failed calls fall back to another region outside the retry budget (10% of calls plus one retry a second). " +
 	"A call answered 429 (a full PT, or a region out of quota: provisioned-region-throttled) spills, outside the budget too, to a capacity it has not tried: Google refused it before the model ran, so nothing is repeated; a 429 throttles the capacity that answered it (at most twice what it accepts is sent there) but leaves its in-flight limit alone, as it refuses rate, not concurrency (shared-quota-contention). " +
-	"A provisioned region failing at or over the ejection threshold (provisioned-region-down, total-outage) is demoted, never removed: the regions that answer take first attempts up to their quotas, it takes what they have no room for and a probe every half second, and it gets its full share back after seven probes in a row succeed. A pay-as-you-go region failing as much is ejected, and ejected is not removed either: it takes only what the others have no room for (cascading-failover). " +
+	"A provisioned region failing at or over the ejection threshold (provisioned-region-down, total-outage) is demoted, never removed: the regions that answer take first attempts up to their quotas, it takes what they have no room for and a probe every half second, and it gets its full share back after seven probes in a row succeed. A pay-as-you-go region failing as much is ejected, and ejected is not removed either: it takes only what the others have no room for (cascading-failover, spill-regions-failing). " +
 	"Each region's throttle (the SRE book's client-side adaptive throttling) counts failures as well as 429s, so when every region fails every region's share falls together and attempts per call fall under one. " +
 	"A region that answers within the deadline may hold its capacity times the deadline in flight (Little's law), whatever its adaptive limit (provisioned-region-slow). " +
 	"An attempt (first or retry) that finds every quota full waits for the first to have room, when that comes within 1.025 s and leaves it as long again before its deadline. The calls regionwarden still loses are shed when no region had headroom soon enough, or had both attempts (maxAttempts 2) fail; none fail for want of a region. " +

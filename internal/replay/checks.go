@@ -21,6 +21,7 @@ const (
 	ScenarioTotalOutage          = "total-outage"
 	ScenarioSmallPTBursts        = "small-pt-bursts"
 	ScenarioPriorityPayGo        = "priority-paygo"
+	ScenarioSpillFailing         = "spill-regions-failing"
 )
 
 // Targets of the scenarios.
@@ -52,6 +53,13 @@ const (
 	// MaxOutageRecovery is how soon after a total outage success must be
 	// back to its baseline.
 	MaxOutageRecovery = 10 * time.Second
+	// MinSpillFailingSuccess is the least share of calls regionwarden must
+	// serve while the pay-as-you-go regions a full PT spills to fail half
+	// their calls (spill-regions-failing): what first attempts alone serve
+	// when every call the PT cannot take goes to one of them, 27/40 + 13/40
+	// × 0.5. A router that refuses the calls a failing region would take
+	// when no other region has room serves less.
+	MinSpillFailingSuccess = 0.8375
 	// MaxWindowSpill is the most that metering a small PT over its window
 	// may spill to pay-as-you-go in the bursts on a small PT, as a share of
 	// what metering it over one second spills.
@@ -190,6 +198,16 @@ func Checks(rep *Report) []Check {
 					fmtDuration(rep.Fault.From), fmtDuration(rep.Fault.To), r.Policy, MaxOutageAttempts, fmtDuration(MaxOutageRecovery)),
 				Measured: fmt.Sprintf("%.3f attempts per call; success %s (baseline %s, the first 10 s window within one point of it)", f.AttemptsPerRequest, back, pct(f.Baseline)),
 				Pass:     f.Requests > 0 && f.AttemptsPerRequest <= MaxOutageAttempts && f.BackAfter() >= 0 && f.BackAfter() <= MaxOutageRecovery,
+			}
+		})
+	case ScenarioSpillFailing:
+		each(regionwardenPolicies, func(r *Result) Check {
+			f := r.Fault
+			return Check{
+				Target: fmt.Sprintf("while the pay-as-you-go regions fail half their calls (%s to %s), %s serves at least %s of calls, what first attempts alone serve when every call the PT cannot take goes to one of them, and no \"no regions\"",
+					fmtDuration(rep.Fault.From), fmtDuration(rep.Fault.To), r.Policy, pct(MinSpillFailingSuccess)),
+				Measured: fmt.Sprintf("%s served while the faults lasted, %.3f attempts per call, %d shed, %d \"no regions\"", pct(f.Success), f.AttemptsPerRequest, r.Shed, r.NoRegions),
+				Pass:     f.Requests > 0 && f.Success >= MinSpillFailingSuccess && r.NoRegions == 0,
 			}
 		})
 	case ScenarioManyRouters:

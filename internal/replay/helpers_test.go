@@ -256,6 +256,9 @@ func TestFaultChecks(t *testing.T) {
 		{ScenarioProvisionedDown, Result{Requests: 9000, Fault: in(0.42, 0.75, 3*time.Second)}, false},   // under 95% of 45%
 		{ScenarioProvisionedDown, Result{Requests: 9000, Fault: in(0.44, 1.2, 3*time.Second)}, false},    // too many attempts
 		{ScenarioProvisionedDown, Result{Requests: 9000, NoRegions: 1, Fault: in(0.44, 0.75, 0)}, false}, // "no regions"
+		{ScenarioSpillFailing, Result{Requests: 9000, Fault: in(0.90, 1.1, 0)}, true},
+		{ScenarioSpillFailing, Result{Requests: 9000, Fault: in(0.83, 1.0, 0)}, false},               // refused what a failing region would take
+		{ScenarioSpillFailing, Result{Requests: 9000, NoRegions: 1, Fault: in(0.90, 1.1, 0)}, false}, // "no regions"
 		{ScenarioProvisionedSlow, Result{Requests: 9000, Succeeded: 9000, Fault: in(1, 1, 0)}, true},
 		{ScenarioProvisionedSlow, Result{Requests: 9000, Succeeded: 8999, Fault: in(1, 1, 0)}, false},
 		{ScenarioProvisionedSlow, Result{Requests: 9000, Succeeded: 9000, Shed: 1, Fault: in(1, 1, 0)}, false},
