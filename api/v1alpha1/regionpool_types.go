@@ -246,7 +246,9 @@ type PoolRegion struct {
 
 // RoutingPolicy holds the router's knobs for a pool.
 type RoutingPolicy struct {
-	// Ejection removes failing pay-as-you-go regions for a while.
+	// Ejection puts failing pay-as-you-go regions behind the others for a
+	// while: an ejected region takes only the calls no other region has
+	// room for.
 	// +kubebuilder:default={}
 	// +optional
 	Ejection EjectionPolicy `json:"ejection,omitempty"`
