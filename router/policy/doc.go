@@ -110,6 +110,13 @@
 // share. An intermittently failing region (the bursty 504s of an upstream
 // incident) stays under the threshold and keeps its first attempts.
 //
+// Silence (silence.go). A region that stops answering sends no failure until
+// the callers' deadlines pass. Once minRequests attempts picked since its last
+// answer have waited longer than its slowest answer of the ejection interval,
+// it ranks behind the regions that answer, as a demoted one does, until its
+// next answer of any kind. It feeds nothing else: the attempts that never
+// answer count as timeouts when their deadlines pass.
+//
 // Retries (Finagle and Linkerd retry budgets). At most maxAttempts attempts per
 // call, each preferring a region the call has not tried, inside one deadline;
 // no retry after a success, a caller fault or a cancellation. Over a 10 s

@@ -27,6 +27,9 @@ func (r *region) done(rep Report) {
 	s := r.cfg.Load()
 	st := s.st
 	ln := &r.lanes[min(rep.lane, laneCount-1)]
+	if rep.Outcome != Cancelled && (rep.Outcome != Failure || !rep.Timeout) {
+		r.quiet.answered(now, rep.chargedAt, int64(st.interval))
+	}
 	switch rep.Outcome {
 	case Success:
 		r.fails.add(bucketOf(now, st.failWidth), 1, 0)

@@ -69,6 +69,7 @@ func (p *Pool) pick(cs *callState) (*slot, uint8, error) {
 		p.budget.retry(now)
 	}
 	cs.record(s.r, l, charged, now)
+	s.r.quiet.picked(now)
 	return s, l, nil
 }
 
@@ -139,8 +140,8 @@ const panicThreshold = 50
 const (
 	rankProbe       = iota          // the PT of a demoted region whose probe is due (first attempts)
 	rankProvisioned                 // a PT, region not demoted
-	rankPayGo                       // pay-as-you-go: rankPayGo+i for the call's i-th tier, region not ejected (or in panic) nor demoted
-	rankDemoted     = rankPayGo + 3 // any lane of a demoted or ejected region: what nobody else has room for
+	rankPayGo                       // pay-as-you-go: rankPayGo+i for the call's i-th tier, region not ejected (or in panic), demoted or silent
+	rankDemoted     = rankPayGo + 3 // any lane of a demoted, ejected or silent region: what nobody else has room for
 	rankTried       = rankDemoted + 1
 	rankCount       = 2 * rankTried
 	rankNone        = -1 // not a candidate: not for this call, or refused this pick
@@ -269,16 +270,16 @@ type laneRanks struct {
 	mask uint8 // bit l: rank[l] != rankNone
 }
 
-// rankLane is the rank of lane l of region s (not ejected, or in panic) for
-// this attempt, from base, its rank for the call (laneRanks), once the
-// region's demotion and the call's tries count. The PT of a demoted region
-// whose probe is due ranks first on a first attempt; choose takes the probe
-// when it picks the region.
-func rankLane(s *slot, l uint8, base int8, demoted bool, cs *callState, now int64, retry bool) int8 {
+// rankLane is the rank of lane l of region s for this attempt, from base,
+// its rank for the call (laneRanks), once the call's tries count and
+// whether the region ranks last: demoted, ejected (outside panic) or
+// silent. The PT of a demoted region whose probe is due ranks first on a
+// first attempt; choose takes the probe when it picks the region.
+func rankLane(s *slot, l uint8, base int8, last, demoted bool, cs *callState, now int64, retry bool) int8 {
 	rank := base
-	if demoted {
+	if last {
 		rank = rankDemoted
-		if l == laneProvisioned && !retry && s.r.probe.next.Load() <= now {
+		if demoted && l == laneProvisioned && !retry && s.r.probe.next.Load() <= now {
 			rank = rankProbe
 		}
 	}
@@ -314,13 +315,15 @@ type candidates struct {
 // rankSlot adds the lanes of region s (the i-th slot) that the call may use
 // with their ranks. Only the lanes the region offers and the call may use
 // are ranked: every other lane is rankNone whatever the region's state.
-// ejected ranks the region as demoted (choose).
+// ejected ranks the region as demoted (choose), as does its being demoted
+// or silent (silence.go).
 func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, now int64, retry, ejected bool) {
 	m := s.lanes & rk.mask
 	if m == 0 {
 		return
 	}
-	demoted := ejected || s.r.demoted.Load() != nil
+	demoted := s.r.demoted.Load() != nil
+	last := ejected || demoted || s.r.quiet.silent(now, s.st)
 	for m != 0 {
 		l := uint8(bits.TrailingZeros8(m))
 		m &= m - 1
@@ -329,7 +332,7 @@ func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, n
 			cs.full |= 1 << i
 			continue
 		}
-		rank := rankLane(s, l, rk.rank[l&(laneCount-1)], demoted, call, now, retry)
+		rank := rankLane(s, l, rk.rank[l&(laneCount-1)], last, demoted, call, now, retry)
 		c := cs.n
 		cs.k[c] = uint8(i*laneCount) + l
 		cs.rank[c] = rank

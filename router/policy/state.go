@@ -115,6 +115,8 @@ type region struct {
 	streak       atomic.Int64             // successes in a row while demoted
 	probe        pacer                    // spaces a demoted region's probes
 	timesDemoted atomic.Int64
+
+	quiet silence // attempts unanswered since its last answer (silence.go)
 }
 
 // rng draws random numbers without a lock: SplitMix64 over an atomic counter,

@@ -1,0 +1,70 @@
+package policy
+
+import (
+	"testing"
+	"time"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// TestSilentRegionRanksLast: a provisioned region whose last answer took
+// 1 s stops answering. Its first minRequests attempts still go to it; once
+// the first of them has waited longer than 1 s, calls go first to the
+// shared region, which has room, and the silent one takes what the shared
+// one cannot. A timeout is not an answer; any answer ends the silence.
+func TestSilentRegionRanksLast(t *testing.T) {
+	clk := newClock()
+	tp := pool(provisioned("europe-west1", table.Capacity{}), shared("europe-west4", 5))
+	tp.Policy.Ejection.MinRequests = 10
+	p := mustNew(t, tp, clk)
+	first := func() Attempt {
+		t.Helper()
+		c := p.Start(Request{})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	// Its latency: one answer in 1 s.
+	a := first()
+	clk.Advance(time.Second)
+	a.Done(Success)
+
+	var hung []Attempt
+	for i := range 10 {
+		a := first()
+		if a.Region != "europe-west1" {
+			t.Fatalf("attempt %d since the last answer went to %s, want the provisioned region", i+1, a.Region)
+		}
+		hung = append(hung, a)
+		clk.Advance(50 * time.Millisecond)
+	}
+	// 0.5 s after the first unanswered attempt: not late by its 1 s.
+	if a := first(); a.Region != "europe-west1" {
+		t.Errorf("0.5 s into the silence a call went to %s, want the provisioned region", a.Region)
+	}
+	clk.Advance(600 * time.Millisecond)
+	if rs := p.Snapshot().Regions[0]; !rs.Silent || rs.Unanswered != 11 {
+		t.Fatalf("1.1 s after 11 unanswered attempts: %+v, want silent", rs)
+	}
+	got := map[string]int{}
+	for range 8 {
+		a := first()
+		got[a.Region]++
+	}
+	if got["europe-west4"] != 5 || got["europe-west1"] != 3 {
+		t.Errorf("calls while silent %v, want 5 on the shared region (its quota) and the rest on the silent one", got)
+	}
+	hung[0].Finish(Report{Outcome: Failure, Timeout: true})
+	if rs := p.Snapshot().Regions[0]; !rs.Silent {
+		t.Errorf("a timeout ended the silence: %+v", rs)
+	}
+	hung[1].Done(Success)
+	if rs := p.Snapshot().Regions[0]; rs.Silent || rs.Unanswered != 0 {
+		t.Errorf("an answer did not end the silence: %+v", rs)
+	}
+	if a := first(); a.Region != "europe-west1" {
+		t.Errorf("after an answer a call went to %s, want the provisioned region", a.Region)
+	}
+}
