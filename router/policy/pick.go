@@ -69,7 +69,6 @@ func (p *Pool) pick(cs *callState) (*slot, uint8, error) {
 		p.budget.retry(now)
 	}
 	cs.record(s.r, l, charged, now)
-	s.r.quiet.picked(now)
 	return s, l, nil
 }
 
@@ -323,7 +322,7 @@ func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, n
 		return
 	}
 	demoted := s.r.demoted.Load() != nil
-	last := ejected || demoted || s.r.quiet.silent(now, s.st)
+	last := ejected || demoted || s.r.quiet.silent(now, &s.r.inFlight, s.st)
 	for m != 0 {
 		l := uint8(bits.TrailingZeros8(m))
 		m &= m - 1
@@ -408,7 +407,11 @@ func (cs *candidates) weighted(st *poolState, rank int8, rnd *rng) int {
 // wait is worked out only if every candidate refuses (refusal.err).
 func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe bool, ref *refusal) (charged int64, ok bool) {
 	r := s.r
-	if n := r.inFlight.Add(1); n > ceiling(int64(r.limit.get()), cs.prio) && !s.roomInFlight(l, n, now, cs.deadline) {
+	n := r.inFlight.Add(1)
+	if n == 1 {
+		r.quiet.busy(now)
+	}
+	if n > ceiling(int64(r.limit.get()), cs.prio) && !s.roomInFlight(l, n, now, cs.deadline) {
 		r.inFlight.Add(-1)
 		ref.shed = ref.shed || n <= int64(r.limit.get())
 		ref.note(int64(time.Second))

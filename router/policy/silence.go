@@ -11,13 +11,14 @@ import "sync/atomic"
 // waits that long and fails. The failure rate cannot see it sooner; what
 // can is the absence of answers. A region is silent when
 //
-//   - at least minRequests attempts were picked for it since its last
-//     answer: the evidence the ejection policy asks before judging a
-//     region, so a region sent a few calls is never judged on them, and
-//   - the first of them has waited longer than the slowest answer the
-//     region gave in the last ejection interval (or its last answer's, when
-//     it has answered nothing since): none of those attempts is late by the
-//     region's own recent measure until then.
+//   - it holds at least minRequests attempts in flight: the evidence the
+//     ejection policy asks before judging a region, so a region sent a few
+//     calls is never judged on them, and
+//   - nothing has come back from it for longer than the slowest answer it
+//     gave in the last ejection interval (or its last answer's, when it has
+//     answered nothing since), counted from its last answer or from when
+//     it last went from no call in flight to one, whichever is later: none
+//     of its attempts is late by the region's own recent measure until then.
 //
 // While silent, the region ranks as a demoted one (choose): behind every
 // region that is not, taking only what none of them has room for. Silence
@@ -32,45 +33,44 @@ import "sync/atomic"
 //
 // Before a region's first answer nothing is known of its latency, and it is
 // never silent.
+//
+// The hot path writes little: the mark moves only when it is older than a
+// sixteenth of the slowest answer (so the silence is seen at most that much
+// late), on an answer or on a pick into a region that had nothing in
+// flight.
 type silence struct {
-	unanswered atomic.Int64 // attempts picked since the last answer
-	since      atomic.Int64 // when the first of them was picked; 0 when none
-	slowest    atomic.Int64 // latency of the slowest recent answer, ns; 0 before the first
-	slowestAt  atomic.Int64 // when it was answered
+	mark      atomic.Int64 // the last answer, or the last pick into an idle region; coarse (above)
+	slowest   atomic.Int64 // latency of the slowest recent answer, ns; 0 before the first
+	slowestAt atomic.Int64 // when it was answered
 }
 
-// picked counts an attempt picked at now.
-func (s *silence) picked(now int64) {
-	s.unanswered.Add(1)
-	if s.since.Load() == 0 {
-		s.since.CompareAndSwap(0, now)
+// busy marks a pick at now into a region that had no attempt in flight.
+func (s *silence) busy(now int64) {
+	if now-s.mark.Load() > s.slowest.Load()/16 {
+		s.mark.Store(now)
 	}
 }
 
 // answered ends the silence with an answer at now to an attempt picked at
-// pickedAt, and keeps the slowest answer of the last interval. The loads
-// before the stores keep the common case (answers arriving while others are
-// pending) from writing shared words on every answer. Two answers racing
-// may keep the other's latency: either is a latency the region answered in
-// within the interval.
+// pickedAt, and keeps the slowest answer of the last interval. Two answers
+// racing may keep the other's latency: either is a latency the region
+// answered in within the interval.
 func (s *silence) answered(now, pickedAt, interval int64) {
-	if s.unanswered.Load() != 0 {
-		s.unanswered.Store(0)
-	}
-	if s.since.Load() != 0 {
-		s.since.Store(0)
-	}
-	if lat := now - pickedAt; lat > s.slowest.Load() || now-s.slowestAt.Load() > interval {
+	slow := s.slowest.Load()
+	if lat := now - pickedAt; lat > slow || now-s.slowestAt.Load() > interval {
 		s.slowest.Store(lat)
 		s.slowestAt.Store(now)
+		slow = lat
+	}
+	if now-s.mark.Load() > slow/16 {
+		s.mark.Store(now)
 	}
 }
 
-// silent reports whether the region is silent at now (see silence).
-func (s *silence) silent(now int64, st *poolState) bool {
-	if s.unanswered.Load() < st.minRequests {
-		return false
-	}
-	since, slowest := s.since.Load(), s.slowest.Load()
-	return since != 0 && slowest > 0 && now-since > slowest
+// silent reports whether a region with inFlight attempts in flight is
+// silent at now (see silence). It reads inFlight, which every pick and
+// answer write, only when the words that rarely change say it may be.
+func (s *silence) silent(now int64, inFlight *atomic.Int64, st *poolState) bool {
+	slow := s.slowest.Load()
+	return slow > 0 && now-s.mark.Load() > slow && inFlight.Load() >= st.minRequests
 }

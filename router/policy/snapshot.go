@@ -53,13 +53,11 @@ type RegionSnapshot struct {
 	// Failing is true when the failure rate reaches the ejection threshold
 	// with enough answered calls, ejectable or not.
 	Failing bool `json:"failing"`
-	// Silent is true while minRequests attempts picked since the region's
-	// last answer have waited longer than its slowest recent answer: it
-	// ranks behind the regions that answer until it answers again
-	// (silence.go). Unanswered counts the attempts picked since its last
-	// answer.
-	Silent     bool  `json:"silent"`
-	Unanswered int64 `json:"unanswered"`
+	// Silent is true while the region holds minRequests attempts in flight
+	// and nothing has come back from it for longer than its slowest recent
+	// answer: it ranks behind the regions that answer until it answers
+	// again (silence.go).
+	Silent bool `json:"silent"`
 	// Demotion is set while a provisioned region is demoted: first attempts
 	// go to answering regions with headroom, and it takes the rest and
 	// probes. TimesDemoted counts demotions since the router started.
@@ -156,8 +154,7 @@ func (p *Pool) Snapshot() Snapshot {
 			InFlight:            r.inFlight.Load(),
 			Limit:               int64(r.limit.get()),
 			Answering:           r.answering(s.hinted, now, st),
-			Silent:              r.quiet.silent(now, st),
-			Unanswered:          r.quiet.unanswered.Load(),
+			Silent:              r.quiet.silent(now, &r.inFlight, st),
 		}
 		for l := range uint8(laneCount) {
 			if !s.offers(l) {
