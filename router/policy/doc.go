@@ -111,10 +111,10 @@
 // incident) stays under the threshold and keeps its first attempts.
 //
 // Silence (silence.go). A region that stops answering sends no failure until
-// the callers' deadlines pass. Once minRequests attempts picked since its last
-// answer have waited longer than its slowest answer of the ejection interval,
-// it ranks behind the regions that answer, as a demoted one does, until its
-// next answer of any kind. It feeds nothing else: the attempts that never
+// the callers' deadlines pass. Once it holds minRequests attempts in flight
+// and has sent nothing back for longer than its slowest answer of the
+// ejection interval, it ranks behind the regions that answer, as a demoted
+// one does, until its next answer of any kind. It feeds nothing else: the attempts that never
 // answer count as timeouts when their deadlines pass.
 //
 // Retries (Finagle and Linkerd retry budgets). At most maxAttempts attempts per
