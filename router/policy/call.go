@@ -274,6 +274,19 @@ func (a *Attempt) DoneTokens(o Outcome, tokens int64) {
 	a.Finish(Report{Outcome: o, Tokens: tokens})
 }
 
+// Heard says that the region's answer to the attempt has begun to arrive (a
+// stream's first bytes), before the attempt is reported: the region is not
+// silent (silence.go), and a long stream does not look like one until it
+// ends. Optional; a report of any outcome but a timeout or a cancellation
+// counts as hearing from the region too.
+func (a *Attempt) Heard() {
+	if a.call == nil || a.call.st.targets[a.n] == nil || a.call.st.done&(1<<a.n) != 0 {
+		return
+	}
+	r := a.call.st.targets[a.n]
+	r.quiet.answered(r.p.nanos(), a.call.st.at[a.n], int64(r.cfg.Load().st.interval))
+}
+
 // Finish reports how the attempt went, with everything the caller measured.
 func (a *Attempt) Finish(r Report) {
 	if a.call == nil || a.call.st.targets[a.n] == nil {

@@ -31,6 +31,11 @@ import "sync/atomic"
 // still takes what the others cannot. A timeout and a cancelled attempt
 // are not answers: the region said nothing.
 //
+// An answer begins with its first bytes: a stream may take minutes to end,
+// so the server tells the policy when a stream's first bytes arrive
+// (Attempt.Heard), and a region that serves long streams is measured by how
+// soon it starts answering, not by how long its streams last.
+//
 // Before a region's first answer nothing is known of its latency, and it is
 // never silent.
 //

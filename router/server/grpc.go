@@ -268,6 +268,7 @@ func (p *predictionService) StreamGenerateContent(req *aiplatformpb.GenerateCont
 		if err != nil && !errors.Is(err, io.EOF) {
 			return g.report(err), false, err
 		}
+		g.att.Heard() // the region answers: see relay
 		var (
 			used    int64
 			usage   *aiplatformpb.GenerateContentResponse_UsageMetadata // the last: a running total

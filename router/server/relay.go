@@ -58,6 +58,11 @@ func (x *exchange) relay(resp *http.Response) (policy.Report, bool, error) {
 	if n == 0 && err != nil && !errors.Is(err, io.EOF) {
 		return x.report(err), false, err
 	}
+	if stream {
+		// The region is answering: a stream may last minutes, and the
+		// policy must not take it for a region that has gone silent.
+		x.att.Heard()
+	}
 	h := x.w.Header()
 	upstream.AnswerHeader(h, resp.Header)
 	if !stream && errors.Is(err, io.EOF) {
