@@ -40,9 +40,12 @@ import "sync/atomic"
 // never silent.
 //
 // The hot path writes little: the mark moves only when it is older than a
-// sixteenth of the slowest answer (so the silence is seen at most that much
-// late), on an answer or on a pick into a region that had nothing in
-// flight.
+// sixteenth of the slowest answer, on an answer or on a pick into a region
+// that had nothing in flight. The mark may so lag the last answer by that
+// sixteenth, and silent allows for it: a region is silent only once its
+// mark is older than the slowest answer and a sixteenth, so never before
+// nothing has come back for longer than the slowest answer, and at most a
+// sixteenth of it after.
 type silence struct {
 	mark      atomic.Int64 // the last answer, or the last pick into an idle region; coarse (above)
 	slowest   atomic.Int64 // latency of the slowest recent answer, ns; 0 before the first
@@ -77,5 +80,5 @@ func (s *silence) answered(now, pickedAt, interval int64) {
 // answer write, only when the words that rarely change say it may be.
 func (s *silence) silent(now int64, inFlight *atomic.Int64, st *poolState) bool {
 	slow := s.slowest.Load()
-	return slow > 0 && now-s.mark.Load() > slow && inFlight.Load() >= st.minRequests
+	return slow > 0 && now-s.mark.Load() > slow+slow/16 && inFlight.Load() >= st.minRequests
 }
