@@ -56,6 +56,7 @@ type callState struct {
 	n        uint8 // attempts picked so far
 	done     uint8 // bit i: attempt i has been reported
 	full     uint8 // bit i: attempt i found the PT full (ProvisionedFull)
+	heard    uint8 // bit i: attempt i's answer has begun to arrive (Attempt.Heard)
 	last     Outcome
 	targets  [maxAttemptsLimit]*region // the regions tried, in order
 	lanes    [maxAttemptsLimit]uint8   // the lane of each attempt
@@ -234,6 +235,9 @@ type Report struct {
 	// reports.
 	charged, chargedAt int64
 	lane               uint8
+	// heard: the attempt's answer began to arrive before it was reported
+	// (Attempt.Heard), and its latency was measured then.
+	heard bool
 }
 
 // Attempt is one try of a call against one region. Every attempt must be
@@ -274,17 +278,27 @@ func (a *Attempt) DoneTokens(o Outcome, tokens int64) {
 	a.Finish(Report{Outcome: o, Tokens: tokens})
 }
 
-// Heard says that the region's answer to the attempt has begun to arrive (a
-// stream's first bytes), before the attempt is reported: the region is not
-// silent (silence.go), and a long stream does not look like one until it
-// ends. Optional; a report of any outcome but a timeout or a cancellation
-// counts as hearing from the region too.
+// Heard says that bytes of the region's answer to the attempt arrived (each
+// chunk of a stream), before the attempt is reported: the region is
+// answering, not silent (silence.go), however long the stream lasts. The
+// first call measures how soon the region began to answer; later ones only
+// say it still does. Optional; a report of any outcome but a timeout or a
+// cancellation counts as hearing from the region too.
 func (a *Attempt) Heard() {
-	if a.call == nil || a.call.st.targets[a.n] == nil || a.call.st.done&(1<<a.n) != 0 {
+	if a.call == nil {
 		return
 	}
-	r := a.call.st.targets[a.n]
-	r.quiet.answered(r.p.nanos(), a.call.st.at[a.n], int64(r.cfg.Load().st.interval))
+	st := &a.call.st
+	if st.targets[a.n] == nil || st.done&(1<<a.n) != 0 {
+		return
+	}
+	r := st.targets[a.n]
+	if st.heard&(1<<a.n) != 0 {
+		r.quiet.heard(r.p.nanos())
+		return
+	}
+	st.heard |= 1 << a.n
+	r.quiet.answered(r.p.nanos(), st.at[a.n], int64(r.cfg.Load().st.interval))
 }
 
 // Finish reports how the attempt went, with everything the caller measured.
@@ -309,6 +323,7 @@ func (a *Attempt) Finish(r Report) {
 		a.call.st.last = r.Outcome
 	}
 	r.charged, r.chargedAt = a.call.st.charged[a.n], a.call.st.at[a.n]
+	r.heard = a.call.st.heard&bit != 0
 	a.call.st.targets[a.n].done(r)
 }
 

@@ -27,7 +27,13 @@ func (r *region) done(rep Report) {
 	s := r.cfg.Load()
 	st := s.st
 	ln := &r.lanes[min(rep.lane, laneCount-1)]
-	if rep.Outcome != Cancelled && (rep.Outcome != Failure || !rep.Timeout) {
+	switch {
+	case rep.heard:
+		// Its answer began to arrive earlier (Attempt.Heard), which is when
+		// its latency was measured; the end of a stream only says the
+		// region is still there.
+		r.quiet.heard(now)
+	case rep.Outcome != Cancelled && (rep.Outcome != Failure || !rep.Timeout):
 		r.quiet.answered(now, rep.chargedAt, int64(st.interval))
 	}
 	switch rep.Outcome {

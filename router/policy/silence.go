@@ -31,10 +31,10 @@ import "sync/atomic"
 // still takes what the others cannot. A timeout and a cancelled attempt
 // are not answers: the region said nothing.
 //
-// An answer begins with its first bytes: a stream may take minutes to end,
-// so the server tells the policy when a stream's first bytes arrive
-// (Attempt.Heard), and a region that serves long streams is measured by how
-// soon it starts answering, not by how long its streams last.
+// An answer is its bytes: a stream may take minutes to end, so the server
+// tells the policy of each chunk that arrives (Attempt.Heard). A region
+// whose streams are flowing is answering, and its latency is how soon its
+// answers begin, not how long its streams last.
 //
 // Before a region's first answer nothing is known of its latency, and it is
 // never silent.
@@ -52,8 +52,13 @@ type silence struct {
 	slowestAt atomic.Int64 // when it was answered
 }
 
-// busy marks a pick at now into a region that had no attempt in flight.
-func (s *silence) busy(now int64) {
+// busy marks a pick at now into a region that had no attempt in flight: its
+// silence, if any, is counted from then.
+func (s *silence) busy(now int64) { s.heard(now) }
+
+// heard ends the silence with bytes at now of an answer whose latency was
+// measured before (a stream's later chunks, its end).
+func (s *silence) heard(now int64) {
 	if now-s.mark.Load() > s.slowest.Load()/16 {
 		s.mark.Store(now)
 	}

@@ -69,3 +69,47 @@ func TestSilentRegionRanksLast(t *testing.T) {
 		t.Errorf("after an answer a call went to %s, want the provisioned region", a.Region)
 	}
 }
+
+// TestFlowingStreamsAreNotSilent: streams whose chunks keep arriving
+// (Attempt.Heard on each) are the region answering, however long they
+// last; once their chunks stop for longer than the slowest answer, the
+// region is silent.
+func TestFlowingStreamsAreNotSilent(t *testing.T) {
+	clk := newClock()
+	tp := pool(provisioned("europe-west1", table.Capacity{}), shared("europe-west4", 5))
+	tp.Policy.Ejection.MinRequests = 10
+	p := mustNew(t, tp, clk)
+	first := func() Attempt {
+		t.Helper()
+		c := p.Start(Request{})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	a := first()
+	clk.Advance(time.Second)
+	a.Done(Success)
+	var streams []Attempt
+	for range 10 {
+		a := first()
+		clk.Advance(100 * time.Millisecond)
+		a.Heard() // its first chunk, 0.1 s in
+		streams = append(streams, a)
+	}
+	for i := range 20 {
+		clk.Advance(500 * time.Millisecond)
+		streams[i%len(streams)].Heard()
+		if rs := p.Snapshot().Regions[0]; rs.Silent {
+			t.Fatalf("%.1f s into streams whose chunks arrive every 0.5 s: %+v, want not silent", float64(i+1)/2, rs)
+		}
+	}
+	clk.Advance(1100 * time.Millisecond)
+	if rs := p.Snapshot().Regions[0]; !rs.Silent {
+		t.Errorf("1.1 s after the streams' last chunk: %+v, want silent", rs)
+	}
+	if a := first(); a.Region != "europe-west4" {
+		t.Errorf("a call to a region whose streams stalled went to %s, want the shared region", a.Region)
+	}
+}

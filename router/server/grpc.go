@@ -268,13 +268,13 @@ func (p *predictionService) StreamGenerateContent(req *aiplatformpb.GenerateCont
 		if err != nil && !errors.Is(err, io.EOF) {
 			return g.report(err), false, err
 		}
-		g.att.Heard() // the region answers: see relay
 		var (
 			used    int64
 			usage   *aiplatformpb.GenerateContentResponse_UsageMetadata // the last: a running total
 			traffic aiplatformpb.GenerateContentResponse_UsageMetadata_TrafficType
 		)
 		for m != nil {
+			g.att.Heard() // the region answers: see relay
 			if u := m.GetUsageMetadata(); u != nil {
 				used, usage = max(used, tokens(u)), u
 				if u.GetTrafficType() != 0 {

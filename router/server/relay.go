@@ -58,11 +58,6 @@ func (x *exchange) relay(resp *http.Response) (policy.Report, bool, error) {
 	if n == 0 && err != nil && !errors.Is(err, io.EOF) {
 		return x.report(err), false, err
 	}
-	if stream {
-		// The region is answering: a stream may last minutes, and the
-		// policy must not take it for a region that has gone silent.
-		x.att.Heard()
-	}
 	h := x.w.Header()
 	upstream.AnswerHeader(h, resp.Header)
 	if !stream && errors.Is(err, io.EOF) {
@@ -82,6 +77,11 @@ func (x *exchange) relay(resp *http.Response) (policy.Report, bool, error) {
 	x.w.WriteHeader(http.StatusOK)
 	for {
 		if n > 0 {
+			if stream {
+				// The region is answering: a stream may last minutes,
+				// and the policy must not take it for a silent region.
+				x.att.Heard()
+			}
 			_, _ = x.scan.Write(buf[:n])
 			if x.scan.Err != codes.OK && !x.settled {
 				// The region ends the stream with an error of its own,
