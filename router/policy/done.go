@@ -28,12 +28,14 @@ func (r *region) done(rep Report) {
 	st := s.st
 	ln := &r.lanes[min(rep.lane, laneCount-1)]
 	switch {
+	case rep.Outcome == Cancelled || (rep.Outcome == Failure && rep.Timeout):
+		// Nothing came back: the region said nothing (silence.go).
 	case rep.heard:
 		// Its answer began to arrive earlier (Attempt.Heard), which is when
 		// its latency was measured; the end of a stream only says the
 		// region is still there.
 		r.quiet.heard(now)
-	case rep.Outcome != Cancelled && (rep.Outcome != Failure || !rep.Timeout):
+	default:
 		r.quiet.answered(now, rep.chargedAt, int64(st.interval))
 	}
 	switch rep.Outcome {
