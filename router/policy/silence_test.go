@@ -4,16 +4,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regionwarden/regionwarden/internal/clocktest"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
-// TestSilentRegionRanksLast: a provisioned region whose last answer took
-// 1 s stops answering. Calls still go to it while it has answered within
-// 1 s; once nothing has come back for longer, with minRequests attempts in
-// flight, calls go first to the shared region, which has room, and the
-// silent one takes what the shared one cannot. A timeout is not an answer;
-// the first bytes of any answer end the silence.
-func TestSilentRegionRanksLast(t *testing.T) {
+// silencePool is a provisioned region, europe-west1, with no capacity hint,
+// and a shared one of 5 calls a second, judged on 10 calls, after the
+// provisioned region answered a call in 1 s: its slowest answer. first
+// starts a call and picks its first attempt.
+func silencePool(t *testing.T) (*Pool, *clocktest.Clock, func() Attempt) {
+	t.Helper()
 	clk := newClock()
 	tp := pool(provisioned("europe-west1", table.Capacity{}), shared("europe-west4", 5))
 	tp.Policy.Ejection.MinRequests = 10
@@ -27,10 +27,20 @@ func TestSilentRegionRanksLast(t *testing.T) {
 		}
 		return a
 	}
-	// Its latency: one answer in 1 s.
 	a := first()
 	clk.Advance(time.Second)
 	a.Done(Success)
+	return p, clk, first
+}
+
+// TestSilentRegionRanksLast: a provisioned region whose last answer took
+// 1 s stops answering. Calls still go to it while it has answered within
+// 1 s; once nothing has come back for longer, with minRequests attempts in
+// flight, calls go first to the shared region, which has room, and the
+// silent one takes what the shared one cannot. A timeout is not an answer;
+// the first bytes of any answer end the silence.
+func TestSilentRegionRanksLast(t *testing.T) {
+	p, clk, first := silencePool(t)
 
 	var hung []Attempt
 	for i := range 10 {
@@ -75,22 +85,7 @@ func TestSilentRegionRanksLast(t *testing.T) {
 // last; once their chunks stop for longer than the slowest answer, the
 // region is silent.
 func TestFlowingStreamsAreNotSilent(t *testing.T) {
-	clk := newClock()
-	tp := pool(provisioned("europe-west1", table.Capacity{}), shared("europe-west4", 5))
-	tp.Policy.Ejection.MinRequests = 10
-	p := mustNew(t, tp, clk)
-	first := func() Attempt {
-		t.Helper()
-		c := p.Start(Request{})
-		a, err := c.Pick()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
-	a := first()
-	clk.Advance(time.Second)
-	a.Done(Success)
+	p, clk, first := silencePool(t)
 	var streams []Attempt
 	for range 10 {
 		a := first()
