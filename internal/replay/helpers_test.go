@@ -230,6 +230,53 @@ regions:
 	}
 }
 
+// TestCarryOnce: what the regions serve when every call is sent once, to
+// the regions that answer most first: in spill-regions-failing the PT's 27
+// of 40 calls a second and half of the 13 the pay-as-you-go regions take;
+// while the provisioned region is down the shared quotas' 18; and a region
+// that fails half its calls, listed first, takes nothing while a healthy
+// one has room for all.
+func TestCarryOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want float64
+	}{
+		{ScenarioSpillFailing, 0.8375},
+		{ScenarioProvisionedDown, 0.45},
+	} {
+		sc, err := emulator.LoadScenario("../../test/scenarios/" + tc.name + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp, _ := faultSpan(sc, sc.Duration.Duration)
+		if got := carryOnce(sc, sp); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s: %v carried once, want %v", tc.name, got, tc.want)
+		}
+	}
+	sc, err := emulator.ParseScenario([]byte(`
+name: order
+project: p
+model: m
+duration: 2m
+load: {requestsPerSecond: 10, deadline: 10s}
+regions:
+- name: europe-west1
+  tier: shared
+  capacity: {requestsPerSecond: 10}
+  faults: [{from: 1m, to: 2m, errorRate: 0.5, code: 503}]
+- name: europe-west4
+  tier: shared
+  capacity: {requestsPerSecond: 10}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, _ := faultSpan(sc, 2*time.Minute)
+	if got := carryOnce(sc, sp); got != 1 {
+		t.Errorf("a failing region listed first: %v carried once, want 1", got)
+	}
+}
+
 // throttledLoads are the regions of a provisioned-region-throttled replay:
 // the provisioned one over its capacity for 5 s in a row (it answers 429
 // then, which the target allows), a shared one for over seconds.
@@ -271,7 +318,7 @@ func TestFaultChecks(t *testing.T) {
 	} {
 		r := tc.r
 		r.Policy = NameRegionwarden
-		rep := &Report{Scenario: tc.scenario, Duration: 4 * time.Minute, Scale: 10, Rate: 40, Fault: fault, FaultCarry: 0.45, Results: []*Result{&r}}
+		rep := &Report{Scenario: tc.scenario, Duration: 4 * time.Minute, Scale: 10, Rate: 40, Fault: fault, FaultCarry: 0.45, FaultCarryOnce: 0.8375, Results: []*Result{&r}}
 		cs := Checks(rep)
 		if len(cs) != 1 || cs[0].Pass != tc.want {
 			t.Errorf("%s with %+v: checks %+v, want one that passes: %v", tc.scenario, r, cs, tc.want)

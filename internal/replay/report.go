@@ -39,6 +39,10 @@ type Report struct {
 	// a fault only what it answers of it (faultSpan): what a policy can
 	// serve then.
 	FaultCarry float64
+	// FaultCarryOnce is the share of the load during Fault that the regions
+	// serve when every call is sent once, and not retried, to the region
+	// with room that answers most of what it is sent (carryOnce).
+	FaultCarryOnce float64
 	// PTCalls is what the scenario's PTs can serve together, in calls per
 	// second of the scenario's typical size.
 	PTCalls float64

@@ -94,6 +94,7 @@ func Run(ctx context.Context, sc *emulator.Scenario, policies []Policy, o Option
 		}
 	}
 	rep.Fault, rep.FaultCarry = faultSpan(sc, dur)
+	rep.FaultCarryOnce = carryOnce(sc, rep.Fault)
 	for i := range sc.Regions {
 		if p := sc.Regions[i].Provisioned; p != nil {
 			rep.PTCalls += sc.RequestsPerSecond(&emulator.Region{Provisioned: p})
@@ -608,6 +609,37 @@ func faultSpan(sc *emulator.Scenario, dur time.Duration) (Span, float64) {
 		carry += share * min(c, rate)
 	}
 	return sp, min(carry/rate, 1)
+}
+
+// carryOnce is the share of the load during sp that sc's regions serve
+// when every call is sent once, and not retried: to the regions that answer
+// most of what they are sent first, each up to its capacity in calls per
+// second (a region without one takes the rest), each answering its share
+// (answered) of the calls it takes, over the load's rate at the span's
+// start. Zero without a span.
+func carryOnce(sc *emulator.Scenario, sp Span) float64 {
+	rate := sc.Load.RateAt(sp.From)
+	if sp.To == 0 || rate <= 0 {
+		return 0
+	}
+	type room struct{ share, calls float64 }
+	rooms := make([]room, 0, len(sc.Regions))
+	for i := range sc.Regions {
+		r := &sc.Regions[i]
+		c := sc.RequestsPerSecond(r)
+		if c == 0 {
+			c = rate
+		}
+		rooms = append(rooms, room{answered(r, sp, sc.Load.Deadline.Duration), c})
+	}
+	slices.SortStableFunc(rooms, func(a, b room) int { return cmp.Compare(b.share, a.share) })
+	left, served := rate, 0.0
+	for _, r := range rooms {
+		sent := min(r.calls, left)
+		served += r.share * sent
+		left -= sent
+	}
+	return served / rate
 }
 
 // answered is the least share of its calls that region r answers within
