@@ -172,20 +172,26 @@ func TestWriteMarkdown(t *testing.T) {
 // down, nothing when every region is, all of it while the provisioned region
 // answers 55% of its calls and the shared quotas take the rest; of a region
 // with errors what it answers of its capacity, of one slower than the
-// deadline nothing.
+// deadline nothing. And what they serve when every call is sent once, to
+// the regions that answer most first (carryOnce): in spill-regions-failing
+// the PT's 27 of 40 calls a second and half of the 13 the pay-as-you-go
+// regions take; with 429s the PT's 55% of the calls it takes before the
+// shared quotas have room for the rest.
 func TestFaultSpan(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		dur      time.Duration
 		want     Span
 		wantCarr float64
+		wantOnce float64
 	}{
-		{ScenarioProvisionedDown, 4 * time.Minute, Span{2 * time.Minute, 150 * time.Second}, 0.45},
-		{ScenarioTotalOutage, 4 * time.Minute, Span{2 * time.Minute, 140 * time.Second}, 0},
-		{ScenarioTotalOutage, 130 * time.Second, Span{2 * time.Minute, 130 * time.Second}, 0},
-		{ScenarioTotalOutage, time.Minute, Span{}, 0},
-		{ScenarioProvisionedThrottled, 5 * time.Minute, Span{90 * time.Second, 210 * time.Second}, 1},
-		{ScenarioSharedContention, 8 * time.Minute, Span{2 * time.Minute, 6 * time.Minute}, 0.5},
+		{ScenarioProvisionedDown, 4 * time.Minute, Span{2 * time.Minute, 150 * time.Second}, 0.45, 0.45},
+		{ScenarioTotalOutage, 4 * time.Minute, Span{2 * time.Minute, 140 * time.Second}, 0, 0},
+		{ScenarioTotalOutage, 130 * time.Second, Span{2 * time.Minute, 130 * time.Second}, 0, 0},
+		{ScenarioTotalOutage, time.Minute, Span{}, 0, 0},
+		{ScenarioProvisionedThrottled, 5 * time.Minute, Span{90 * time.Second, 210 * time.Second}, 1, 0.7975},
+		{ScenarioSharedContention, 8 * time.Minute, Span{2 * time.Minute, 6 * time.Minute}, 0.5, 0.5},
+		{ScenarioSpillFailing, 6 * time.Minute, Span{time.Minute, 4 * time.Minute}, 0.975, 0.8375},
 	} {
 		sc, err := emulator.LoadScenario("../../test/scenarios/" + tc.name + ".yaml")
 		if err != nil {
@@ -194,6 +200,9 @@ func TestFaultSpan(t *testing.T) {
 		sp, carry := faultSpan(sc, tc.dur)
 		if sp != tc.want || math.Abs(carry-tc.wantCarr) > 1e-9 {
 			t.Errorf("%s cut to %s: faults %+v carrying %v, want %+v carrying %v", tc.name, tc.dur, sp, carry, tc.want, tc.wantCarr)
+		}
+		if once := carryOnce(sc, sp); math.Abs(once-tc.wantOnce) > 1e-9 {
+			t.Errorf("%s cut to %s: %v carried once, want %v", tc.name, tc.dur, once, tc.wantOnce)
 		}
 	}
 	// 20 calls/s: half of europe-west1's 10 answered, none of
@@ -225,55 +234,16 @@ regions:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, carry := faultSpan(sc, 2*time.Minute); math.Abs(carry-0.45) > 1e-9 {
+	sp, carry := faultSpan(sc, 2*time.Minute)
+	if math.Abs(carry-0.45) > 1e-9 {
 		t.Errorf("errors and latency: carrying %v, want 0.45", carry)
 	}
-}
-
-// TestCarryOnce: what the regions serve when every call is sent once, to
-// the regions that answer most first: in spill-regions-failing the PT's 27
-// of 40 calls a second and half of the 13 the pay-as-you-go regions take;
-// while the provisioned region is down the shared quotas' 18; and a region
-// that fails half its calls, listed first, takes nothing while a healthy
-// one has room for all.
-func TestCarryOnce(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		want float64
-	}{
-		{ScenarioSpillFailing, 0.8375},
-		{ScenarioProvisionedDown, 0.45},
-	} {
-		sc, err := emulator.LoadScenario("../../test/scenarios/" + tc.name + ".yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		sp, _ := faultSpan(sc, sc.Duration.Duration)
-		if got := carryOnce(sc, sp); math.Abs(got-tc.want) > 1e-9 {
-			t.Errorf("%s: %v carried once, want %v", tc.name, got, tc.want)
-		}
-	}
-	sc, err := emulator.ParseScenario([]byte(`
-name: order
-project: p
-model: m
-duration: 2m
-load: {requestsPerSecond: 10, deadline: 10s}
-regions:
-- name: europe-west1
-  tier: shared
-  capacity: {requestsPerSecond: 10}
-  faults: [{from: 1m, to: 2m, errorRate: 0.5, code: 503}]
-- name: europe-west4
-  tier: shared
-  capacity: {requestsPerSecond: 10}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, _ := faultSpan(sc, 2*time.Minute)
-	if got := carryOnce(sc, sp); got != 1 {
-		t.Errorf("a failing region listed first: %v carried once, want 1", got)
+	// Sent once, in the table's order europe-west1 would take 10 and answer
+	// 5, europe-west4 the other 10 and answer none: a quarter. The regions
+	// that answer most take first: europe-north1's 4, then half of
+	// europe-west1's 10.
+	if once := carryOnce(sc, sp); math.Abs(once-0.45) > 1e-9 {
+		t.Errorf("errors and latency: %v carried once, want 0.45", once)
 	}
 }
 
