@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,6 +80,8 @@ type Target struct {
 // PredictionService.
 type endpoint struct {
 	rest       *http.Transport
+	h1         *h1  // the REST transport of a plaintext endpoint not behind a proxy; nil otherwise
+	insecure   bool // plaintext (Options.Insecure)
 	conn       *grpc.ClientConn
 	prediction *aiplatform.PredictionClient
 	utility    *aiplatform.LlmUtilityClient
@@ -99,6 +102,9 @@ func (e *endpoint) release() {
 func (e *endpoint) close() {
 	e.closeOnce.Do(func() {
 		e.rest.CloseIdleConnections()
+		if e.h1 != nil {
+			e.h1.closeIdle()
+		}
 		_ = e.prediction.Close()
 		_ = e.utility.Close()
 		_ = e.conn.Close()
@@ -230,7 +236,19 @@ func (c *Clients) dial(hostport string) (*endpoint, error) {
 		_ = conn.Close()
 		return nil, fmt.Errorf("upstream %s: llm utility client: %w", hostport, err)
 	}
-	return &endpoint{rest: newTransport(c.opts.Insecure), conn: conn, prediction: pc, utility: uc}, nil
+	e := &endpoint{rest: newTransport(c.opts.Insecure), insecure: c.opts.Insecure, conn: conn, prediction: pc, utility: uc}
+	if c.opts.Insecure && !proxied(hostport) {
+		e.h1 = newH1(hostport)
+	}
+	return e, nil
+}
+
+// proxied reports whether plaintext calls to hostport go through an HTTP
+// proxy named by the environment (HTTP_PROXY, NO_PROXY): net/http's
+// transport then carries them, as it speaks to proxies.
+func proxied(hostport string) bool {
+	u, err := http.ProxyFromEnvironment(&http.Request{URL: &url.URL{Scheme: "http", Host: hostport}})
+	return err != nil || u != nil
 }
 
 // Connection settings of the REST transports.

@@ -187,12 +187,11 @@ func path(r *Request, t *Target) string {
 	return b.String()
 }
 
-// sending is one REST call's own state, in one allocation: its URL, the
-// reader of its body, and the closer that ends the call on its endpoint.
+// sending is one REST call's own state on net/http's transport, in one
+// allocation: its URL and the reader of its body.
 type sending struct {
 	u    url.URL
 	body bytes.Reader
-	rel  releasing
 	raw  []byte
 }
 
@@ -217,27 +216,18 @@ func (c *Clients) Send(ctx context.Context, t Target, r *Request) (*http.Respons
 		return nil, err
 	}
 	rt, srt := Headers(&t)
-	s := &sending{raw: r.Body}
-	s.u = url.URL{Scheme: "https", Host: t.Region.Endpoint, Path: path(r, &t), RawQuery: r.RawQuery}
-	if c.opts.Insecure {
-		s.u.Scheme = "http"
+	header := outHeader(r.Header, rt, srt, auth, deadlineOf(ctx))
+	c.opts.Propagator.Inject(ctx, propagation.HeaderCarrier(header))
+	var resp *http.Response
+	if e.h1 != nil {
+		target := escapedPath(path(r, &t))
+		if r.RawQuery != "" {
+			target += "?" + r.RawQuery
+		}
+		resp, err = e.h1.send(ctx, target, header, r.Body)
+	} else {
+		resp, err = e.roundTrip(ctx, &t, r, header)
 	}
-	req := (&http.Request{
-		Method:     http.MethodPost,
-		URL:        &s.u,
-		Proto:      "HTTP/1.1",
-		ProtoMajor: 1,
-		ProtoMinor: 1,
-		Header:     outHeader(r.Header, rt, srt, auth, deadlineOf(ctx)),
-		Body:       http.NoBody,
-		Host:       s.u.Host,
-	}).WithContext(ctx)
-	if len(r.Body) > 0 {
-		s.body.Reset(r.Body)
-		req.Body, req.GetBody, req.ContentLength = io.NopCloser(&s.body), s.getBody, int64(len(r.Body))
-	}
-	c.opts.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
-	resp, err := e.rest.RoundTrip(req)
 	if err != nil {
 		e.release()
 		return nil, err
@@ -247,9 +237,47 @@ func (c *Clients) Send(ctx context.Context, t Target, r *Request) (*http.Respons
 		e.release()
 		return nil, rerr
 	}
-	s.rel = releasing{ReadCloser: resp.Body, e: e}
-	resp.Body = &s.rel
+	resp.Body = &releasing{ReadCloser: resp.Body, e: e}
 	return resp, nil
+}
+
+// roundTrip sends a call through e's net/http transport: over TLS, and
+// plaintext through a proxy.
+func (e *endpoint) roundTrip(ctx context.Context, t *Target, r *Request, header http.Header) (*http.Response, error) {
+	s := &sending{raw: r.Body}
+	s.u = url.URL{Scheme: "https", Host: t.Region.Endpoint, Path: path(r, t), RawQuery: r.RawQuery}
+	if e.insecure {
+		s.u.Scheme = "http"
+	}
+	req := (&http.Request{
+		Method:     http.MethodPost,
+		URL:        &s.u,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     header,
+		Body:       http.NoBody,
+		Host:       s.u.Host,
+	}).WithContext(ctx)
+	if len(r.Body) > 0 {
+		s.body.Reset(r.Body)
+		req.Body, req.GetBody, req.ContentLength = io.NopCloser(&s.body), s.getBody, int64(len(r.Body))
+	}
+	return e.rest.RoundTrip(req)
+}
+
+// escapedPath is p as a request line carries it: p itself when it has only
+// bytes a path may carry as they are (the names of projects, regions and
+// models have no others), escaped as net/http escapes a URL's path otherwise.
+func escapedPath(p string) string {
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~/:@!$&'()*+,;=", c) >= 0 {
+			continue
+		}
+		return (&url.URL{Path: p}).EscapedPath()
+	}
+	return p
 }
 
 // deadlineOf is ctx's deadline; zero if it has none.
