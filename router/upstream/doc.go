@@ -1,7 +1,8 @@
 // Package upstream calls Vertex AI regions, over REST or gRPC, the way the
 // caller called the router. Each region endpoint gets its connections on
 // first use, reused by every later call: an HTTP transport of its own (HTTP/2
-// over TLS to Google) and a gRPC connection with the aiplatform clients on it.
+// over TLS to Google; in plaintext, to emulators, the router's own HTTP/1.1
+// client) and a gRPC connection with the aiplatform clients on it.
 // Retain closes those of endpoints that left the routing table once their
 // calls have ended.
 //

@@ -21,12 +21,12 @@ import (
 // Why not net/http's Transport, as over TLS: its HTTP/1.1 connections each
 // run a read loop and a write loop, and a call crosses both on channels: two
 // goroutine hand-offs and a context, a wanted-connection record, a cloned
-// header and a transfer writer a call. Profiles of the benchmark put that at
-// a quarter of the router's CPU a call (docs/dataplane.md). A proxy
-// that sends one request at a time on a connection, and reads its answer
-// before the next, needs none of it: the caller's goroutine writes the request
-// in one write and parses the answer with net/http's own parser
-// (http.ReadResponse), which also frames the body (Content-Length, chunked).
+// header and a transfer writer a call: about a sixth of the router's CPU a
+// call in the data-plane benchmark (docs/dataplane.md). A proxy that sends
+// one request at a time on a connection, and reads its answer before the
+// next, needs none of it: the caller's goroutine writes the request in one
+// write and parses the answer with net/http's own parser (http.ReadResponse),
+// which also frames the body (Content-Length, chunked).
 // Over TLS the transport stays net/http's: it speaks HTTP/2 to Google, where
 // calls share connections and the loops are the protocol's.
 //
