@@ -59,7 +59,9 @@ type h1conn struct {
 	nc        net.Conn
 	raw       syscall.RawConn // nil when the connection has no file descriptor
 	br        *bufio.Reader
-	wbuf      []byte
+	wbuf      []byte      // the last request's head, reused for the next
+	vec       [2][]byte   // the head and body of the request being written
+	bufs      net.Buffers // vec as WriteTo consumes it: a field, so it is not allocated
 	idleSince time.Time
 	// peek is c.peekFD, bound once: alive runs it without allocating.
 	peek    func(fd uintptr) bool
@@ -182,14 +184,21 @@ func (t *h1) send(ctx context.Context, target string, header http.Header, body [
 // request was not written at all on a reused connection: it may be sent again
 // on another, as net/http's transport does.
 func (c *h1conn) call(ctx context.Context, target string, header http.Header, body []byte) (resp *http.Response, retry bool, err error) {
-	buf, err := appendRequest(c.wbuf[:0], c.t.addr, target, header, body)
+	head, err := appendHead(c.wbuf[:0], c.t.addr, target, header, len(body))
 	if err != nil {
 		_ = c.nc.Close()
 		return nil, false, err
 	}
-	c.wbuf = buf
+	if cap(head) <= maxKeptHead {
+		c.wbuf = head
+	}
 	stop := context.AfterFunc(ctx, c.abort)
-	n, err := c.nc.Write(buf)
+	// The head and the caller's body in one writev: one syscall, and the
+	// body is not copied (it may be megabytes of inline media).
+	c.vec = [2][]byte{head, body}
+	c.bufs = c.vec[:]
+	n, err := c.bufs.WriteTo(c.nc)
+	c.vec, c.bufs = [2][]byte{}, nil
 	if err != nil {
 		stop()
 		_ = c.nc.Close()
@@ -273,11 +282,15 @@ func (b *h1body) finish(atEOF bool) {
 	_ = c.nc.Close()
 }
 
-// appendRequest appends to buf an HTTP/1.1 POST of body to target on host,
-// with header and the body's Content-Length. A header name or value that
+// maxKeptHead is the largest request head buffer a connection keeps for its
+// next call; a larger one (a caller's outsized headers) is let go.
+const maxKeptHead = 16 << 10
+
+// appendHead appends to buf the head of an HTTP/1.1 POST to target on host,
+// with header and a body of bodyLen bytes. A header name or value that
 // could break the request's framing (a control character, a colon or a space
 // in a name) is refused, as net/http's transport refuses it.
-func appendRequest(buf []byte, host, target string, header http.Header, body []byte) ([]byte, error) {
+func appendHead(buf []byte, host, target string, header http.Header, bodyLen int) ([]byte, error) {
 	buf = append(buf, "POST "...)
 	buf = append(buf, target...)
 	buf = append(buf, " HTTP/1.1\r\nHost: "...)
@@ -298,9 +311,8 @@ func appendRequest(buf []byte, host, target string, header http.Header, body []b
 		}
 	}
 	buf = append(buf, "Content-Length: "...)
-	buf = strconv.AppendInt(buf, int64(len(body)), 10)
-	buf = append(buf, "\r\n\r\n"...)
-	return append(buf, body...), nil
+	buf = strconv.AppendInt(buf, int64(bodyLen), 10)
+	return append(buf, "\r\n\r\n"...), nil
 }
 
 // validHeaderName reports whether k is an HTTP token (RFC 9110, section 5.1).

@@ -206,3 +206,33 @@ func TestEscapedPath(t *testing.T) {
 		}
 	}
 }
+
+// TestPlaintextSendsLargeBodies: a body of megabytes (inline media) reaches
+// the region whole, and the connection keeps no buffer of its size.
+func TestPlaintextSendsLargeBodies(t *testing.T) {
+	body := []byte(strings.Repeat(`{"inlineData":"0123456789abcdef"},`, 100_000))
+	tr, _, _ := h1Region(t, func(w http.ResponseWriter, r *http.Request) {
+		got, err := io.ReadAll(r.Body)
+		if err != nil || string(got) != string(body) || r.ContentLength != int64(len(body)) {
+			http.Error(w, "body changed", http.StatusBadRequest)
+			return
+		}
+		_, _ = w.Write([]byte(`{}`))
+	})
+	for range 2 {
+		resp, err := tr.send(context.Background(), "/a", http.Header{"X-Big": {strings.Repeat("v", maxKeptHead)}}, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if len(tr.idle) != 1 || cap(tr.idle[0].wbuf) > maxKeptHead {
+		t.Fatalf("%d idle connections, the first keeping a %d-byte buffer", len(tr.idle), cap(tr.idle[0].wbuf))
+	}
+}
