@@ -19,6 +19,18 @@ package policy
 // and a region that serves half of what it is sent (Google's dynamic shared
 // quota under contention) is sent a trickle. The limit answers timeouts,
 // the sign of a region slowing under its load.
+//
+// And only the timeouts that waited: an attempt that lasted longer than the
+// slowest answer the region gave in the ejection interval (silence.late). A
+// region that answers DEADLINE_EXCEEDED sooner than it answered calls that
+// succeeded (a frontend whose backend is gone answers at once) did not keep
+// that call waiting behind the router's others, and says nothing of how many
+// calls it holds; shrinking for it would settle the limit at a few calls
+// while the region serves most of what it is sent quickly. Such an answer
+// still counts as a failure: the failure window, ejection or demotion and
+// the throttle all see it. An attempt that ran out its deadline with nothing
+// back lasted the deadline, longer than any answer the region gives within
+// it, and shrinks the limit as before.
 func (r *region) done(rep Report) {
 	p := r.p
 	now := p.nanos()
@@ -56,7 +68,7 @@ func (r *region) done(rep Report) {
 	case Failure:
 		r.fails.add(bucketOf(now, st.failWidth), 1, 1)
 		ln.throttled(now, false)
-		if rep.Timeout {
+		if rep.Timeout && r.quiet.late(now-rep.chargedAt) {
 			r.limit.shrink(s.limitFloor())
 		}
 		switch {

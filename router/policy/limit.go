@@ -18,8 +18,9 @@ const (
 // multiplicative decrease, as TCP congestion control and Netflix's
 // concurrency-limits do it. Each success adds 1/limit (one per limit's worth of
 // successes), but only while at least half the limit is in use, so an idle
-// region's limit does not drift up; each timeout multiplies it by 0.9 (a 429
-// does not: region.done).
+// region's limit does not drift up; each timeout that waited longer than the
+// region's slowest recent answer multiplies it by 0.9 (a 429 does not, nor a
+// DEADLINE_EXCEEDED answered sooner: region.done).
 // It stays within [1, max]. The value is a float64 kept in one atomic word.
 //
 // A region that answers is never held to this limit alone: see

@@ -208,3 +208,41 @@ func TestSlowIsNotOverloaded(t *testing.T) {
 		})
 	}
 }
+
+// TestOnlyLateTimeoutsShrinkTheLimit: a DEADLINE_EXCEEDED answered sooner
+// than the region's slowest recent answer leaves its in-flight limit alone
+// (it still counts as a failure); one that came after longer than that
+// shrinks it.
+func TestOnlyLateTimeoutsShrinkTheLimit(t *testing.T) {
+	clk := newClock()
+	tp := pool(shared("europe-west4", 1000))
+	tp.Regions[0].Ejectable = false
+	tp.Policy.Concurrency = table.Concurrency{MaxInFlight: 1000, RegionInitialLimit: 16, RegionMaxLimit: 64}
+	p := mustNew(t, tp, clk)
+	attempt := func(took time.Duration, rep Report) {
+		t.Helper()
+		c := p.Start(Request{})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(took)
+		a.Finish(rep)
+	}
+	limit := func() int64 { return p.Snapshot().Regions[0].Limit }
+	attempt(time.Second, Report{Outcome: Success})
+	for range 10 {
+		attempt(10*time.Millisecond, Report{Outcome: Failure, Timeout: true})
+		attempt(10*time.Millisecond, Report{Outcome: Success})
+	}
+	if got := limit(); got != 16 {
+		t.Fatalf("after 10 DEADLINE_EXCEEDED answered in 10 ms by a region whose slowest answer took 1 s: limit %d, want 16", got)
+	}
+	if fails := p.Snapshot().Regions[0].FailureRate; fails < 0.45 {
+		t.Errorf("failure rate %v: the fast timeouts must still count as failures", fails)
+	}
+	attempt(2*time.Second, Report{Outcome: Failure, Timeout: true})
+	if got := limit(); got != 14 {
+		t.Fatalf("after a timeout that took 2 s: limit %d, want 14 (16 x 0.9)", got)
+	}
+}

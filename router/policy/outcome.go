@@ -22,7 +22,8 @@ const (
 	// Failure: 5xx, UNAVAILABLE, DEADLINE_EXCEEDED from the region, or a
 	// connection error. A failure of the failure-rate window, which ejects a
 	// shared region and demotes a provisioned one, and a rejection of the
-	// throttle; a timeout (Report.Timeout) also decreases the AIMD limit.
+	// throttle; a timeout (Report.Timeout) that lasted longer than the
+	// region's slowest recent answer also decreases the AIMD limit (done).
 	Failure
 	// CallerFault: the request was bad (other 4xx). Counts for nothing and is
 	// never retried.

@@ -87,3 +87,12 @@ func (s *silence) silent(now int64, inFlight *atomic.Int64, st *poolState) bool 
 	slow := s.slowest.Load()
 	return slow > 0 && now-s.mark.Load() > slow+slow/16 && inFlight.Load() >= st.minRequests
 }
+
+// late reports whether an attempt that lasted d took longer than the slowest
+// answer the region gave in the last interval (or its last answer's, when it
+// has answered nothing since); before its first answer nothing is known of
+// its latency, and every attempt is late.
+func (s *silence) late(d int64) bool {
+	slow := s.slowest.Load()
+	return slow == 0 || d > slow
+}

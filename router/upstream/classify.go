@@ -319,7 +319,8 @@ func GoogleErrorStatus(httpCode int, code codes.Code, message string) []byte {
 // Report is what the policy learns from an attempt that ended with err:
 // ClassifyContext's outcome, read on the caller's context, and a Failure that
 // was DEADLINE_EXCEEDED marked as a timeout, which shrinks the region's
-// in-flight limit as a 429 does.
+// in-flight limit when it waited longer than the region's slowest recent
+// answer (a 429 never does).
 func Report(caller context.Context, err error) policy.Report {
 	o := ClassifyContext(caller, err)
 	return policy.Report{Outcome: o, Timeout: o == policy.Failure && Code(err) == codes.DeadlineExceeded}
