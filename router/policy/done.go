@@ -22,10 +22,11 @@ package policy
 //
 // And only the timeouts that waited: an attempt that lasted longer than the
 // slowest answer the region gave in the ejection interval (silence.late). A
-// region that answers DEADLINE_EXCEEDED sooner than it answered calls that
-// succeeded (a frontend whose backend is gone answers at once) did not keep
-// that call waiting behind the router's others, and says nothing of how many
-// calls it holds; shrinking for it would settle the limit at a few calls
+// region that answers DEADLINE_EXCEEDED no later than it answers calls that
+// succeed (a deadline deeper in Google than the call's own ran out, or a
+// frontend whose backend is gone answers at once) did not keep that call
+// waiting behind the router's others, and says nothing of how many calls it
+// holds; shrinking for it would settle the limit at a few calls
 // while the region serves most of what it is sent quickly. Such an answer
 // still counts as a failure: the failure window, ejection or demotion and
 // the throttle all see it. An attempt that ran out its deadline with nothing

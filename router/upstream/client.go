@@ -41,11 +41,10 @@ var ErrClosed = errors.New("upstream: clients closed")
 // Options configures Clients.
 type Options struct {
 	// Insecure calls regions in plaintext: REST over HTTP/1.1 (with the
-	// router's own client, h1) and gRPC over
-	// HTTP/2 without TLS, for emulators and tests on loopback, never for
-	// Google. It is the only way credentials ever travel without TLS, and
-	// only when an Authorizer is given. Default false: TLS, with HTTP/2 for
-	// both surfaces.
+	// router's own client, h1) and gRPC over HTTP/2 without TLS, for
+	// emulators and tests on loopback, never for Google. It is the only way
+	// credentials ever travel without TLS, and only when an Authorizer is
+	// given. Default false: TLS, with HTTP/2 for both surfaces.
 	Insecure bool
 	// Authorizer chooses each call's credentials. Nil sends none.
 	Authorizer Authorizer
@@ -76,9 +75,9 @@ type Target struct {
 
 // endpoint holds the connections to one host:port: an HTTP transport for
 // REST (its own pool of HTTP/2 connections; under Insecure, h1's HTTP/1.1
-// ones, or net/http's through a proxy) and a gRPC connection with the aiplatform clients on it.
-// CountTokens lives on the LlmUtilityService, the rest on the
-// PredictionService.
+// ones, or net/http's through a proxy) and a gRPC connection with the
+// aiplatform clients on it. CountTokens lives on the LlmUtilityService, the
+// rest on the PredictionService.
 type endpoint struct {
 	rest       *http.Transport
 	h1         *h1  // the REST transport of a plaintext endpoint not behind a proxy; nil otherwise

@@ -161,9 +161,10 @@ func (c *h1conn) alive() bool {
 	return errors.Is(c.peekErr, syscall.EAGAIN)
 }
 
-// send makes one call: POST target (the path and query) with header and
-// body, and returns the answer, whose body the caller reads and must close.
-func (t *h1) send(ctx context.Context, target string, header http.Header, body []byte) (*http.Response, error) {
+// send makes one call: POST path?query (path escaped, query as the caller
+// sent it) with header and body, and returns the answer, whose body the
+// caller reads and must close.
+func (t *h1) send(ctx context.Context, path, query string, header http.Header, body []byte) (*http.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -172,7 +173,7 @@ func (t *h1) send(ctx context.Context, target string, header http.Header, body [
 		if err != nil {
 			return nil, err
 		}
-		resp, retry, err := c.call(ctx, target, header, body)
+		resp, retry, err := c.call(ctx, path, query, header, body)
 		if retry {
 			continue
 		}
@@ -183,8 +184,8 @@ func (t *h1) send(ctx context.Context, target string, header http.Header, body [
 // call sends the request on c and reads the answer's head. retry says the
 // request was not written at all on a reused connection: it may be sent again
 // on another, as net/http's transport does.
-func (c *h1conn) call(ctx context.Context, target string, header http.Header, body []byte) (resp *http.Response, retry bool, err error) {
-	head, err := appendHead(c.wbuf[:0], c.t.addr, target, header, len(body))
+func (c *h1conn) call(ctx context.Context, path, query string, header http.Header, body []byte) (resp *http.Response, retry bool, err error) {
+	head, err := appendHead(c.wbuf[:0], c.t.addr, path, query, header, len(body))
 	if err != nil {
 		_ = c.nc.Close()
 		return nil, false, err
@@ -286,13 +287,17 @@ func (b *h1body) finish(atEOF bool) {
 // next call; a larger one (a caller's outsized headers) is let go.
 const maxKeptHead = 16 << 10
 
-// appendHead appends to buf the head of an HTTP/1.1 POST to target on host,
-// with header and a body of bodyLen bytes. A header name or value that
+// appendHead appends to buf the head of an HTTP/1.1 POST to path?query on
+// host, with header and a body of bodyLen bytes. A header name or value that
 // could break the request's framing (a control character, a colon or a space
 // in a name) is refused, as net/http's transport refuses it.
-func appendHead(buf []byte, host, target string, header http.Header, bodyLen int) ([]byte, error) {
+func appendHead(buf []byte, host, path, query string, header http.Header, bodyLen int) ([]byte, error) {
 	buf = append(buf, "POST "...)
-	buf = append(buf, target...)
+	buf = append(buf, path...)
+	if query != "" {
+		buf = append(buf, '?')
+		buf = append(buf, query...)
+	}
 	buf = append(buf, " HTTP/1.1\r\nHost: "...)
 	buf = append(buf, host...)
 	buf = append(buf, "\r\n"...)

@@ -33,7 +33,7 @@ func h1Region(t *testing.T, h http.HandlerFunc) (*h1, *httptest.Server, *atomic.
 
 // h1Call makes one call and reads its answer to the end.
 func h1Call(ctx context.Context, tr *h1, path string) (int, string, error) {
-	resp, err := tr.send(ctx, path, http.Header{"Content-Type": {"application/json"}}, []byte(generateBody))
+	resp, err := tr.send(ctx, path, "", http.Header{"Content-Type": {"application/json"}}, []byte(generateBody))
 	if err != nil {
 		return 0, "", err
 	}
@@ -66,7 +66,7 @@ func TestPlaintextConnectionsAreReused(t *testing.T) {
 	})
 	ctx := context.Background()
 	for i := range 20 {
-		code, body, err := h1Call(ctx, tr, "/v1/a?alt=sse")
+		code, body, err := h1Call(ctx, tr, "/v1/a")
 		if err != nil || code != http.StatusOK || body != `{"ok":true}` {
 			t.Fatalf("call %d: %d %q %v", i, code, body, err)
 		}
@@ -80,7 +80,7 @@ func TestPlaintextConnectionsAreReused(t *testing.T) {
 
 	// An answer closed before its end: the rest is not read, the
 	// connection not reused.
-	resp, err := tr.send(ctx, "/long", nil, []byte(generateBody))
+	resp, err := tr.send(ctx, "/long", "", nil, []byte(generateBody))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,12 +147,12 @@ func TestPlaintextContextEndsCall(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := tr.send(ctx, "/wait", nil, nil); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := tr.send(ctx, "/wait", "", nil, nil); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("waiting for the head: %v, want the deadline", err)
 	}
 
 	ctx, cancel = context.WithCancel(context.Background())
-	resp, err := tr.send(ctx, "/stream", nil, nil)
+	resp, err := tr.send(ctx, "/stream", "", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestPlaintextRefusesBrokenHeaders(t *testing.T) {
 		{"X A": {"ok"}},
 		{"": {"ok"}},
 	} {
-		if _, err := tr.send(context.Background(), "/a", h, nil); err == nil {
+		if _, err := tr.send(context.Background(), "/a", "", h, nil); err == nil {
 			t.Errorf("header %q was sent", h)
 		}
 	}
@@ -208,19 +208,20 @@ func TestEscapedPath(t *testing.T) {
 }
 
 // TestPlaintextSendsLargeBodies: a body of megabytes (inline media) reaches
-// the region whole, and the connection keeps no buffer of its size.
+// the region whole, with the query, and the connection keeps no buffer of
+// the size of an outsized head.
 func TestPlaintextSendsLargeBodies(t *testing.T) {
 	body := []byte(strings.Repeat(`{"inlineData":"0123456789abcdef"},`, 100_000))
 	tr, _, _ := h1Region(t, func(w http.ResponseWriter, r *http.Request) {
 		got, err := io.ReadAll(r.Body)
-		if err != nil || string(got) != string(body) || r.ContentLength != int64(len(body)) {
-			http.Error(w, "body changed", http.StatusBadRequest)
+		if err != nil || string(got) != string(body) || r.ContentLength != int64(len(body)) || r.URL.RawQuery != "alt=sse" {
+			http.Error(w, "body or query changed", http.StatusBadRequest)
 			return
 		}
 		_, _ = w.Write([]byte(`{}`))
 	})
 	for range 2 {
-		resp, err := tr.send(context.Background(), "/a", http.Header{"X-Big": {strings.Repeat("v", maxKeptHead)}}, body)
+		resp, err := tr.send(context.Background(), "/a", "alt=sse", http.Header{"X-Big": {strings.Repeat("v", maxKeptHead)}}, body)
 		if err != nil {
 			t.Fatal(err)
 		}

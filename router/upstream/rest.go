@@ -220,11 +220,7 @@ func (c *Clients) Send(ctx context.Context, t Target, r *Request) (*http.Respons
 	c.opts.Propagator.Inject(ctx, propagation.HeaderCarrier(header))
 	var resp *http.Response
 	if e.h1 != nil {
-		target := escapedPath(path(r, &t))
-		if r.RawQuery != "" {
-			target += "?" + r.RawQuery
-		}
-		resp, err = e.h1.send(ctx, target, header, r.Body)
+		resp, err = e.h1.send(ctx, escapedPath(path(r, &t)), r.RawQuery, header, r.Body)
 	} else {
 		resp, err = e.roundTrip(ctx, &t, r, header)
 	}
