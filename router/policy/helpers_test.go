@@ -31,7 +31,6 @@ func pool(regions ...table.Region) table.Pool {
 // quiet is a logger for pools whose demotions the test does not read.
 var quiet = slog.New(slog.DiscardHandler)
 
-// mustNew returns the adaptive policy for tp on clk.
 // limitedRegion is a pool of one shared region of rps calls a second (0:
 // no hint) that is never ejected, with in-flight limits starting at initial
 // and growing to most, under a pool-wide cap that does not bind.
@@ -46,15 +45,23 @@ func limitedRegion(t testing.TB, clk *clocktest.Clock, rps float64, initial, mos
 // with o, and picks its second attempt.
 func retryAfter(t testing.TB, p *Pool, o Outcome) (Attempt, error) {
 	t.Helper()
-	c := p.Start(Request{})
-	a, err := c.Pick()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, a := pick(t, p, PriorityDefault)
 	a.Done(o)
 	return c.Pick()
 }
 
+// pick starts a call of priority pr and picks its first attempt.
+func pick(t testing.TB, p *Pool, pr Priority) (*Call, Attempt) {
+	t.Helper()
+	c := p.Start(Request{Priority: pr})
+	a, err := c.Pick()
+	if err != nil {
+		t.Fatalf("pick: %v", err)
+	}
+	return &c, a
+}
+
+// mustNew returns the adaptive policy for tp on clk.
 func mustNew(t testing.TB, tp table.Pool, clk *clocktest.Clock) *Pool {
 	t.Helper()
 	p, err := New(tp, Options{Now: clk.Now, Seed: 1, Logger: quiet})

@@ -215,17 +215,11 @@ func TestSlowIsNotOverloaded(t *testing.T) {
 // shrinks it.
 func TestOnlyLateTimeoutsShrinkTheLimit(t *testing.T) {
 	clk := newClock()
-	tp := pool(shared("europe-west4", 1000))
-	tp.Regions[0].Ejectable = false
-	tp.Policy.Concurrency = table.Concurrency{MaxInFlight: 1000, RegionInitialLimit: 16, RegionMaxLimit: 64}
-	p := mustNew(t, tp, clk)
+	p := limitedRegion(t, clk, 1000, 16, 64)
+	// attempt makes one attempt that the region answers after took.
 	attempt := func(took time.Duration, rep Report) {
 		t.Helper()
-		c := p.Start(Request{})
-		a, err := c.Pick()
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, a := pick(t, p, PriorityDefault)
 		clk.Advance(took)
 		a.Finish(rep)
 	}

@@ -26,17 +26,6 @@ func globalPT(rt table.RequestType) table.Pool {
 	return tp
 }
 
-// pick starts a call of priority pr and picks its first attempt.
-func pick(t *testing.T, p *Pool, pr Priority) (*Call, Attempt) {
-	t.Helper()
-	c := p.Start(Request{Priority: pr})
-	a, err := c.Pick()
-	if err != nil {
-		t.Fatalf("pick: %v", err)
-	}
-	return &c, a
-}
-
 // TestSpilloverCarriesTheCallsTier: in spillover mode a PT attempt names the
 // tier its overflow spills into, the first of the call's tiers the region
 // offers: Priority for critical, Flex for sheddable, standard (no header)

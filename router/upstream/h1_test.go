@@ -31,9 +31,14 @@ func h1Region(t *testing.T, h http.HandlerFunc) (*h1, *httptest.Server, *atomic.
 	return tr, srv, &conns
 }
 
-// h1Call makes one call and reads its answer to the end.
+// h1Call makes one call of generateBody and reads its answer to the end.
 func h1Call(ctx context.Context, tr *h1, path string) (int, string, error) {
-	resp, err := tr.send(ctx, path, "", http.Header{"Content-Type": {"application/json"}}, []byte(generateBody))
+	return h1Send(ctx, tr, path, "", http.Header{"Content-Type": {"application/json"}}, []byte(generateBody))
+}
+
+// h1Send makes one call and reads its answer to the end.
+func h1Send(ctx context.Context, tr *h1, path, query string, header http.Header, body []byte) (int, string, error) {
+	resp, err := tr.send(ctx, path, query, header, body)
 	if err != nil {
 		return 0, "", err
 	}
@@ -221,14 +226,9 @@ func TestPlaintextSendsLargeBodies(t *testing.T) {
 		_, _ = w.Write([]byte(`{}`))
 	})
 	for range 2 {
-		resp, err := tr.send(context.Background(), "/a", "alt=sse", http.Header{"X-Big": {strings.Repeat("v", maxKeptHead)}}, body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("status %d", resp.StatusCode)
+		code, answer, err := h1Send(context.Background(), tr, "/a", "alt=sse", http.Header{"X-Big": {strings.Repeat("v", maxKeptHead)}}, body)
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("%d %s %v", code, answer, err)
 		}
 	}
 	tr.mu.Lock()
