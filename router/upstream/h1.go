@@ -187,7 +187,8 @@ func (t *h1) send(ctx context.Context, path, query string, header http.Header, b
 func (c *h1conn) call(ctx context.Context, path, query string, header http.Header, body []byte) (resp *http.Response, retry bool, err error) {
 	head, err := appendHead(c.wbuf[:0], c.t.addr, path, query, header, len(body))
 	if err != nil {
-		_ = c.nc.Close()
+		// Nothing was written: the connection serves the next call.
+		c.t.put(c)
 		return nil, false, err
 	}
 	if cap(head) <= maxKeptHead {

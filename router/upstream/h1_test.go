@@ -198,6 +198,9 @@ func TestPlaintextRefusesBrokenHeaders(t *testing.T) {
 	if calls.Load() != 0 {
 		t.Fatalf("the region got %d calls", calls.Load())
 	}
+	if code, _, err := h1Call(context.Background(), tr, "/a"); err != nil || code != http.StatusOK || calls.Load() != 1 {
+		t.Fatalf("a call after the refusals: %d %v", code, err)
+	}
 }
 
 func TestEscapedPath(t *testing.T) {
