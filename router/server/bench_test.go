@@ -200,13 +200,21 @@ type measurement struct {
 	failed     int
 	loadBefore string
 	busy, ours float64
-	cpu        []float64
+	cpu        []float64   // µs a call, each of cpuURLs, over all its rounds
+	rounds     [][]float64 // µs a call, each of cpuURLs, round by round
 	cpuFailed  []int
 }
 
+// cpuRounds is how many turns the paths take in the CPU phase. Alternating
+// them spreads what else the process and the machine do during the phase (a
+// collection cycle, a neighbour's burst) over every path, where one phase a
+// path would charge it all to whichever path ran then.
+const cpuRounds = 5
+
 // measure warms the paths (connections, the policy, the collector), then
 // sends b.N calls to each of urls at rate per path, interleaved, then
-// measures the CPU per call of each of cpuURLs, all under b's timer.
+// measures the CPU per call of each of cpuURLs, b.N calls each, alone and in
+// turns (cpuRounds), all under b's timer.
 func (rg *rig) measure(b *testing.B, rate int, urls []string, cpuURLs ...string) measurement {
 	b.Helper()
 	if _, failed := rg.openLoop(urls, rate, min(b.N, 2000)); failed > 0 {
@@ -219,12 +227,32 @@ func (rg *rig) measure(b *testing.B, rate int, urls []string, cpuURLs ...string)
 	b.ResetTimer()
 	m.lat, m.failed = rg.openLoop(urls, rate, b.N)
 	m.busy, m.ours = machineShare(machineBefore, machineCPU(), processCPU()-cpuBefore)
-	for _, u := range cpuURLs {
-		cpu, failed := rg.cpuPerCall(u, rate, b.N)
-		m.cpu, m.cpuFailed = append(m.cpu, cpu), append(m.cpuFailed, failed)
+	m.cpu, m.cpuFailed = make([]float64, len(cpuURLs)), make([]int, len(cpuURLs))
+	m.rounds = make([][]float64, len(cpuURLs))
+	for r := range cpuRounds {
+		n := b.N / cpuRounds
+		if r == cpuRounds-1 {
+			n = b.N - n*(cpuRounds-1)
+		}
+		for i, u := range cpuURLs {
+			cpu, failed := rg.cpuPerCall(u, rate, n)
+			m.rounds[i] = append(m.rounds[i], cpu)
+			m.cpu[i] += cpu * float64(n) / float64(b.N)
+			m.cpuFailed[i] += failed
+		}
 	}
 	b.StopTimer()
 	return m
+}
+
+// roundDiffs is, round by round, the CPU a call of cpuURLs[1] less that of
+// cpuURLs[0], as the log prints it.
+func (m measurement) roundDiffs() string {
+	var b strings.Builder
+	for r := range m.rounds[0] {
+		fmt.Fprintf(&b, " %.1f", m.rounds[1][r]-m.rounds[0][r])
+	}
+	return b.String()
 }
 
 // log says how the phase was run and how busy the machine was.
@@ -293,8 +321,9 @@ func loadAverage() string {
 // one open-loop run. It reports p50 and p99 of each path and their
 // differences in microseconds, and the failures. Then, to split CPU time
 // (client, router and region share the process), it sends each path alone
-// at the same rate and reports the CPU time per call of each; the
-// difference is what the router spends on a call. b.N is the number of calls
+// at the same rate, the paths taking turns in cpuRounds rounds, and reports
+// the CPU time per call of each; the difference is what the router spends
+// on a call. b.N is the number of calls
 // per path and phase: -benchtime=10000x runs 20 s at 500/s.
 func BenchmarkAddedLatency(b *testing.B) {
 	for _, rate := range []int{500, 5000} {
@@ -320,8 +349,8 @@ func BenchmarkAddedLatency(b *testing.B) {
 			b.Logf("  straight p50 %.0f µs  p90 %.0f µs  p99 %.0f µs  p99.9 %.0f µs", d50, quantile(lat[0], 0.90), d99, quantile(lat[0], 0.999))
 			b.Logf("  router   p50 %.0f µs  p90 %.0f µs  p99 %.0f µs  p99.9 %.0f µs", r50, quantile(lat[1], 0.90), r99, quantile(lat[1], 0.999))
 			b.Logf("  added    p50 %.0f µs  p99 %.0f µs;  %d failed", r50-d50, r99-d99, failed+f1+f2)
-			b.Logf("  CPU per call (client, region and router in one process): straight %.1f µs, through the router %.1f µs: the router %.1f µs",
-				cpuDirect, cpuRouted, cpuRouted-cpuDirect)
+			b.Logf("  CPU per call (client, region and router in one process, the paths alternated in %d rounds): straight %.1f µs, through the router %.1f µs: the router %.1f µs (round by round:%s)",
+				cpuRounds, cpuDirect, cpuRouted, cpuRouted-cpuDirect, m.roundDiffs())
 		})
 	}
 	// Tracing on (sampler always on, the collector reachable) against off:
