@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // h1 is the REST transport of one plaintext endpoint (Options.Insecure: the
@@ -289,10 +291,14 @@ func (b *h1body) finish(atEOF bool) {
 const maxKeptHead = 16 << 10
 
 // appendHead appends to buf the head of an HTTP/1.1 POST to path?query on
-// host, with header and a body of bodyLen bytes. A header name or value that
-// could break the request's framing (a control character, a colon or a space
-// in a name) is refused, as net/http's transport refuses it.
+// host, with header and a body of bodyLen bytes. A target, header name or
+// value that could break the request's framing (a control character, a
+// space in the target or a name, a colon in a name) is refused, with the
+// checks net/http's transport makes (httpguts).
 func appendHead(buf []byte, host, path, query string, header http.Header, bodyLen int) ([]byte, error) {
+	if !validTarget(path) || !validTarget(query) {
+		return nil, fmt.Errorf("upstream: invalid request target %q?%q", path, query)
+	}
 	buf = append(buf, "POST "...)
 	buf = append(buf, path...)
 	if query != "" {
@@ -303,11 +309,11 @@ func appendHead(buf []byte, host, path, query string, header http.Header, bodyLe
 	buf = append(buf, host...)
 	buf = append(buf, "\r\n"...)
 	for k, vs := range header {
-		if !validHeaderName(k) {
+		if !httpguts.ValidHeaderFieldName(k) {
 			return nil, fmt.Errorf("upstream: invalid header name %q", k)
 		}
 		for _, v := range vs {
-			if !validHeaderValue(v) {
+			if !httpguts.ValidHeaderFieldValue(v) {
 				return nil, fmt.Errorf("upstream: invalid value of header %s", k)
 			}
 			buf = append(buf, k...)
@@ -321,27 +327,12 @@ func appendHead(buf []byte, host, path, query string, header http.Header, bodyLe
 	return append(buf, "\r\n\r\n"...), nil
 }
 
-// validHeaderName reports whether k is an HTTP token (RFC 9110, section 5.1).
-func validHeaderName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if c <= ' ' || c >= 0x7f || c == ':' || c == '"' || c == '(' || c == ')' || c == ',' ||
-			c == '/' || c == ';' || c == '<' || c == '=' || c == '>' || c == '?' || c == '@' ||
-			c == '[' || c == '\\' || c == ']' || c == '{' || c == '}' {
-			return false
-		}
-	}
-	return true
-}
-
-// validHeaderValue reports whether v has no control character but tab
-// (RFC 9110, section 5.5): a CR or LF in it would end the header early.
-func validHeaderValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+// validTarget reports whether a request target has no byte that would end
+// the request line early or smuggle a second one (a space, a control
+// character), as net/http's transport checks before it writes a request.
+func validTarget(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c == 0x7f {
 			return false
 		}
 	}

@@ -180,8 +180,8 @@ func TestPlaintextContextEndsCall(t *testing.T) {
 	}
 }
 
-// TestPlaintextRefusesBrokenHeaders: a header that would end the request's
-// head early is refused before anything is sent.
+// TestPlaintextRefusesBrokenHeaders: a header or a query that would end the
+// request's head or line early is refused before anything is sent.
 func TestPlaintextRefusesBrokenHeaders(t *testing.T) {
 	var calls atomic.Int64
 	tr, _, _ := h1Region(t, func(http.ResponseWriter, *http.Request) { calls.Add(1) })
@@ -193,6 +193,12 @@ func TestPlaintextRefusesBrokenHeaders(t *testing.T) {
 	} {
 		if _, err := tr.send(context.Background(), "/a", "", h, nil); err == nil {
 			t.Errorf("header %q was sent", h)
+		}
+	}
+	// A hostile caller's query (the router passes it on as it came).
+	for _, q := range []string{"alt=sse HTTP/1.1\r\nX-Injected: 1", "a\x00b", "a b"} {
+		if _, err := tr.send(context.Background(), "/a", q, nil, nil); err == nil {
+			t.Errorf("query %q was sent", q)
 		}
 	}
 	if calls.Load() != 0 {

@@ -262,19 +262,11 @@ func (e *endpoint) roundTrip(ctx context.Context, t *Target, r *Request, header 
 	return e.rest.RoundTrip(req)
 }
 
-// escapedPath is p as a request line carries it: p itself when it has only
-// bytes a path may carry as they are (the names of projects, regions and
-// models have no others), escaped as net/http escapes a URL's path otherwise.
-func escapedPath(p string) string {
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~/:@!$&'()*+,;=", c) >= 0 {
-			continue
-		}
-		return (&url.URL{Path: p}).EscapedPath()
-	}
-	return p
-}
+// escapedPath is p as a request line carries it, escaped as net/http
+// escapes a URL's path (the names of projects and models are not checked
+// for what a path may carry). It does not allocate when nothing needs
+// escaping.
+func escapedPath(p string) string { return (&url.URL{Path: p}).EscapedPath() }
 
 // deadlineOf is ctx's deadline; zero if it has none.
 func deadlineOf(ctx context.Context) time.Time {
