@@ -301,6 +301,21 @@ func (a *Attempt) Heard() {
 	r.quiet.answered(r.p.nanos(), st.at[a.n], int64(r.cfg.Load().st.interval))
 }
 
+// Late reports whether the attempt has lasted longer than the slowest answer
+// its region gave in the last ejection interval (or before the region's
+// first answer, when nothing is known of its latency): a region that answers
+// takes no longer than that. The server asks it of an attempt the caller's
+// own deadline cut off, to tell a region that kept the call too long (a
+// failure, a timeout) from a caller that gave it less time than it answers
+// in (the caller giving up).
+func (a *Attempt) Late() bool {
+	if a.call == nil || a.call.st.targets[a.n] == nil {
+		return false
+	}
+	r := a.call.st.targets[a.n]
+	return r.quiet.late(r.p.nanos() - a.call.st.at[a.n])
+}
+
 // Finish reports how the attempt went, with everything the caller measured.
 func (a *Attempt) Finish(r Report) {
 	if a.call == nil || a.call.st.targets[a.n] == nil {

@@ -139,7 +139,32 @@ func onDemand(traffic string) bool { return strings.HasPrefix(traffic, "ON_DEMAN
 // report is what the policy learns from an attempt that ended with err.
 // Whether the caller gave up is read on the caller's own context: the
 // router's request timeout running out is the region being slow.
-func (c *call) report(err error) policy.Report { return upstream.Report(c.ctx, err) }
+//
+// The caller's own deadline (a gRPC deadline, a REST X-Server-Timeout)
+// running out is the caller's, unless the region had kept the attempt longer
+// than it takes to answer (policy.Attempt.Late): then it is the region's
+// failure, a timeout. Both halves matter. A caller, or a hostile tenant,
+// that gives regions less time than they answer in must not fail them and
+// eject or demote them for every other caller; and a region that hangs must
+// fail the attempts its callers' deadlines end, or nothing but the router's
+// own request timeout would ever count against it.
+func (c *call) report(err error) policy.Report {
+	rep := upstream.Report(c.ctx, err)
+	if rep.Outcome == policy.Cancelled && deadlineRanOut(c.ctx) && c.att.Late() { //nolint:misspell // the policy package's name
+		rep.Outcome, rep.Timeout = policy.Failure, true
+	}
+	return rep
+}
+
+// deadlineRanOut reports whether ctx ended, or is about to, by its deadline
+// rather than by a cancellation.
+func deadlineRanOut(ctx context.Context) bool {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}
 
 // refusal is the answer to a call the policy refused before any attempt:
 // over capacity and shed are RESOURCE_EXHAUSTED with a Retry-After; the

@@ -62,7 +62,7 @@ func (x *exchange) serveChat(cr chatRoute) {
 	name, err := upstream.ChatModel(x.req.Body)
 	publisher, model, slash := strings.Cut(name, "/")
 	traced := x.startSpan(r.Context(), propagation.HeaderCarrier(r.Header), methodChat, model)
-	timeout, terr := x.s.callTimeout(r.Header)
+	timeout, callers, terr := x.s.callTimeout(r.Header)
 	switch {
 	case perr != nil:
 		x.fail(http.StatusBadRequest, codes.InvalidArgument, perr.Error(), 0)
@@ -84,5 +84,5 @@ func (x *exchange) serveChat(cr chatRoute) {
 			key.Project, key.Publisher, key.Model, cr.location), 0)
 		return
 	}
-	x.run(traced, timeout, true)
+	x.run(traced, timeout, callers, true)
 }

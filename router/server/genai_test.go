@@ -168,6 +168,60 @@ func TestServerTimeoutTellsEachAttemptWhatIsLeft(t *testing.T) {
 	}
 }
 
+// TestCallersDeadlineIsNotTheRegionsFailure: an attempt a caller's own
+// X-Server-Timeout cuts off sooner than the region answers (its slowest
+// recent answer took 1 s) is the caller giving up, as for a gRPC caller:
+// otherwise a caller, or a hostile tenant, sending impossibly short
+// deadlines would fail every region it calls and eject or demote it for
+// every other caller. An attempt the region held longer than that (it hangs)
+// is the region's failure, whoever's deadline ended it.
+func TestCallersDeadlineIsNotTheRegionsFailure(t *testing.T) {
+	pt := startRegion(t, "europe-west1", table.TierProvisioned)
+	hold := make(chan struct{})
+	pt.set(func(b *upstreamtest.Behavior) { b.Hold = hold })
+	r := startRouter(t, poolOf(generous(), region(pt, 0)))
+	body := `{"contents":[{"parts":[{"text":"hi"}]}]}`
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = r.post(generatePath, body, nil)
+	}()
+	<-pt.Started
+	r.clock.Advance(time.Second) // the region answers in 1 s
+	close(hold)
+	<-done
+
+	pt.set(func(b *upstreamtest.Behavior) { b.Hold, b.Block = nil, true })
+	for range 3 {
+		resp, b := r.post(generatePath, body, http.Header{"X-Server-Timeout": {"0.1"}})
+		if resp.StatusCode != http.StatusGatewayTimeout {
+			t.Fatalf("status %d, want 504: %s", resp.StatusCode, b)
+		}
+	}
+	if f, c := r.attempts("europe-west1", "provisioned", policy.Failure), r.attempts("europe-west1", "provisioned", policy.Cancelled); f != 0 || c < 3 { //nolint:misspell // the policy package's name
+		t.Errorf("attempts cut off by the callers' deadlines sooner than the region answers: %v failed, %v cancelled; want none failed", f, c)
+	}
+	if snap := r.snapshotOf("europe-west1"); snap.FailureRate != 0 {
+		t.Errorf("the region's failure rate is %v after callers' short deadlines ran out", snap.FailureRate)
+	}
+
+	// The region hangs: the attempt lasts 2 s on the router's clock before
+	// the caller's deadline ends it.
+	for len(pt.Started) > 0 {
+		<-pt.Started
+	}
+	go func() {
+		<-pt.Started
+		r.clock.Advance(2 * time.Second)
+	}()
+	if resp, b := r.post(generatePath, body, http.Header{"X-Server-Timeout": {"0.5"}}); resp.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("status %d, want 504: %s", resp.StatusCode, b)
+	}
+	if f := r.attempts("europe-west1", "provisioned", policy.Failure); f != 1 {
+		t.Errorf("an attempt the region held 2 s against its 1-s answers: %v failed, want 1", f)
+	}
+}
+
 // TestServerTimeoutEndsTheCall sends X-Server-Timeout: 1 to a region that
 // never answers: the router gives up when the caller's second is over, not
 // at its own request timeout (20 s in these tests), and says the deadline

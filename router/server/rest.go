@@ -135,7 +135,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		x.fail(http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0)
 		return
 	}
-	timeout, err := s.callTimeout(r.Header)
+	timeout, callers, err := s.callTimeout(r.Header)
 	if err != nil {
 		x.fail(http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0)
 		return
@@ -152,7 +152,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		x.fail(http.StatusRequestEntityTooLarge, codes.InvalidArgument, fmt.Sprintf("request body larger than %d bytes", s.maxBody), 0)
 		return
 	}
-	x.run(traced, timeout, false)
+	x.run(traced, timeout, callers, false)
 }
 
 // callTimeout bounds a REST call, every attempt and wait included: the
@@ -160,18 +160,22 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 // shorter. Google's servers read that header as the time the caller gives the
 // request; the router, standing in for them, does the same, so that it stops
 // trying, waiting for headroom and retrying when the caller stops waiting,
-// and tells each region what is left (upstream.HeaderServerTimeout). A value
-// that is not a positive number of seconds is the caller's error.
-func (s *Server) callTimeout(h http.Header) (time.Duration, error) {
+// and tells each region what is left (upstream.HeaderServerTimeout). callers
+// says the caller's deadline is the one that binds. A value that is not a
+// positive number of seconds is the caller's error.
+func (s *Server) callTimeout(h http.Header) (timeout time.Duration, callers bool, err error) {
 	v := h.Get(upstream.HeaderServerTimeout)
 	if v == "" {
-		return s.timeout, nil
+		return s.timeout, false, nil
 	}
 	d, err := upstream.ParseServerTimeout(v)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return min(d, s.timeout), nil
+	if d <= s.timeout {
+		return d, true, nil
+	}
+	return s.timeout, false, nil
 }
 
 // parsePriority reads the HeaderPriority value.
@@ -187,19 +191,28 @@ func parsePriority(v string) (policy.Priority, error) {
 	return 0, fmt.Errorf("header %s: unknown priority %q (critical, default or sheddable)", HeaderPriority, v)
 }
 
-// run authorizes the call; then, bounded by timeout from now and counted in
+// run authorizes the call; then, bounded by timeout from now (the caller's
+// own deadline when callers says so) and counted in
 // its pool's in-flight gauge, it admits the call, reads its body unless it
 // was read already (bodyRead: the OpenAI-compatible surface reads it to find
 // the pool), and makes attempts until one answers, one is committed, one
 // fails in a way no retry mends, or the policy refuses another; then it
 // writes the error if no answer was written.
-func (x *exchange) run(traced context.Context, timeout time.Duration, bodyRead bool) {
+func (x *exchange) run(traced context.Context, timeout time.Duration, callers, bodyRead bool) {
 	if err := x.authorize(traced, x.r.Header.Get("Authorization")); err != nil {
 		x.fail(err.Status, err.Code, err.Message, 0)
 		return
 	}
 	ctx, cancel := context.WithTimeout(traced, timeout)
 	defer cancel()
+	if callers {
+		// The deadline is the caller's (X-Server-Timeout), read as a gRPC
+		// caller's own deadline is (call.report): an attempt it cuts off
+		// fails the region only if the region kept it longer than it takes
+		// to answer. The router's own request timeout, when it binds, is
+		// always the region's failure.
+		x.ctx = ctx
+	}
 	x.pool.inFlight.Inc()
 	defer x.pool.inFlight.Dec()
 	if err := x.admit(ctx); err != nil {
