@@ -188,7 +188,7 @@ func InProcess(name string, newRouter func(env *Env) (Selector, error)) Policy {
 // so that the replay's first calls do not wait for connections and then
 // arrive in a burst. The aiplatform client closes it.
 func dialReady(ctx context.Context, addr string) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), upstream.Reconnect())
 	if err != nil {
 		return nil, err
 	}

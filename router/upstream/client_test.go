@@ -348,6 +348,44 @@ func TestUnreachableRegionIsAFailure(t *testing.T) {
 	}
 }
 
+// TestRegionBackIsReachedAtOnce refuses a region's connections for 30 s,
+// calling it all the while as a demoted region's probes would, then brings
+// it back on the same address: every surface reaches it within 3 s. gRPC's
+// default reconnect back-off has grown to about 17 s by then, and its calls
+// fail without reaching the region until it ends (Reconnect).
+func TestRegionBackIsReachedAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("refuses connections for 30 seconds")
+	}
+	t.Parallel()
+	g := NewWithT(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	addr := lis.Addr().String()
+	g.Expect(lis.Close()).To(Succeed())
+
+	c := newClients(t, Options{})
+	pool := &table.Pool{Project: "p", Publisher: "google", Model: "m"}
+	target := Target{Pool: pool, Region: table.Region{Name: "europe-west1", Endpoint: addr, Tier: table.TierShared}}
+	call := func(cl caller) error {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		_, err := cl.call(ctx, c, target)
+		return err
+	}
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		for _, cl := range callers {
+			g.Expect(call(cl)).To(HaveOccurred(), "%s reached a region that is not there", cl.name)
+		}
+	}
+
+	upstreamtest.StartAt(t, "europe-west1", table.TierShared, addr)
+	for _, cl := range callers {
+		g.Eventually(func() error { return call(cl) }).WithTimeout(3*time.Second).WithPolling(100*time.Millisecond).
+			Should(Succeed(), "%s: the region came back and is not reached", cl.name)
+	}
+}
+
 // TestParseServerTimeout reads X-Server-Timeout as Google does, seconds whole
 // or decimal, and keeps an absurd value within a Duration.
 func TestParseServerTimeout(t *testing.T) {

@@ -150,7 +150,13 @@ type Region struct {
 // until the test ends.
 func Start(t testing.TB, name string, tier table.Tier) *Region {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	return StartAt(t, name, tier, "127.0.0.1:0")
+}
+
+// StartAt is Start on addr: a region that comes back where one was.
+func StartAt(t testing.TB, name string, tier table.Tier, addr string) *Region {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
