@@ -15,6 +15,7 @@ const (
 	ScenarioCascadingFailover    = "cascading-failover"
 	ScenarioRetrySurge           = "retry-surge"
 	ScenarioProvisionedDown      = "provisioned-region-down"
+	ScenarioUnreachable          = "provisioned-region-unreachable"
 	ScenarioProvisionedSlow      = "provisioned-region-slow"
 	ScenarioProvisionedThrottled = "provisioned-region-throttled"
 	ScenarioSharedContention     = "shared-quota-contention"
@@ -161,6 +162,24 @@ func Checks(rep *Report) []Check {
 				Measured: fmt.Sprintf("%s served (%s of what they can carry), %.3f attempts per call, %d \"no regions\"",
 					pct(f.Success), pct(shareOf(f.Success, rep.FaultCarry)), f.AttemptsPerRequest, r.NoRegions),
 				Pass: f.Requests > 0 && f.Success >= want && f.AttemptsPerRequest <= MaxDownAttempts && r.NoRegions == 0,
+			}
+		})
+	case ScenarioUnreachable:
+		// The same target as the region down, and then its paid capacity
+		// back: success at its baseline soon after the region answers again.
+		each(regionwardenPolicies, func(r *Result) Check {
+			f, want := r.Fault, MinShareOfCarry*rep.FaultCarry
+			back := "not back within the replay"
+			if f.BackAfter() >= 0 {
+				back = "back " + fmtDuration(f.BackAfter()) + " after it"
+			}
+			return Check{
+				Target: fmt.Sprintf("while the provisioned region refuses connections (%s to %s), %s serves at least %s of what the other regions can carry (%s of calls, so %s) with at most %.1f attempts per call and no \"no regions\", and its success is back to its baseline within %s after",
+					fmtDuration(rep.Fault.From), fmtDuration(rep.Fault.To), r.Policy, pct(MinShareOfCarry), pct(rep.FaultCarry), pct(want), MaxDownAttempts, fmtDuration(MaxRecovery)),
+				Measured: fmt.Sprintf("%s served (%s of what they can carry), %.3f attempts per call, %d \"no regions\"; success %s (baseline %s)",
+					pct(f.Success), pct(shareOf(f.Success, rep.FaultCarry)), f.AttemptsPerRequest, r.NoRegions, back, pct(f.Baseline)),
+				Pass: f.Requests > 0 && f.Success >= want && f.AttemptsPerRequest <= MaxDownAttempts && r.NoRegions == 0 &&
+					f.BackAfter() >= 0 && f.BackAfter() <= MaxRecovery,
 			}
 		})
 	case ScenarioProvisionedSlow:

@@ -186,6 +186,7 @@ func TestFaultSpan(t *testing.T) {
 		wantOnce float64
 	}{
 		{ScenarioProvisionedDown, 4 * time.Minute, Span{2 * time.Minute, 150 * time.Second}, 0.45, 0.45},
+		{ScenarioUnreachable, 6 * time.Minute, Span{90 * time.Second, 270 * time.Second}, 0.45, 0.45},
 		{ScenarioTotalOutage, 4 * time.Minute, Span{2 * time.Minute, 140 * time.Second}, 0, 0},
 		{ScenarioTotalOutage, 130 * time.Second, Span{2 * time.Minute, 130 * time.Second}, 0, 0},
 		{ScenarioTotalOutage, time.Minute, Span{}, 0, 0},
@@ -273,6 +274,12 @@ func TestFaultChecks(t *testing.T) {
 		{ScenarioProvisionedDown, Result{Requests: 9000, Fault: in(0.42, 0.75, 3*time.Second)}, false},   // under 95% of 45%
 		{ScenarioProvisionedDown, Result{Requests: 9000, Fault: in(0.44, 1.2, 3*time.Second)}, false},    // too many attempts
 		{ScenarioProvisionedDown, Result{Requests: 9000, NoRegions: 1, Fault: in(0.44, 0.75, 0)}, false}, // "no regions"
+		{ScenarioUnreachable, Result{Requests: 9000, Fault: in(0.44, 0.75, 12*time.Second)}, true},
+		{ScenarioUnreachable, Result{Requests: 9000, Fault: in(0.42, 0.75, 12*time.Second)}, false},  // under 95% of 45%
+		{ScenarioUnreachable, Result{Requests: 9000, Fault: in(0.44, 1.2, 12*time.Second)}, false},   // too many attempts
+		{ScenarioUnreachable, Result{Requests: 9000, NoRegions: 1, Fault: in(0.44, 0.75, 0)}, false}, // "no regions"
+		{ScenarioUnreachable, Result{Requests: 9000, Fault: in(0.44, 0.75, 57*time.Second)}, false},  // paid capacity back too late
+		{ScenarioUnreachable, Result{Requests: 9000, Fault: in(0.44, 0.75, -1-bucketWidth)}, false},  // never back
 		{ScenarioSpillFailing, Result{Requests: 9000, Fault: in(0.90, 1.1, 0)}, true},
 		{ScenarioSpillFailing, Result{Requests: 9000, Fault: in(0.83, 1.0, 0)}, false},               // refused what a failing region would take
 		{ScenarioSpillFailing, Result{Requests: 9000, NoRegions: 1, Fault: in(0.90, 1.1, 0)}, false}, // "no regions"
