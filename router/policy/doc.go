@@ -112,10 +112,12 @@
 //
 // Silence (silence.go). A region that stops answering sends no failure until
 // the callers' deadlines pass. Once it holds minRequests attempts in flight
-// and has sent nothing back for longer than its slowest answer of the
-// ejection interval, it ranks behind the regions that answer, as a demoted
-// one does, until its next answer of any kind. It feeds nothing else: the attempts that never
-// answer count as timeouts when their deadlines pass.
+// (a region answering fewer calls an interval: at least one, and as many as
+// it answered with success over the interval) and has sent nothing back for
+// longer than its slowest answer of the ejection interval, it ranks behind
+// the regions that answer, as a demoted one does, and a demoted one gets no
+// probe, until its next answer of any kind. It feeds nothing else: the
+// attempts that never answer count as timeouts when their deadlines pass.
 //
 // Retries (Finagle and Linkerd retry budgets). At most maxAttempts attempts per
 // call, each preferring a region the call has not tried, inside one deadline;

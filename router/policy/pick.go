@@ -272,13 +272,21 @@ type laneRanks struct {
 // rankLane is the rank of lane l of region s for this attempt, from base,
 // its rank for the call (laneRanks), once the call's tries count and
 // whether the region ranks last: demoted, ejected (outside panic) or
-// silent. The PT of a demoted region whose probe is due ranks first on a
-// first attempt; choose takes the probe when it picks the region.
-func rankLane(s *slot, l uint8, base int8, last, demoted bool, cs *callState, now int64, retry bool) int8 {
+// silent. The PT of a demoted region whose probe is due (probes: demoted
+// and not silent) ranks first on a first attempt; choose takes the probe
+// when it picks the region.
+//
+// A silent region gets no probe. A probe asks whether the region answers
+// again; the calls it already holds ask the same, and the first answer of
+// any kind from it ends the silence and lets the probes go again. A probe
+// sent into the silence would only wait out its caller's deadline and
+// learn nothing those calls will not tell: at a probe every half second
+// that is two calls a second lost for as long as a region hangs.
+func rankLane(s *slot, l uint8, base int8, last, probes bool, cs *callState, now int64, retry bool) int8 {
 	rank := base
 	if last {
 		rank = rankDemoted
-		if demoted && l == laneProvisioned && !retry && s.r.probe.next.Load() <= now {
+		if probes && l == laneProvisioned && !retry && s.r.probe.next.Load() <= now {
 			rank = rankProbe
 		}
 	}
@@ -322,7 +330,8 @@ func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, n
 		return
 	}
 	demoted := s.r.demoted.Load() != nil
-	last := ejected || demoted || s.r.quiet.silent(now, &s.r.inFlight, s.st)
+	silent := s.r.quiet.silent(now, &s.r.inFlight, &s.r.fails, s.st)
+	last := ejected || demoted || silent
 	for m != 0 {
 		l := uint8(bits.TrailingZeros8(m))
 		m &= m - 1
@@ -331,7 +340,7 @@ func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, n
 			cs.full |= 1 << i
 			continue
 		}
-		rank := rankLane(s, l, rk.rank[l&(laneCount-1)], last, demoted, call, now, retry)
+		rank := rankLane(s, l, rk.rank[l&(laneCount-1)], last, demoted && !silent, call, now, retry)
 		c := cs.n
 		cs.k[c] = uint8(i*laneCount) + l
 		cs.rank[c] = rank

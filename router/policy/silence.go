@@ -11,14 +11,29 @@ import "sync/atomic"
 // waits that long and fails. The failure rate cannot see it sooner; what
 // can is the absence of answers. A region is silent when
 //
-//   - it holds at least minRequests attempts in flight: the evidence the
-//     ejection policy asks before judging a region, so a region sent a few
-//     calls is never judged on them, and
+//   - it holds at least minRequests attempts in flight (the evidence the
+//     ejection policy asks before judging a region), or at least one and at
+//     least as many as it answered with success over the whole ejection
+//     interval, and
 //   - nothing has come back from it for longer than the slowest answer it
 //     gave in the last ejection interval (or its last answer's, when it has
 //     answered nothing since), counted from its last answer or from when
 //     it last went from no call in flight to one, whichever is later: none
 //     of its attempts is late by the region's own recent measure until then.
+//
+// The second measure of evidence is for a region that answers fewer than
+// minRequests calls an interval: a pool with little traffic, or a region
+// that gets only a trickle. Held to minRequests in flight, such a region
+// could hang for ever unseen (at one call a second and a 10-s deadline it
+// never holds more than ten), and every call sent to it would wait out its
+// deadline and fail. A region that answers in its usual time holds about
+// rate × latency calls (Little's law) and answers rate × interval in an
+// interval: holding as many as it answered in the whole interval means its
+// calls have been in it about an interval long, far longer than its answers
+// take, and nothing has come back for longer than its slowest answer
+// besides. A region that answers at all, even with errors, is not silent
+// (its answers move the mark); a region that answered many calls in the
+// interval is judged on minRequests, as before.
 //
 // While silent, the region ranks as a demoted one (choose): behind every
 // region that is not, taking only what none of them has room for. Silence
@@ -80,12 +95,21 @@ func (s *silence) answered(now, pickedAt, interval int64) {
 	}
 }
 
-// silent reports whether a region with inFlight attempts in flight is
-// silent at now (see silence). It reads inFlight, which every pick and
-// answer write, only when the words that rarely change say it may be.
-func (s *silence) silent(now int64, inFlight *atomic.Int64, st *poolState) bool {
+// silent reports whether a region with inFlight attempts in flight and the
+// failure window fails is silent at now (see silence). It reads inFlight,
+// which every pick and answer write, and the window only when the words
+// that rarely change say it may be.
+func (s *silence) silent(now int64, inFlight *atomic.Int64, fails *window, st *poolState) bool {
 	slow := s.slowest.Load()
-	return slow > 0 && now-s.mark.Load() > slow+slow/16 && inFlight.Load() >= st.minRequests
+	if slow == 0 || now-s.mark.Load() <= slow+slow/16 {
+		return false
+	}
+	n := inFlight.Load()
+	if n >= st.minRequests {
+		return true
+	}
+	answered, failed := fails.sum(bucketOf(now, st.failWidth))
+	return n > 0 && n >= answered-failed
 }
 
 // late reports whether an attempt that lasted d took longer than the slowest

@@ -20,11 +20,7 @@ func silencePool(t *testing.T) (*Pool, *clocktest.Clock, func() Attempt) {
 	p := mustNew(t, tp, clk)
 	first := func() Attempt {
 		t.Helper()
-		c := p.Start(Request{})
-		a, err := c.Pick()
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, a := pick(t, p, PriorityDefault)
 		return a
 	}
 	a := first()
@@ -106,5 +102,81 @@ func TestFlowingStreamsAreNotSilent(t *testing.T) {
 	}
 	if a := first(); a.Region != "europe-west4" {
 		t.Errorf("a call to a region whose streams stalled went to %s, want the shared region", a.Region)
+	}
+}
+
+// TestQuietRegionThatHangsIsSeen: a pool of one call a second, judged on
+// the default 20 answers, whose provisioned region answers in 0.6 s and then
+// hangs. It never holds 20 calls (ten a deadline of 10 s), so minRequests in
+// flight would leave it first for ever, each call waiting out its deadline.
+// It holds as many calls as it answered over the interval after about five
+// seconds, and from then calls go to the shared region. Before the hang it
+// is never silent.
+func TestQuietRegionThatHangsIsSeen(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(provisioned("europe-west1", table.Capacity{}), shared("europe-west4", 5)), clk)
+	for i := range 30 {
+		_, a := pick(t, p, PriorityDefault)
+		if a.Region != "europe-west1" {
+			t.Fatalf("call %d before the hang went to %s, want the provisioned region", i+1, a.Region)
+		}
+		clk.Advance(600 * time.Millisecond)
+		if rs := p.Snapshot().Regions[0]; rs.Silent {
+			t.Fatalf("call %d before the hang: %+v, want not silent", i+1, rs)
+		}
+		a.Done(Success)
+		clk.Advance(400 * time.Millisecond)
+	}
+	hung := 0
+	for i := range 15 {
+		_, a := pick(t, p, PriorityDefault)
+		if a.Region == "europe-west1" {
+			if hung < i {
+				t.Fatalf("call %d of the hang went to the provisioned region after one went elsewhere", i+1)
+			}
+			hung++
+		}
+		clk.Advance(time.Second)
+	}
+	if hung > 6 {
+		t.Errorf("the hung region held %d calls before calls went elsewhere, want at most 6", hung)
+	}
+	if hung == 15 {
+		t.Errorf("every call of 15 s went to the hung region")
+	}
+}
+
+// TestSilentDemotedRegionGetsNoProbe: a demoted provisioned region that
+// then hangs on its probe gets no further probe while it is silent; its
+// next answer of any kind ends the silence, and the probes go again.
+func TestSilentDemotedRegionGetsNoProbe(t *testing.T) {
+	p, clk, first := silencePool(t)
+	for range 20 {
+		a := first()
+		if a.Region != "europe-west1" {
+			break
+		}
+		clk.Advance(10 * time.Millisecond)
+		a.Done(Failure) // a fast 503
+	}
+	if p.Snapshot().Regions[0].Demotion == nil {
+		t.Fatal("not demoted after its calls failed")
+	}
+	every := time.Duration(p.st.Load().probeEvery)
+	clk.Advance(every)
+	probe := first()
+	if probe.Region != "europe-west1" {
+		t.Fatalf("a due probe went to %s", probe.Region)
+	}
+	clk.Advance(max(every, 1100*time.Millisecond)) // the next probe is due; the first has said nothing for longer than 1 s
+	if rs := p.Snapshot().Regions[0]; !rs.Silent {
+		t.Fatalf("%+v, want silent", rs)
+	}
+	if a := first(); a.Region != "europe-west4" {
+		t.Errorf("a call went to %s while the demoted region is silent, want the shared region", a.Region)
+	}
+	probe.Done(Failure) // it answers, with an error
+	if a := first(); a.Region != "europe-west1" {
+		t.Errorf("after the region answered, a due probe went to %s, want the provisioned region", a.Region)
 	}
 }

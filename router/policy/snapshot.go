@@ -54,9 +54,10 @@ type RegionSnapshot struct {
 	// with enough answered calls, ejectable or not.
 	Failing bool `json:"failing"`
 	// Silent is true while the region holds minRequests attempts in flight
-	// and nothing has come back from it for longer than its slowest recent
-	// answer: it ranks behind the regions that answer until it answers
-	// again (silence.go).
+	// (or, answering fewer, at least as many as it answered with success
+	// over the ejection interval) and nothing has come back from it for
+	// longer than its slowest recent answer: it ranks behind the regions
+	// that answer, and gets no probe, until it answers again (silence.go).
 	Silent bool `json:"silent"`
 	// Demotion is set while a provisioned region is demoted: first attempts
 	// go to answering regions with headroom, and it takes the rest and
@@ -154,7 +155,7 @@ func (p *Pool) Snapshot() Snapshot {
 			InFlight:            r.inFlight.Load(),
 			Limit:               int64(r.limit.get()),
 			Answering:           r.answering(s.hinted, now, st),
-			Silent:              r.quiet.silent(now, &r.inFlight, st),
+			Silent:              r.quiet.silent(now, &r.inFlight, &r.fails, st),
 		}
 		for l := range uint8(laneCount) {
 			if !s.offers(l) {
