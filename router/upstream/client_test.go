@@ -331,18 +331,27 @@ func TestRetainClosesEndpointsThatLeft(t *testing.T) {
 	g.Expect(fresh).NotTo(BeIdenticalTo(gone))
 }
 
+// unreachable is a target on a loopback address where nothing listens, and
+// Clients to call it.
+func unreachable(t *testing.T) (*Clients, Target) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	if err := lis.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pool := &table.Pool{Project: "p", Publisher: "google", Model: "m"}
+	return newClients(t, Options{}), Target{Pool: pool, Region: table.Region{Name: "europe-west1", Endpoint: addr, Tier: table.TierShared}}
+}
+
 func TestUnreachableRegionIsAFailure(t *testing.T) {
 	g := NewWithT(t)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	g.Expect(err).NotTo(HaveOccurred())
-	addr := lis.Addr().String()
-	g.Expect(lis.Close()).To(Succeed())
-
-	c := newClients(t, Options{})
-	pool := &table.Pool{Project: "p", Publisher: "google", Model: "m"}
-	region := table.Region{Name: "europe-west1", Endpoint: addr, Tier: table.TierShared}
+	c, target := unreachable(t)
 	for _, cl := range callers {
-		_, err := cl.call(t.Context(), c, Target{Pool: pool, Region: region})
+		_, err := cl.call(t.Context(), c, target)
 		g.Expect(err).To(HaveOccurred())
 		g.Expect(Classify(err).String()).To(Equal("failure"), "%s: %v", cl.name, err)
 	}
@@ -359,14 +368,7 @@ func TestRegionBackIsReachedAtOnce(t *testing.T) {
 	}
 	t.Parallel()
 	g := NewWithT(t)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	g.Expect(err).NotTo(HaveOccurred())
-	addr := lis.Addr().String()
-	g.Expect(lis.Close()).To(Succeed())
-
-	c := newClients(t, Options{})
-	pool := &table.Pool{Project: "p", Publisher: "google", Model: "m"}
-	target := Target{Pool: pool, Region: table.Region{Name: "europe-west1", Endpoint: addr, Tier: table.TierShared}}
+	c, target := unreachable(t)
 	call := func(cl caller) error {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
@@ -379,7 +381,7 @@ func TestRegionBackIsReachedAtOnce(t *testing.T) {
 		}
 	}
 
-	upstreamtest.StartAt(t, "europe-west1", table.TierShared, addr)
+	upstreamtest.StartAt(t, "europe-west1", table.TierShared, target.Region.Endpoint)
 	for _, cl := range callers {
 		g.Eventually(func() error { return call(cl) }).WithTimeout(3*time.Second).WithPolling(100*time.Millisecond).
 			Should(Succeed(), "%s: the region came back and is not reached", cl.name)
