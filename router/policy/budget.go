@@ -40,6 +40,11 @@ func (b *Budget) allow(now, percent, minPerSecond int64) bool {
 // request counts a first attempt.
 func (b *Budget) request(now int64) { b.w.add(bucketOf(now, budgetWidth), 1, 0) }
 
+// unrequest takes back the first attempt counted at at (Call.Pin).
+func (b *Budget) unrequest(at, now int64) {
+	b.w.addPast(bucketOf(at, budgetWidth), bucketOf(now, budgetWidth), -1, 0)
+}
+
 // retry counts a retry.
 func (b *Budget) retry(now int64) { b.w.add(bucketOf(now, budgetWidth), 0, 1) }
 

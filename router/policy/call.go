@@ -19,6 +19,9 @@ type Request struct {
 	// Deadline bounds every attempt of the call; zero means none. It is read
 	// against the router's clock.
 	Deadline time.Time
+	// Region, when set, is the only region the call may use (Call.Pin says
+	// why); empty: any.
+	Region string
 }
 
 // NewRequest returns a request of priority pr bounded by ctx's deadline.
@@ -58,6 +61,7 @@ type callState struct {
 	full     uint8 // bit i: attempt i found the PT full (ProvisionedFull)
 	heard    uint8 // bit i: attempt i's answer has begun to arrive (Attempt.Heard)
 	last     Outcome
+	pin      string                    // the only region the call may use; "": any
 	targets  [maxAttemptsLimit]*region // the regions tried, in order
 	lanes    [maxAttemptsLimit]uint8   // the lane of each attempt
 	charged  [maxAttemptsLimit]int64   // token cost charged in advance, per attempt
@@ -66,7 +70,7 @@ type callState struct {
 
 // start sets up the zero state of a new call for req.
 func (cs *callState) start(req Request) {
-	cs.prio = req.Priority
+	cs.prio, cs.pin = req.Priority, req.Region
 	if !req.Deadline.IsZero() {
 		cs.deadline = req.Deadline.UnixNano()
 	}
@@ -89,6 +93,31 @@ func (c *Call) Pick() (Attempt, error) {
 		return Attempt{}, err
 	}
 	return s.attempt(l, c), nil
+}
+
+// Pin holds the call to region: its attempts go there or nowhere. A call
+// that names a resource living in one location, a cached content
+// (projects/P/locations/L/cachedContents/ID), is served only in L: sent to
+// another region, Google refuses it. Other regions are no alternative for
+// it, however full or failing L is.
+//
+// first is the call's first attempt, picked and not sent: the router admits
+// a REST call before it reads the body that names the cache. When first went
+// to region it is returned as it is. Otherwise it is withdrawn, counting for
+// nothing (its place in flight and its tokens given back, the retry budget's
+// count of it undone; the one request it took from a request meter stays
+// counted for that meter's second), and the call picks its first attempt
+// again, in region alone. A call Start pinned (Request.Region) needs no Pin.
+func (c *Call) Pin(first Attempt, region string) (Attempt, error) {
+	c.st.pin = region
+	if first.Region == region || c.p == nil || c.st.n != 1 {
+		return first, nil
+	}
+	first.Finish(Report{Outcome: Cancelled})
+	c.p.budget.unrequest(c.st.at[0], c.p.nanos())
+	pin, prio, deadline := c.st.pin, c.st.prio, c.st.deadline
+	c.st = callState{pin: pin, prio: prio, deadline: deadline}
+	return c.Pick()
 }
 
 // MaxHeadroomWait is the longest a call waits in all, before one attempt,

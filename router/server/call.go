@@ -26,6 +26,7 @@ type call struct {
 	prio   policy.Priority
 	caller string      // the caller's Authorization, for the Authorizer
 	who    auth.Caller // who the call is from, as far as the router knows
+	pinned string      // the only region the call may use (a cached content's: cache.go); "": any
 
 	pc      policy.Call
 	att     policy.Attempt
@@ -53,7 +54,9 @@ func (c *call) admit(ctx context.Context) error {
 	if d := c.pool.demand; d != nil {
 		d.Add(c.s.now().UnixNano())
 	}
-	c.pc = c.pool.router.Start(c.s.request(ctx, c.prio))
+	req := c.s.request(ctx, c.prio)
+	req.Region = c.pinned
+	c.pc = c.pool.router.Start(req)
 	return c.next()
 }
 

@@ -80,6 +80,11 @@ func (s *Server) startGRPC(ctx context.Context, method, resource string, req pro
 	if err := g.authorize(ctx, first(md, "authorization")); err != nil {
 		return nil, nil, nil, g.end(status.Error(err.Code, err.Message))
 	}
+	if gr, ok := req.(*aiplatformpb.GenerateContentRequest); ok {
+		if err := g.pinTo(gr.GetCachedContent(), false); err != nil {
+			return nil, nil, nil, g.end(status.Error(codes.InvalidArgument, err.Error()))
+		}
+	}
 	// The request, read whole by gRPC before the call reached the router,
 	// is held until its last attempt: its bytes count in the same budget as
 	// REST bodies.

@@ -224,6 +224,10 @@ func (x *exchange) run(traced context.Context, timeout time.Duration, callers, b
 		x.settle(policy.Report{Outcome: gaveUp})
 		return
 	}
+	if err := x.pinTo(cachedContentOf(x.req.Body), true); err != nil {
+		x.refusePin(err)
+		return
+	}
 	if retryAfter, err := x.attempts(ctx, x.attempt); err != nil {
 		x.failUpstream(err, retryAfter)
 	}

@@ -1,0 +1,139 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/upstream"
+)
+
+// A cached content (Vertex AI context caching) lives in the location it was
+// created in, projects/P/locations/L/cachedContents/ID, and only L serves
+// the calls that name it: sent to another region, Google refuses them. A
+// call whose body names one is held to L (policy.Call.Pin), whatever the
+// pool's routing would choose; a pool with no region L answers it with an
+// error that says so, rather than send it where it cannot succeed.
+
+// cachedContentKey is what every body that names a cached content holds
+// ("cachedContent", or "cached_content" as protojson also reads it): a body
+// without it is not decoded at all.
+var cachedContentKey = []byte("cached")
+
+// cachedContentOf is the cached content a generateContent body names at
+// its top level, or "" when it names none or is not a JSON object (the
+// region then answers it as Google does). A field of that name deeper in
+// the body, or text that mentions it, is not one.
+func cachedContentOf(body []byte) string {
+	if !bytes.Contains(body, cachedContentKey) {
+		return ""
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		key, _ := t.(string)
+		if key == "cachedContent" || key == "cached_content" {
+			var name string
+			if dec.Decode(&name) != nil {
+				return ""
+			}
+			return name
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return ""
+		}
+	}
+	return ""
+}
+
+// cachedContentLocation is the location in a cached content's name, or ""
+// when the name is not one.
+func cachedContentLocation(name string) string {
+	p := strings.Split(name, "/")
+	if len(p) != 6 || p[0] != "projects" || p[1] == "" || p[2] != "locations" || p[3] == "" || p[4] != "cachedContents" || p[5] == "" {
+		return ""
+	}
+	return p[3]
+}
+
+// cacheError is the answer to a call whose cached content lives where its
+// pool has no region.
+type cacheError struct {
+	name, location, pool string
+}
+
+func (e *cacheError) Error() string {
+	return fmt.Sprintf("cachedContent %q lives in location %q, and pool %s has no region there: a cached content is served only in the location it was created in",
+		e.name, e.location, e.pool)
+}
+
+// code is the gRPC code of the answer: the caller's request cannot succeed
+// through this pool.
+func (*cacheError) code() codes.Code { return codes.InvalidArgument }
+
+// pinTo holds the call to the location of the cached content name, when
+// name is one: it checks that the pool has a region there and, for a call
+// admitted already (a REST call's first attempt is picked before its body
+// is read), moves that attempt there (policy.Call.Pin); a call admitted
+// later is pinned by admit. It returns a *cacheError, or the policy's
+// refusal of the moved attempt.
+func (c *call) pinTo(name string, admitted bool) error {
+	loc := cachedContentLocation(name)
+	if loc == "" {
+		return nil
+	}
+	if !c.pool.hasRegion(loc) {
+		return &cacheError{name: name, location: loc, pool: c.pool.label}
+	}
+	c.pinned = loc
+	if !admitted {
+		return nil
+	}
+	a, err := c.pc.Pin(c.att, loc)
+	if err == nil {
+		c.use(a)
+		return nil
+	}
+	// The first attempt is withdrawn and the pinned one not picked yet:
+	// wait for the region's room, as any first attempt does.
+	c.settled = true
+	if err := c.next(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// hasRegion reports whether the pool has a region named name.
+func (e *poolEntry) hasRegion(name string) bool {
+	for i := range e.table.Regions {
+		if e.table.Regions[i].Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// refusePin answers a REST call pinTo refused: its first attempt, not sent,
+// is given back and counts for nothing.
+func (x *exchange) refusePin(err error) {
+	if ce, ok := err.(*cacheError); ok {
+		x.att.Finish(policy.Report{Outcome: policy.Cancelled}) //nolint:misspell // the policy package's name
+		x.settled = true
+		x.fail(http.StatusBadRequest, ce.code(), ce.Error(), 0)
+		return
+	}
+	code, msg, retryAfter := x.refusal(err)
+	x.fail(upstream.HTTPStatus(code), code, msg, retryAfter)
+}

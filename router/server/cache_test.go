@@ -1,0 +1,115 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"google.golang.org/genai"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// cacheIn is the name of a cached content in location loc.
+func cacheIn(loc string) string {
+	return "projects/" + project + "/locations/" + loc + "/cachedContents/4711"
+}
+
+// TestCachedContentGoesWhereItLives calls a pool of a provisioned region,
+// where first attempts go, and a shared one, with a cached content that
+// lives in the shared one: every call, through the genai SDK on both API
+// versions, streamed or not, and through the aiplatform gRPC client, is
+// served there, and the provisioned region's first attempt that was picked
+// before the body was read is given back. A cache where the pool has no
+// region is refused with an error that names it; a prompt that only
+// mentions a cache is routed as usual.
+func TestCachedContentGoesWhereItLives(t *testing.T) {
+	pt, shared, r := ptAndShared(t)
+	g := r.serveGRPC()
+	ctx := context.Background()
+	cached := &genai.GenerateContentConfig{CachedContent: cacheIn("us-central1")}
+
+	for _, version := range []string{"", "v1"} {
+		c := r.client(version)
+		for i := range 5 {
+			resp, err := c.Models.GenerateContent(ctx, model, genai.Text("From the cache."), cached)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resp.Text(); got != "us-central1 answers: From the cache." {
+				t.Errorf("version %q call %d: %q, want the cache's region's answer", version, i+1, got)
+			}
+		}
+		var streamed strings.Builder
+		for resp, err := range c.Models.GenerateContentStream(ctx, model, genai.Text("Stream it."), cached) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			streamed.WriteString(resp.Text())
+		}
+		if !strings.HasPrefix(streamed.String(), "[us-central1 chunk 0]") {
+			t.Errorf("version %q streamed %q, want the cache's region's chunks", version, streamed.String())
+		}
+
+		_, err := c.Models.GenerateContent(ctx, model, genai.Text("From afar."), &genai.GenerateContentConfig{CachedContent: cacheIn("asia-northeast1")})
+		var apiErr genai.APIError
+		if !errors.As(err, &apiErr) || apiErr.Code != 400 || !strings.Contains(apiErr.Message, "cachedContent") || !strings.Contains(apiErr.Message, `"asia-northeast1"`) {
+			t.Errorf("version %q, a cache where the pool has no region: %v, want 400 naming cachedContent and its location", version, err)
+		}
+	}
+
+	req := grpcRequest("From the cache.")
+	req.CachedContent = cacheIn("us-central1")
+	resp, err := g.prediction.GenerateContent(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := answerOf(resp); got != "us-central1 answers: From the cache." {
+		t.Errorf("gRPC: %q, want the cache's region's answer", got)
+	}
+	req.CachedContent = cacheIn("asia-northeast1")
+	if _, err := g.prediction.GenerateContent(ctx, req); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "cachedContent") {
+		t.Errorf("gRPC, a cache where the pool has no region: %v, want InvalidArgument naming cachedContent", err)
+	}
+
+	before := pt.calls.Load()
+	text, err := r.generate(r.client("v1"), `Explain "cachedContent": "`+cacheIn("us-central1")+`"`)
+	if err != nil || !strings.HasPrefix(text, "europe-west1 answers:") {
+		t.Errorf("a prompt that mentions a cache: %q, %v; want the provisioned region's answer", text, err)
+	}
+	if pt.calls.Load() != before+1 {
+		t.Errorf("the provisioned region got %d calls, want only the one that names no cache", pt.calls.Load()-before)
+	}
+	if n := shared.calls.Load(); n != 13 {
+		t.Errorf("the cache's region got %d calls, want 13 (the cached ones)", n)
+	}
+	if s := r.snapshotOf("europe-west1"); s.InFlight != 0 {
+		t.Errorf("the provisioned region holds %d calls in flight after every call ended, want 0: the withdrawn first attempts were not given back", s.InFlight)
+	}
+}
+
+// TestCachedContentIsReadAsGoogleReadsIt: only a top-level field names a
+// cache, in either of the spellings protojson reads, and only a name of a
+// cached content pins a call; anything else is routed as usual and left to
+// the region to judge, its bytes unchanged.
+func TestCachedContentIsReadAsGoogleReadsIt(t *testing.T) {
+	pt, shared, r := ptAndShared(t)
+	regions := map[string]*fakeRegion{"europe-west1": pt, "us-central1": shared}
+	for _, tc := range []struct {
+		body, region string
+	}{
+		{`{"cached_content":"` + cacheIn("us-central1") + `","contents":[{"parts":[{"text":"hi"}]}]}`, "us-central1"},
+		{`{"contents":[{"parts":[{"text":"hi"}]}],"cachedContent":"` + cacheIn("us-central1") + `"}`, "us-central1"},
+		{`{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"cachedContent":"` + cacheIn("us-central1") + `"}}`, "europe-west1"},
+		{`{"contents":[{"parts":[{"text":"hi"}]}],"cachedContent":"us-central1/cachedContents/4711"}`, "europe-west1"},
+		{`{"contents":[{"parts":[{"text":"hi"}]}],"cachedContent":17}`, "europe-west1"},
+		{`{"contents":[{"parts":[{"text":"hi"}]}],"cachedContent":`, "europe-west1"},
+	} {
+		before := regions[tc.region].calls.Load()
+		_, body := r.post(generatePath, tc.body, nil)
+		if regions[tc.region].calls.Load() != before+1 {
+			t.Errorf("%s: answered %s, not by %s", tc.body, body, tc.region)
+		}
+	}
+}
