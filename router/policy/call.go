@@ -60,6 +60,7 @@ type callState struct {
 	done     uint8 // bit i: attempt i has been reported
 	full     uint8 // bit i: attempt i found the PT full (ProvisionedFull)
 	heard    uint8 // bit i: attempt i's answer has begun to arrive (Attempt.Heard)
+	probed   uint8 // bit i: attempt i was a demoted region's probe
 	last     Outcome
 	pin      string                    // the only region the call may use; "": any
 	targets  [maxAttemptsLimit]*region // the regions tried, in order

@@ -138,9 +138,12 @@
 // other, within the budget). Nor is the fallback of a
 // provisioned region that fails intermittently (a Failure, not a 429, while
 // it is not demoted and answers at least minRequests over the ejection
-// interval with a failure rate under the threshold). A burst of its failures
-// can outrun the budget, and those calls are exactly the ones the paid-for
-// capacity must not drop. The fallback is bounded all the same: only to
+// interval with a failure rate under the threshold, or answered too few to
+// be judged), nor the retry of a demoted region's failed probe (the router
+// chose to send it there). A burst of its failures can outrun the budget,
+// and those calls are exactly the ones the paid-for capacity must not drop;
+// in a pool of a call a second whose PT fails every call, every call needs
+// its retry, more than the budget's floor allows. The fallback is bounded all the same: only to
 // capacities the call has not tried, within maxAttempts, the deadline and each
 // receiver's capacity, in-flight limit and throttle.
 //

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"testing"
 	"time"
@@ -10,29 +11,38 @@ import (
 
 // TestFallbackRetryOfReservedCapacity spends the whole retry budget and then
 // checks which retries are still allowed: a failure on a provisioned region
-// that answers most of its calls falls back to another region, and a 429 on
-// any region spills to a capacity the call has not tried (Google refused it
-// before the model ran: the spill repeats no work); a failure on a shared
-// region and a failure on a provisioned region failing at the ejection
-// threshold (demoted: its first attempts are then probes) stay bound by the
-// budget.
+// that answers most of its calls, or that answered too few to be judged,
+// falls back to another region, as does the failed probe of a demoted one
+// (the router chose to send it there), and a 429 on any region spills to a
+// capacity the call has not tried (Google refused it before the model ran:
+// the spill repeats no work); a failure on a shared region and a failure on
+// a demoted provisioned region that took the call for want of room
+// elsewhere stay bound by the budget.
 func TestFallbackRetryOfReservedCapacity(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		first     int     // region index of the first attempt's failure: 0 provisioned, 1 shared
 		outcome   Outcome // how the first attempt ended
 		history   float64 // the first region's failure share over the interval so far
+		answers   int     // how many answers that history holds; 0: 100
+		full      bool    // the shared regions have no room: a demoted region takes the call
 		wantRetry bool
 	}{
-		{"provisioned failing 8%", 0, Failure, 0.08, true},
-		{"provisioned failing 60%", 0, Failure, 0.6, false},
-		{"provisioned answering 429", 0, Capacity, 0.08, true},
-		{"shared answering 429", 1, Capacity, 0.08, true},
-		{"shared failing 8%", 1, Failure, 0.08, false},
+		{name: "provisioned failing 8%", outcome: Failure, history: 0.08, wantRetry: true},
+		{name: "provisioned failing 60%, its probe", outcome: Failure, history: 0.6, wantRetry: true},
+		{name: "provisioned failing 60%, a call no other region has room for", outcome: Failure, history: 0.6, full: true},
+		{name: "provisioned failing every call of too few to judge", outcome: Failure, history: 1, answers: 10, wantRetry: true},
+		{name: "provisioned answering 429", outcome: Capacity, history: 0.08, wantRetry: true},
+		{name: "shared answering 429", first: 1, outcome: Capacity, history: 0.08, wantRetry: true},
+		{name: "shared failing 8%", first: 1, outcome: Failure, history: 0.08},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newClock()
-			tp := pool(provisioned("europe-west1", table.Capacity{}), shared("europe-west4", 0), shared("europe-north1", 0))
+			rps := 0.0
+			if tc.full {
+				rps = 1
+			}
+			tp := pool(provisioned("europe-west1", table.Capacity{}), shared("europe-west4", rps), shared("europe-north1", rps))
 			tp.Policy.Retry = table.Retry{MaxAttempts: 2, BudgetPercent: new(0), MinRetriesPerSecond: new(0)}
 			tp.Regions[1].Ejectable, tp.Regions[2].Ejectable = false, false
 			first := tc.first
@@ -41,11 +51,21 @@ func TestFallbackRetryOfReservedCapacity(t *testing.T) {
 				tp.Regions, first = tp.Regions[1:], 0
 			}
 			p := mustNew(t, tp, clk)
-			// The region's recent history: 100 answers, the given share
+			// The region's recent history: the given share of its answers
 			// failed, the failures last.
-			failed := int(tc.history * 100)
-			report(p, first, Success, 100-failed)
+			answers := cmp.Or(tc.answers, 100)
+			failed := int(tc.history * float64(answers))
+			report(p, first, Success, answers-failed)
 			report(p, first, Failure, failed)
+			if tc.full {
+				// Before the demoted region's next probe is due, the
+				// shared regions' quotas are taken.
+				for range 2 {
+					if _, a := pick(t, p, PriorityDefault); a.Region == tp.Regions[first].Name {
+						t.Fatalf("a call went to the demoted region while the others had room")
+					}
+				}
+			}
 
 			// A call whose first attempt lands on the region under test.
 			var c Call

@@ -99,33 +99,50 @@ func (st *poolState) spillTier(s *slot, pr Priority) table.PayGoTier {
 	return ""
 }
 
-// fallbackRetry reports whether a retry is the fallback of reserved capacity
-// that fails intermittently, which the retry budget does not bound: the last
-// attempt failed (not 429) on a provisioned region that is not demoted and
-// answers most of its calls, at least minRequests over the ejection interval
-// with a failure rate under failureRateThreshold. That is the outage this
-// project exists for: the provisioned region keeps its first attempts, and
-// the calls it drops in a cluster of failures must still be served, even when
-// a burst of them outruns the budget.
+// fallbackRetry reports whether a retry is the fallback of reserved capacity,
+// which the retry budget does not bound: the last attempt failed (not 429)
+// on a provisioned region's PT, and either
+//
+//   - the region is not demoted and answers most of its calls, at least
+//     minRequests over the ejection interval with a failure rate under
+//     failureRateThreshold. That is the outage this project exists for: the
+//     provisioned region keeps its first attempts, and the calls it drops in
+//     a cluster of failures must still be served, even when a burst of them
+//     outruns the budget. It adds at most failureRateThreshold of the
+//     region's calls;
+//   - the region is not demoted and answered fewer than minRequests over
+//     the interval: too few to judge it, so it keeps its first attempts,
+//     and the calls it drops are again the ones the capacity bought must not
+//     drop. In a pool of a call a second whose PT fails every call, each of
+//     them needs a retry, a rate the budget's floor of one a second refuses
+//     whenever the calls come a little faster. It adds fewer than
+//     minRequests retries an interval;
+//   - the attempt was a probe of the demoted region (demote.go): the router
+//     chose to send it there, to a region it knew was failing, rather than
+//     to one that answers, which would have taken it. Its retry adds no call
+//     the caller did not bring, and at most minRequests an interval, the
+//     probe pace.
 //
 // Such a retry is bounded all the same: it goes only to a region the call has
 // not tried (never back to the failing region), within maxAttempts and the
 // deadline, and each receiver admits it only within its capacity, its
-// in-flight limit and its throttle. So it adds at most failureRateThreshold
-// of the provisioned region's calls, and only where there is room for them.
-// Once the provisioned region fails at or over the threshold it is demoted
-// (or it answers 429), and its retries spend the budget like any other.
+// in-flight limit and its throttle. A provisioned region failing at or over
+// the threshold on enough calls is demoted (or it answers 429), and its
+// retries spend the budget like any other, but for its probes'.
 func fallbackRetry(cs *callState, now int64) bool {
 	if cs.last != Failure || cs.n == 0 {
 		return false
 	}
 	r := cs.targets[cs.n-1]
 	s := r.cfg.Load()
-	if !s.provisioned || cs.lanes[cs.n-1] != laneProvisioned || r.demoted.Load() != nil {
+	if !s.provisioned || cs.lanes[cs.n-1] != laneProvisioned {
 		return false
 	}
+	if r.demoted.Load() != nil {
+		return cs.probed&(1<<(cs.n-1)) != 0
+	}
 	answered, failed := r.fails.sum(bucketOf(now, s.st.failWidth))
-	return answered >= s.st.minRequests && float64(failed) < s.st.threshold*float64(answered)
+	return answered < s.st.minRequests || float64(failed) < s.st.threshold*float64(answered)
 }
 
 // panicThreshold is Envoy's healthy panic threshold, in percent: when fewer
@@ -237,6 +254,9 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, untried bo
 				continue
 			}
 			if charged, ok := p.admit(s, int(k/laneCount), l, cs, now, probe, &ref); ok {
+				if probe {
+					cs.probed |= 1 << cs.n
+				}
 				return s, l, charged, nil
 			}
 			cands.rerank(c, rankNone)
