@@ -112,7 +112,7 @@
 //
 // Silence (silence.go). A region that stops answering sends no failure until
 // the callers' deadlines pass. Once it holds minRequests attempts in flight
-// (a region answering fewer calls an interval: at least one, and as many as
+// (a region answering fewer calls an interval: at least two, and as many as
 // it answered with success over the interval) and has sent nothing back for
 // longer than its slowest answer of the ejection interval, it ranks behind
 // the regions that answer, as a demoted one does, and a demoted one gets no

@@ -12,7 +12,7 @@ import "sync/atomic"
 // can is the absence of answers. A region is silent when
 //
 //   - it holds at least minRequests attempts in flight (the evidence the
-//     ejection policy asks before judging a region), or at least one and at
+//     ejection policy asks before judging a region), or at least two and at
 //     least as many as it answered with success over the whole ejection
 //     interval, and
 //   - nothing has come back from it for longer than the slowest answer it
@@ -33,7 +33,10 @@ import "sync/atomic"
 // take, and nothing has come back for longer than its slowest answer
 // besides. A region that answers at all, even with errors, is not silent
 // (its answers move the mark); a region that answered many calls in the
-// interval is judged on minRequests, as before.
+// interval is judged on minRequests, as before. Two, not one: a single
+// call is no evidence of a region (one stream of a model that thinks for
+// longer than the region's slowest first answer pauses that long), and a
+// region that hangs holds two soon enough.
 //
 // While silent, the region ranks as a demoted one (choose): behind every
 // region that is not, taking only what none of them has room for. Silence
@@ -109,7 +112,7 @@ func (s *silence) silent(now int64, inFlight *atomic.Int64, fails *window, st *p
 		return true
 	}
 	answered, failed := fails.sum(bucketOf(now, st.failWidth))
-	return n > 0 && n >= answered-failed
+	return n >= 2 && n >= answered-failed
 }
 
 // late reports whether an attempt that lasted d took longer than the slowest

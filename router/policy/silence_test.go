@@ -147,8 +147,9 @@ func TestQuietRegionThatHangsIsSeen(t *testing.T) {
 }
 
 // TestSilentDemotedRegionGetsNoProbe: a demoted provisioned region that
-// then hangs on its probe gets no further probe while it is silent; its
-// next answer of any kind ends the silence, and the probes go again.
+// then hangs on its probes gets no further probe once it is silent (two
+// unanswered); its next answer of any kind ends the silence, and the probes
+// go again.
 func TestSilentDemotedRegionGetsNoProbe(t *testing.T) {
 	p, clk, first := silencePool(t)
 	for range 20 {
@@ -163,12 +164,14 @@ func TestSilentDemotedRegionGetsNoProbe(t *testing.T) {
 		t.Fatal("not demoted after its calls failed")
 	}
 	every := time.Duration(p.st.Load().probeEvery)
-	clk.Advance(every)
-	probe := first()
-	if probe.Region != "europe-west1" {
-		t.Fatalf("a due probe went to %s", probe.Region)
+	var probe Attempt
+	for i := range 2 {
+		clk.Advance(every)
+		if probe = first(); probe.Region != "europe-west1" {
+			t.Fatalf("due probe %d went to %s", i+1, probe.Region)
+		}
 	}
-	clk.Advance(max(every, 1100*time.Millisecond)) // the next probe is due; the first has said nothing for longer than 1 s
+	clk.Advance(max(every, 1100*time.Millisecond)) // the next probe is due; nothing has come back for longer than 1 s
 	if rs := p.Snapshot().Regions[0]; !rs.Silent {
 		t.Fatalf("%+v, want silent", rs)
 	}
@@ -178,5 +181,23 @@ func TestSilentDemotedRegionGetsNoProbe(t *testing.T) {
 	probe.Done(Failure) // it answers, with an error
 	if a := first(); a.Region != "europe-west1" {
 		t.Errorf("after the region answered, a due probe went to %s, want the provisioned region", a.Region)
+	}
+}
+
+// TestOneQuietCallIsNoSilence: a region that answered once in the interval
+// and now holds one call that has said nothing for five times its slowest
+// answer (a stream whose model thinks that long) is not silent: one call is
+// no evidence of a region. A second is.
+func TestOneQuietCallIsNoSilence(t *testing.T) {
+	p, clk, first := silencePool(t)
+	first()
+	clk.Advance(5 * time.Second)
+	if rs := p.Snapshot().Regions[0]; rs.Silent {
+		t.Fatalf("one call quiet for 5 s: %+v, want not silent", rs)
+	}
+	first()
+	clk.Advance(1100 * time.Millisecond)
+	if rs := p.Snapshot().Regions[0]; !rs.Silent {
+		t.Errorf("two calls quiet for longer than the slowest answer: %+v, want silent", rs)
 	}
 }
