@@ -79,10 +79,6 @@ func (e *cacheError) Error() string {
 		e.name, e.location, e.pool)
 }
 
-// code is the gRPC code of the answer: the caller's request cannot succeed
-// through this pool.
-func (*cacheError) code() codes.Code { return codes.InvalidArgument }
-
 // pinTo holds the call to the location of the cached content name, when
 // name is one: it checks that the pool has a region there and, for a call
 // admitted already (a REST call's first attempt is picked before its body
@@ -109,10 +105,7 @@ func (c *call) pinTo(name string, admitted bool) error {
 	// The first attempt is withdrawn and the pinned one not picked yet:
 	// wait for the region's room, as any first attempt does.
 	c.settled = true
-	if err := c.next(); err != nil {
-		return err
-	}
-	return nil
+	return c.next()
 }
 
 // hasRegion reports whether the pool has a region named name.
@@ -131,7 +124,7 @@ func (x *exchange) refusePin(err error) {
 	if ce, ok := err.(*cacheError); ok {
 		x.att.Finish(policy.Report{Outcome: policy.Cancelled}) //nolint:misspell // the policy package's name
 		x.settled = true
-		x.fail(http.StatusBadRequest, ce.code(), ce.Error(), 0)
+		x.fail(http.StatusBadRequest, codes.InvalidArgument, ce.Error(), 0)
 		return
 	}
 	code, msg, retryAfter := x.refusal(err)
