@@ -149,8 +149,9 @@ const MaxHeadroomWait = time.Duration(rateWindow + meterWidth/callSlots)
 // calls by the in-flight cap. A retry waits too: the attempt that failed
 // (a probe of a demoted PT, say) would otherwise lose the call while a
 // quota is about to have room for it, and a retry is admitted, and waits,
-// only within the retry budget (or as the spill after a 429, to a capacity
-// the call has not tried: pick).
+// only within the retry budget (or as the spill after a 429, or the
+// fallback of a provisioned region, to a capacity the call has not tried:
+// pick).
 func (c *Call) PickWaiting(ctx context.Context, sleep func(context.Context, time.Duration) error) (Attempt, error) {
 	var waited time.Duration
 	for {
