@@ -111,8 +111,11 @@ func (s *silence) silent(now int64, inFlight *atomic.Int64, fails *window, st *p
 	if n >= st.minRequests {
 		return true
 	}
+	if n < 2 {
+		return false // an idle region is read often; its window need not be
+	}
 	answered, failed := fails.sum(bucketOf(now, st.failWidth))
-	return n >= 2 && n >= answered-failed
+	return n >= answered-failed
 }
 
 // late reports whether an attempt that lasted d took longer than the slowest
