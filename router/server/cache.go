@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -21,41 +20,19 @@ import (
 // error that says so, rather than send it where it cannot succeed.
 
 // cachedContentKey is what every body that names a cached content holds
-// ("cachedContent", or "cached_content" as protojson also reads it): a body
-// without it is not decoded at all.
+// ("cachedContent", or "cached_content"): a body without it is not read for
+// one. A body with it is stepped over as bytes (upstream.CachedContent),
+// nothing of it copied: a hostile caller's megabytes that mention it cost a
+// scan, not memory beyond the body budget.
 var cachedContentKey = []byte("cached")
 
 // cachedContentOf is the cached content a generateContent body names at
-// its top level, or "" when it names none or is not a JSON object (the
-// region then answers it as Google does). A field of that name deeper in
-// the body, or text that mentions it, is not one.
+// its top level, or "" (upstream.CachedContent).
 func cachedContentOf(body []byte) string {
 	if !bytes.Contains(body, cachedContentKey) {
 		return ""
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return ""
-	}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		key, _ := t.(string)
-		if key == "cachedContent" || key == "cached_content" {
-			var name string
-			if dec.Decode(&name) != nil {
-				return ""
-			}
-			return name
-		}
-		var skip json.RawMessage
-		if dec.Decode(&skip) != nil {
-			return ""
-		}
-	}
-	return ""
+	return upstream.CachedContent(body)
 }
 
 // cachedContentLocation is the location in a cached content's name, or ""

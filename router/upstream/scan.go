@@ -376,6 +376,29 @@ func ChatModel(body []byte) (string, error) {
 	return name, nil
 }
 
+// CachedContent reads the cached content a generateContent body names at
+// its top level ("cachedContent", or "cached_content" as protojson also
+// reads it) without decoding the rest, as ChatModel reads a model; "" when
+// it names none, names it more than once, names it with a value that is not
+// a string, or is not a JSON object: the region then answers the body as
+// Google does. A member of that name deeper in the body, or text that
+// mentions it, is not one.
+func CachedContent(body []byte) string {
+	var raw []byte
+	n := 0
+	members(body, func(k, v []byte) {
+		if string(k) == "cachedContent" || string(k) == "cached_content" {
+			raw = v
+			n++
+		}
+	})
+	var name string
+	if n != 1 || json.Unmarshal(raw, &name) != nil {
+		return ""
+	}
+	return name
+}
+
 // members calls fn with the raw key and value of each member of the JSON
 // object obj, until obj ends or is malformed.
 func members(obj []byte, fn func(key, value []byte)) {

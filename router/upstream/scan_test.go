@@ -116,3 +116,36 @@ func TestAnswerScannerTokenSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestCachedContentReadsNothingElse: the cached content of a body of a
+// megabyte of contents that mention it is read without copying any of the
+// body (a hostile caller's megabytes cost a scan, not memory), and the
+// cases Google would refuse name none.
+func TestCachedContentReadsNothingElse(t *testing.T) {
+	const cache = "projects/p/locations/us-central1/cachedContents/1"
+	big := `{"contents":[{"parts":[{"text":"` + strings.Repeat(`cachedContent \" `, 1<<16) + `"}]}],"cachedContent":"` + cache + `"}`
+	body := []byte(big)
+	if got := CachedContent(body); got != cache {
+		t.Fatalf("read %q, want %q", got, cache)
+	}
+	// The name itself and what decoding its JSON string takes: a few dozen
+	// bytes, against the megabyte a decoder that keeps the members copies.
+	res := testing.Benchmark(func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			CachedContent(body)
+		}
+	})
+	if n := res.AllocedBytesPerOp(); n > 1024 {
+		t.Errorf("reading a %d-byte body allocated %d bytes, want at most 1 KiB: nothing of the body copied", len(body), n)
+	}
+	for _, body := range []string{
+		`{"cachedContent":"` + cache + `","cached_content":"` + cache + `"}`,
+		`{"cachedContent":17}`,
+		`["cachedContent"]`,
+	} {
+		if got := CachedContent([]byte(body)); got != "" {
+			t.Errorf("%s: read %q, want none", body, got)
+		}
+	}
+}
