@@ -154,33 +154,17 @@ func Checks(rep *Report) []Check {
 			return c
 		})
 	case ScenarioProvisionedDown:
-		each(regionwardenPolicies, func(r *Result) Check {
-			f, want := r.Fault, MinShareOfCarry*rep.FaultCarry
-			return Check{
-				Target: fmt.Sprintf("while the provisioned region is down (%s to %s), %s serves at least %s of what the other regions can carry (%s of calls, so %s) with at most %.1f attempts per call and no \"no regions\"",
-					fmtDuration(rep.Fault.From), fmtDuration(rep.Fault.To), r.Policy, pct(MinShareOfCarry), pct(rep.FaultCarry), pct(want), MaxDownAttempts),
-				Measured: fmt.Sprintf("%s served (%s of what they can carry), %.3f attempts per call, %d \"no regions\"",
-					pct(f.Success), pct(shareOf(f.Success, rep.FaultCarry)), f.AttemptsPerRequest, r.NoRegions),
-				Pass: f.Requests > 0 && f.Success >= want && f.AttemptsPerRequest <= MaxDownAttempts && r.NoRegions == 0,
-			}
-		})
+		each(regionwardenPolicies, func(r *Result) Check { return downCheck(r, rep, "is down") })
 	case ScenarioUnreachable:
 		// The same target as the region down, and then its paid capacity
 		// back: success at its baseline soon after the region answers again.
 		each(regionwardenPolicies, func(r *Result) Check {
-			f, want := r.Fault, MinShareOfCarry*rep.FaultCarry
-			back := "not back within the replay"
-			if f.BackAfter() >= 0 {
-				back = "back " + fmtDuration(f.BackAfter()) + " after it"
-			}
-			return Check{
-				Target: fmt.Sprintf("while the provisioned region refuses connections (%s to %s), %s serves at least %s of what the other regions can carry (%s of calls, so %s) with at most %.1f attempts per call and no \"no regions\", and its success is back to its baseline within %s after",
-					fmtDuration(rep.Fault.From), fmtDuration(rep.Fault.To), r.Policy, pct(MinShareOfCarry), pct(rep.FaultCarry), pct(want), MaxDownAttempts, fmtDuration(MaxRecovery)),
-				Measured: fmt.Sprintf("%s served (%s of what they can carry), %.3f attempts per call, %d \"no regions\"; success %s (baseline %s)",
-					pct(f.Success), pct(shareOf(f.Success, rep.FaultCarry)), f.AttemptsPerRequest, r.NoRegions, back, pct(f.Baseline)),
-				Pass: f.Requests > 0 && f.Success >= want && f.AttemptsPerRequest <= MaxDownAttempts && r.NoRegions == 0 &&
-					f.BackAfter() >= 0 && f.BackAfter() <= MaxRecovery,
-			}
+			c := downCheck(r, rep, "refuses connections")
+			back, ok := backWithin(r.Fault, MaxRecovery)
+			c.Target += fmt.Sprintf(", and its success is back to its baseline within %s after", fmtDuration(MaxRecovery))
+			c.Measured += fmt.Sprintf("; success %s (baseline %s)", back, pct(r.Fault.Baseline))
+			c.Pass = c.Pass && ok
+			return c
 		})
 	case ScenarioProvisionedSlow:
 		each(regionwardenPolicies, func(r *Result) Check {
@@ -201,15 +185,12 @@ func Checks(rep *Report) []Check {
 	case ScenarioTotalOutage:
 		each(regionwardenPolicies, func(r *Result) Check {
 			f := r.Fault
-			back := "not back within the replay"
-			if f.BackAfter() >= 0 {
-				back = "back " + fmtDuration(f.BackAfter()) + " after it"
-			}
+			back, ok := backWithin(f, MaxOutageRecovery)
 			return Check{
 				Target: fmt.Sprintf("while every region is down (%s to %s), %s makes at most %.1f attempt per call, and its success is back to its baseline within %s after the outage",
 					fmtDuration(rep.Fault.From), fmtDuration(rep.Fault.To), r.Policy, MaxOutageAttempts, fmtDuration(MaxOutageRecovery)),
 				Measured: fmt.Sprintf("%.3f attempts per call; success %s (baseline %s, the first 10 s window within one point of it)", f.AttemptsPerRequest, back, pct(f.Baseline)),
-				Pass:     f.Requests > 0 && f.AttemptsPerRequest <= MaxOutageAttempts && f.BackAfter() >= 0 && f.BackAfter() <= MaxOutageRecovery,
+				Pass:     f.Requests > 0 && f.AttemptsPerRequest <= MaxOutageAttempts && ok,
 			}
 		})
 	case ScenarioSpillFailing:
@@ -243,6 +224,29 @@ func Checks(rep *Report) []Check {
 // regions can carry (Report.FaultCarry: what each answers, up to its quota),
 // and to sending the pay-as-you-go regions, where 429s spill, no more than
 // their quota for more than one second in a row.
+// downCheck is the target while the provisioned region fails every call
+// (what it does, "is down"): the other regions' quotas carried, within
+// MaxDownAttempts, no "no regions".
+func downCheck(r *Result, rep *Report, what string) Check {
+	f, want := r.Fault, MinShareOfCarry*rep.FaultCarry
+	return Check{
+		Target: fmt.Sprintf("while the provisioned region %s (%s to %s), %s serves at least %s of what the other regions can carry (%s of calls, so %s) with at most %.1f attempts per call and no \"no regions\"",
+			what, fmtDuration(rep.Fault.From), fmtDuration(rep.Fault.To), r.Policy, pct(MinShareOfCarry), pct(rep.FaultCarry), pct(want), MaxDownAttempts),
+		Measured: fmt.Sprintf("%s served (%s of what they can carry), %.3f attempts per call, %d \"no regions\"",
+			pct(f.Success), pct(shareOf(f.Success, rep.FaultCarry)), f.AttemptsPerRequest, r.NoRegions),
+		Pass: f.Requests > 0 && f.Success >= want && f.AttemptsPerRequest <= MaxDownAttempts && r.NoRegions == 0,
+	}
+}
+
+// backWithin says when success was back to its baseline after the fault,
+// and whether that was within d.
+func backWithin(f SpanResult, d time.Duration) (string, bool) {
+	if f.BackAfter() < 0 {
+		return "not back within the replay", false
+	}
+	return "back " + fmtDuration(f.BackAfter()) + " after it", f.BackAfter() <= d
+}
+
 func throttledCheck(r *Result, rep *Report, what string) Check {
 	carry := rep.FaultCarry
 	want := MinShareOfCarry * carry
