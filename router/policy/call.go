@@ -63,6 +63,7 @@ type callState struct {
 	probed   uint8 // bit i: attempt i was a demoted region's probe
 	last     Outcome
 	pin      string                    // the only region the call may use; "": any
+	yields   bool                      // the attempt leaves metered capacities to a waiting call of a higher priority (reserve.go)
 	targets  [maxAttemptsLimit]*region // the regions tried, in order
 	lanes    [maxAttemptsLimit]uint8   // the lane of each attempt
 	charged  [maxAttemptsLimit]int64   // token cost charged in advance, per attempt
@@ -164,7 +165,7 @@ func (c *Call) PickWaiting(ctx context.Context, sleep func(context.Context, time
 			return a, err
 		}
 		serr := sleep(ctx, d)
-		c.p.stopWaiting()
+		c.p.stopWaiting(c.st.prio)
 		if serr != nil {
 			return a, err
 		}
@@ -192,12 +193,16 @@ func (p *Pool) startWaiting(pr Priority) bool {
 		p.waiting.Add(-1)
 		return false
 	}
+	p.waitingBy[pr%priorities].Add(1)
 	p.waits.Add(1)
 	return true
 }
 
-// stopWaiting gives back a place startWaiting took.
-func (p *Pool) stopWaiting() { p.waiting.Add(-1) }
+// stopWaiting gives back a place startWaiting took for a call of priority pr.
+func (p *Pool) stopWaiting(pr Priority) {
+	p.waitingBy[pr%priorities].Add(-1)
+	p.waiting.Add(-1)
+}
 
 // Attempts is how many attempts the call has picked.
 func (c *Call) Attempts() int { return int(c.st.n) }

@@ -21,7 +21,7 @@
 // Files: config.go builds a pool's config from the table (New, Update);
 // state.go holds the live state; pick.go is the hot path of a pick and
 // done.go of an outcome; the mechanisms each have a file (throttle, eject,
-// demote, limit, budget, rate).
+// demote, limit, budget, rate, reserve).
 //
 // # Policy, in the order it applies
 //
@@ -156,6 +156,12 @@
 // answers (not failing, demoted or throttled) admits a call beyond its AIMD
 // limit up to capacity × (the call's deadline + 1 s), the most calls it can
 // hold by Little's law while it answers within its callers' deadlines.
+//
+// Priorities under a shortage (reserve.go). An attempt that finds every
+// capacity it may use full waits for the first to have room (PickWaiting);
+// while a call waits so, calls of a lower priority take no metered capacity
+// and are shed (ErrShed): the room that frees goes to the highest priority
+// that waits for it, and nothing is held back while no higher call waits.
 //
 // # Live state
 //

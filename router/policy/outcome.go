@@ -76,6 +76,8 @@ const (
 	PriorityCritical
 	// PrioritySheddable is shed first.
 	PrioritySheddable
+	// priorities is how many there are.
+	priorities = iota
 )
 
 // String returns the priority's name, as the router's header spells it.

@@ -200,6 +200,7 @@ func (st *poolState) ejected(now int64) int {
 // returns a *CapacityError.
 func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, untried bool) (*slot, uint8, int64, error) {
 	rk := st.laneRanks(cs.prio)
+	cs.yields = p.yields(cs.prio)
 	// cands lists the lanes that got a rank, so that the draws below walk
 	// the few lanes a call may use, not every lane of every region.
 	var cands candidates
@@ -438,6 +439,12 @@ func (cs *candidates) weighted(st *poolState, rank int8, rnd *rng) int {
 // refusal of the region's meter (s is slot i) is noted by the slot, and its
 // wait is worked out only if every candidate refuses (refusal.err).
 func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe bool, ref *refusal) (charged int64, ok bool) {
+	if cs.yields && !probe && l == s.hinted && (s.tokCost > 0 || s.reqCost > 0) {
+		// A call of a higher priority waits for this room (reserve.go).
+		ref.shed = true
+		ref.note(int64(time.Second))
+		return 0, false
+	}
 	r := s.r
 	n := r.inFlight.Add(1)
 	if n == 1 {

@@ -27,9 +27,11 @@ type Pool struct {
 	inFlight atomic.Int64 // calls in flight in the whole pool
 	waiting  atomic.Int64 // calls waiting for headroom (Call.PickWaiting)
 	waits    atomic.Int64 // waits for headroom since the pool was made
-	_        [56]byte
-	st       atomic.Pointer[poolState]
-	shared   atomic.Pointer[SharedMeter] // nil: each region's own meter alone (SetSharedMeter)
+	// waitingBy is, per Priority, how many of the waiting calls have it.
+	waitingBy [priorities]atomic.Int64
+	_         [32]byte
+	st        atomic.Pointer[poolState]
+	shared    atomic.Pointer[SharedMeter] // nil: each region's own meter alone (SetSharedMeter)
 
 	mu sync.Mutex // serializes Update and ejections
 }

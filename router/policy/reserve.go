@@ -1,0 +1,52 @@
+package policy
+
+// Priorities share a capacity that cannot take every call.
+//
+// A meter admits calls first come, first served: when a pool's capacities
+// together cannot take every call (its PT is down and the pay-as-you-go
+// quotas carry part of the load), every priority loses the same share, and
+// a critical call is refused as often as a sheddable one. The in-flight
+// limits already shed the lowest priority first (priorityShare); capacity
+// is shed the same way, by the calls that wait for it:
+//
+//   - A call that every capacity it may use refused because it was full
+//     waits for the first of them to have room (Call.PickWaiting), when that
+//     comes soon enough, and asks again then.
+//   - While a call of a higher priority waits so, a call takes no room in a
+//     metered capacity (a region's requests or a PT's tokens: what the
+//     waiting call waits for): it is shed (ErrShed), since a call of a
+//     higher priority would have been let through, and it may still go
+//     where nothing is metered (a pay-as-you-go tier with no hint, which
+//     the region's 429s alone bound). A probe of a demoted PT is not held:
+//     it is how the largest capacity a short pool has comes back, one call
+//     in each probe interval.
+//
+// So under a shortage room goes to the highest priority that waits for it,
+// as from a priority queue, and a lower priority gets what no higher one
+// waits for. Nothing is kept idle for a priority that does not need it: the
+// rule holds only while a higher call waits, and a waiting call wakes when
+// the first capacity it may use has room (its wait is the shortest its
+// meters gave), so the room the lower priority was refused is taken as soon
+// as it frees. Nothing else frees room earlier: had another metered
+// capacity had room, the higher call would have taken it rather than wait
+// (unless that region's throttle or in-flight limit turned it away, which
+// turn a lower priority away at least as often). A pool of one priority
+// never has a higher one waiting.
+//
+// Each router judges from its own calls: behind a Service every router sees
+// the same mix of priorities, so each holds its lower priorities back while
+// its own higher calls wait, and the shared meter is not asked for a call
+// that yields.
+
+// yields reports whether a call of priority pr leaves metered capacities to
+// a waiting call of a higher priority: one does wait for headroom.
+func (p *Pool) yields(pr Priority) bool {
+	switch pr {
+	case PriorityCritical:
+		return false
+	case PrioritySheddable:
+		return p.waitingBy[PriorityCritical].Load() > 0 || p.waitingBy[PriorityDefault].Load() > 0
+	default:
+		return p.waitingBy[PriorityCritical].Load() > 0
+	}
+}
