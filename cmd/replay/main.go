@@ -298,6 +298,7 @@ var scenarioOrder = []string{
 	replay.ScenarioRetrySurge,
 	replay.ScenarioProvisionedDown,
 	replay.ScenarioUnreachable,
+	replay.ScenarioDownPriorities,
 	replay.ScenarioProvisionedSlow,
 	replay.ScenarioProvisionedThrottled,
 	replay.ScenarioSharedContention,
@@ -324,5 +325,5 @@ const policyNote = "How regionwarden gets its numbers. It counts each region's c
 	"A provisioned region failing at or over the ejection threshold (provisioned-region-down, total-outage) is demoted, never removed: the regions that answer take first attempts up to their quotas, it takes what they have no room for and a probe every half second, and it gets its full share back after seven probes in a row succeed; a region that refused connections is connected to again within a second of answering, so the probes find it back at once (provisioned-region-unreachable). A pay-as-you-go region failing as much is ejected, and ejected is not removed either: it takes only what the others have no room for (cascading-failover, spill-regions-failing). " +
 	"Each region's throttle (the SRE book's client-side adaptive throttling) counts failures as well as 429s, so when every region fails every region's share falls together and attempts per call fall under one. " +
 	"A region that answers within the deadline may hold its capacity times the deadline in flight (Little's law), whatever its adaptive limit (provisioned-region-slow). That limit shrinks only for a timeout that waited longer than the region's slowest recent answer: a 504 answered in the region's usual time is a failure, not a sign that it holds too many calls (spill-regions-failing). " +
-	"An attempt (first or retry) that finds every quota full waits for the first to have room, when that comes within 1.025 s and leaves it as long again before its deadline. The calls regionwarden still loses are shed when no region had headroom soon enough, or had both attempts (maxAttempts 2) fail; none fail for want of a region. " +
+	"An attempt (first or retry) that finds every quota full waits for the first to have room, when that comes within 1.025 s and leaves it as long again before its deadline; while it waits, calls of a lower priority take no metered room, so a shortage sheds sheddable calls first, then default ones (provisioned-region-down-priorities). The calls regionwarden still loses are shed when no region had headroom soon enough, or had both attempts (maxAttempts 2) fail; none fail for want of a region. " +
 	"The Portkey gateway retries every failure on every target, with no budget."

@@ -16,6 +16,7 @@ const (
 	ScenarioRetrySurge           = "retry-surge"
 	ScenarioProvisionedDown      = "provisioned-region-down"
 	ScenarioUnreachable          = "provisioned-region-unreachable"
+	ScenarioDownPriorities       = "provisioned-region-down-priorities"
 	ScenarioProvisionedSlow      = "provisioned-region-slow"
 	ScenarioProvisionedThrottled = "provisioned-region-throttled"
 	ScenarioSharedContention     = "shared-quota-contention"
@@ -166,6 +167,9 @@ func Checks(rep *Report) []Check {
 			c.Pass = c.Pass && ok
 			return c
 		})
+	case ScenarioDownPriorities:
+		each(regionwardenPolicies, func(r *Result) Check { return downCheck(r, rep, "is down") })
+		each(regionwardenPolicies, func(r *Result) Check { return shortageCheck(r, rep) })
 	case ScenarioProvisionedSlow:
 		each(regionwardenPolicies, func(r *Result) Check {
 			return Check{
@@ -328,6 +332,38 @@ func priorityChecks(rep *Report, each func(names []string, f func(r *Result) Che
 			Pass:     ptFull && standard429 > 0 && crit.Requests > 0 && crit.Succeeded < crit.Requests,
 		}
 	})
+}
+
+// shortageCheck is the target of a shortage of calls of several
+// priorities: while the faults last, critical calls are served at least
+// MinShareOfCarry of what the regions can carry of them when their room goes
+// to the highest priority first (Report.PriorityCarry), and each priority is
+// served at least as much as the one below it: the lowest is shed first.
+func shortageCheck(r *Result, rep *Report) Check {
+	order := []table.Priority{table.PriorityCritical, table.PriorityDefault, table.PrioritySheddable}
+	want := MinShareOfCarry * rep.PriorityCarry[table.PriorityCritical]
+	c := Check{Target: fmt.Sprintf("while the provisioned region is down (%s to %s), %s serves at least %s of critical calls (%s of what the other regions can carry of them, their room going to critical calls first), and every priority at least as much as the one below it",
+		fmtDuration(rep.Fault.From), fmtDuration(rep.Fault.To), r.Policy, pct(want), pct(MinShareOfCarry))}
+	var parts []string
+	prev, ok := 2.0, true
+	for _, pr := range order {
+		p := r.Priority(pr)
+		if p == nil || p.FaultRequests == 0 {
+			ok = false
+			parts = append(parts, fmt.Sprintf("no %s calls while the faults lasted", pr))
+			continue
+		}
+		got := p.FaultSuccess()
+		parts = append(parts, fmt.Sprintf("%s %s of %d (a priority queue: %s)", pr, pct(got), p.FaultRequests, pct(rep.PriorityCarry[pr])))
+		ok = ok && got <= prev
+		if pr == table.PriorityCritical {
+			ok = ok && got >= want
+		}
+		prev = got
+	}
+	c.Measured = "served while the faults lasted: " + strings.Join(parts, ", ")
+	c.Pass = ok
+	return c
 }
 
 // shareOf is the share a is of b, 0 when b is 0.

@@ -187,6 +187,7 @@ func TestFaultSpan(t *testing.T) {
 	}{
 		{ScenarioProvisionedDown, 4 * time.Minute, Span{2 * time.Minute, 150 * time.Second}, 0.45, 0.45},
 		{ScenarioUnreachable, 6 * time.Minute, Span{90 * time.Second, 270 * time.Second}, 0.45, 0.45},
+		{ScenarioDownPriorities, 4 * time.Minute, Span{time.Minute, 3 * time.Minute}, 0.6, 0.6},
 		{ScenarioTotalOutage, 4 * time.Minute, Span{2 * time.Minute, 140 * time.Second}, 0, 0},
 		{ScenarioTotalOutage, 130 * time.Second, Span{2 * time.Minute, 130 * time.Second}, 0, 0},
 		{ScenarioTotalOutage, time.Minute, Span{}, 0, 0},
@@ -371,6 +372,70 @@ func TestOutageCheck(t *testing.T) {
 		cs := Checks(rep)
 		if len(cs) != 1 || cs[0].Pass != tc.want || !strings.Contains(cs[0].Measured, "while the faults last") {
 			t.Errorf("%s: checks %+v, want one that passes: %v, measured while the faults last", tc.name, cs, tc.want)
+		}
+	}
+}
+
+// TestPriorityCarry: the room of a shortage goes to critical calls first,
+// then default ones, then sheddable ones: with a fifth of the calls critical
+// and three tenths sheddable, a carry of 60% serves every critical call,
+// four fifths of the default ones and no sheddable one.
+func TestPriorityCarry(t *testing.T) {
+	mix := emulator.PriorityMix{Critical: 0.2, Sheddable: 0.3}
+	for _, tc := range []struct {
+		carry                float64
+		crit, def, sheddable float64
+	}{
+		{0.6, 1, 0.8, 0},
+		{1, 1, 1, 1},
+		{0.85, 1, 1, 0.5},
+		{0.1, 0.5, 0, 0},
+		{0, 0, 0, 0},
+	} {
+		got := priorityCarry(mix, tc.carry)
+		for pr, want := range map[table.Priority]float64{table.PriorityCritical: tc.crit, table.PriorityDefault: tc.def, table.PrioritySheddable: tc.sheddable} {
+			if math.Abs(got[pr]-want) > 1e-9 {
+				t.Errorf("carry %v: %s %v, want %v", tc.carry, pr, got[pr], want)
+			}
+		}
+	}
+	if got := priorityCarry(emulator.PriorityMix{}, 0.6); got != nil {
+		t.Errorf("one priority: %v, want nil", got)
+	}
+}
+
+// TestShortageChecks judges the shortage's priority target on known
+// results: critical calls served within 95% of what a priority queue gives
+// them, and no priority served more than the one above it.
+func TestShortageChecks(t *testing.T) {
+	fault := Span{time.Minute, 3 * time.Minute}
+	prios := func(crit, def, sheddable float64) []PriorityResult {
+		var ps []PriorityResult
+		for pr, got := range map[table.Priority]float64{table.PriorityCritical: crit, table.PriorityDefault: def, table.PrioritySheddable: sheddable} {
+			if got >= 0 {
+				ps = append(ps, PriorityResult{Priority: pr, FaultRequests: 1000, FaultSucceeded: int64(got * 1000)})
+			}
+		}
+		return ps
+	}
+	for _, tc := range []struct {
+		ps   []PriorityResult
+		want bool
+	}{
+		{prios(0.99, 0.7, 0.02), true},
+		{prios(1, 0.8, 0), true},
+		{prios(0.94, 0.7, 0.02), false},  // critical calls lost
+		{prios(0.99, 0.3, 0.5), false},   // sheddable served before default
+		{prios(0.6, 0.6, 0.6), false},    // first come
+		{prios(0.99, 0.7, -1), false},    // no sheddable calls: nothing shows
+		{prios(0.99, 0.995, 0.5), false}, // default served before critical
+	} {
+		r := Result{Policy: NameRegionwarden, Requests: 6000, Fault: SpanResult{Span: fault, Requests: 3000, Success: 0.59, AttemptsPerRequest: 0.6}, Priorities: tc.ps}
+		rep := &Report{Scenario: ScenarioDownPriorities, Duration: 4 * time.Minute, Fault: fault, FaultCarry: 0.6,
+			PriorityCarry: priorityCarry(emulator.PriorityMix{Critical: 0.2, Sheddable: 0.3}, 0.6), Results: []*Result{&r}}
+		cs := Checks(rep)
+		if len(cs) != 2 || !cs[0].Pass || cs[1].Pass != tc.want {
+			t.Errorf("%+v: %+v, want the down target met and the priority one %v", tc.ps, cs, tc.want)
 		}
 	}
 }

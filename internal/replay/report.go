@@ -43,6 +43,11 @@ type Report struct {
 	// serve when every call is sent once, and not retried, to the region
 	// with room that answers most of what it is sent (carryOnce).
 	FaultCarryOnce float64
+	// PriorityCarry is, for a load of several priorities, the share of each
+	// priority's calls during Fault that the regions can carry when their
+	// room goes to the highest priority first (critical, then default,
+	// then sheddable), as a priority queue would give it (priorityCarry).
+	PriorityCarry map[table.Priority]float64
 	// PTCalls is what the scenario's PTs can serve together, in calls per
 	// second of the scenario's typical size.
 	PTCalls float64
@@ -154,10 +159,17 @@ type PriorityResult struct {
 	ByTraffic map[string]int64
 	// Errors counts the failed calls by ErrorKind name.
 	Errors map[string]int64
+	// FaultRequests and FaultSucceeded are the calls that started while the
+	// scenario's faults lasted (Report.Fault), and how many succeeded.
+	FaultRequests, FaultSucceeded int64
 }
 
 // SuccessRate is the share of the priority's calls that succeeded.
 func (p *PriorityResult) SuccessRate() float64 { return ratio(p.Succeeded, p.Requests) }
+
+// FaultSuccess is the share of the priority's calls that started while the
+// faults lasted that succeeded.
+func (p *PriorityResult) FaultSuccess() float64 { return ratio(p.FaultSucceeded, p.FaultRequests) }
 
 // RegionLoad is what one region received from one policy, counted by
 // scenario second of arrival at the region.
@@ -365,11 +377,19 @@ func writePriorities(b *strings.Builder, rep *Report) {
 	}
 	b.WriteString("Calls by priority (X-Regionwarden-Priority): success, and the traffic type that served them " +
 		"(PT: PROVISIONED_THROUGHPUT, standard: ON_DEMAND, Priority: ON_DEMAND_PRIORITY, Flex: ON_DEMAND_FLEX).\n\n")
-	b.WriteString("| Policy | Priority | Calls | Success | PT | Standard | Priority | Flex | Failures |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|\n")
+	during := func(p *PriorityResult) string { return "" }
+	if f := rep.Fault; f.To > 0 {
+		during = func(p *PriorityResult) string { return " " + pct(p.FaultSuccess()) + " |" }
+		fmt.Fprintf(b, "| Policy | Priority | Calls | Success | Success while the faults last (%s to %s) | PT | Standard | Priority | Flex | Failures |\n", fmtDuration(f.From), fmtDuration(f.To))
+		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	} else {
+		b.WriteString("| Policy | Priority | Calls | Success | PT | Standard | Priority | Flex | Failures |\n")
+		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|\n")
+	}
 	for _, r := range ran {
-		for _, p := range r.Priorities {
-			fmt.Fprintf(b, "| %s | %s | %d | %s | %d | %d | %d | %d | %s |\n", r.Policy, p.Priority, p.Requests, pct(p.SuccessRate()),
+		for i := range r.Priorities {
+			p := &r.Priorities[i]
+			fmt.Fprintf(b, "| %s | %s | %d | %s |%s %d | %d | %d | %d | %s |\n", r.Policy, p.Priority, p.Requests, pct(p.SuccessRate()), during(p),
 				p.ByTraffic[trafficProvisioned], p.ByTraffic[trafficStandard], p.ByTraffic[trafficPriority], p.ByTraffic[trafficFlex], failures(p.Errors))
 		}
 	}

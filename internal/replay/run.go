@@ -95,6 +95,7 @@ func Run(ctx context.Context, sc *emulator.Scenario, policies []Policy, o Option
 	}
 	rep.Fault, rep.FaultCarry = faultSpan(sc, dur)
 	rep.FaultCarryOnce = carryOnce(sc, rep.Fault)
+	rep.PriorityCarry = priorityCarry(sc.Load.Priorities, rep.FaultCarry)
 	for i := range sc.Regions {
 		if p := sc.Regions[i].Provisioned; p != nil {
 			rep.PTCalls += sc.RequestsPerSecond(&emulator.Region{Provisioned: p})
@@ -349,6 +350,7 @@ func (pr *policyRun) result(rep *Report) *Result {
 	}
 	if rep.Fault.To > 0 {
 		res.Fault = pr.rec.span(rep.Fault)
+		pr.rec.prioritySpan(res.Priorities, rep.Fault)
 	}
 	return res
 }
@@ -406,6 +408,9 @@ type recorder struct {
 	clean     int64
 	lags      []time.Duration // how late each call was sent
 	byPrio    map[table.Priority]*PriorityResult
+	// prioSeconds counts, per priority, the calls by the second they
+	// started: requests and ok.
+	prioSeconds map[table.Priority][]secondCount
 }
 
 // secondCount is one scenario second of one policy's run.
@@ -414,7 +419,8 @@ type secondCount struct {
 }
 
 func newRecorder(dur time.Duration) *recorder {
-	return &recorder{errs: map[ErrorKind]int64{}, seconds: make([]secondCount, int(dur/time.Second)+1), byPrio: map[table.Priority]*PriorityResult{}}
+	return &recorder{errs: map[ErrorKind]int64{}, seconds: make([]secondCount, int(dur/time.Second)+1),
+		byPrio: map[table.Priority]*PriorityResult{}, prioSeconds: map[table.Priority][]secondCount{}}
 }
 
 // record counts one call of priority prio that started at start and took
@@ -437,6 +443,15 @@ func (r *recorder) record(start, took time.Duration, prio table.Priority, res Ca
 	}
 	sec := min(int(start/time.Second), len(r.seconds)-1)
 	r.seconds[sec].requests++
+	ps := r.prioSeconds[prio]
+	if ps == nil {
+		ps = make([]secondCount, len(r.seconds))
+		r.prioSeconds[prio] = ps
+	}
+	ps[sec].requests++
+	if res.Err == NoError {
+		ps[sec].ok++
+	}
 	if res.Err != NoError {
 		r.errs[res.Err]++
 		return
@@ -552,6 +567,20 @@ func (r *recorder) span(ph Span) SpanResult {
 	return pr
 }
 
+// prioritySpan counts in each of ps the calls of its priority that started
+// in sp, and how many succeeded.
+func (r *recorder) prioritySpan(ps []PriorityResult, sp Span) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range ps {
+		sec := r.prioSeconds[ps[i].Priority]
+		for s := max(int(sp.From/time.Second), 0); s < min(int(sp.To/time.Second), len(sec)-1); s++ {
+			ps[i].FaultRequests += sec[s].requests
+			ps[i].FaultSucceeded += sec[s].ok
+		}
+	}
+}
+
 // quantile is the q-quantile of sorted values (nearest rank), 0 when empty.
 func quantile(sorted []time.Duration, q float64) time.Duration {
 	if len(sorted) == 0 {
@@ -609,6 +638,35 @@ func faultSpan(sc *emulator.Scenario, dur time.Duration) (Span, float64) {
 		carry += share * min(c, rate)
 	}
 	return sp, min(carry/rate, 1)
+}
+
+// priorityCarry is, for a load of mix m, the share of each priority's calls
+// that a carry (a share of the load) serves when it goes to the highest
+// priority first: critical calls take up to their share of the load, default
+// ones up to theirs of what is left, sheddable ones the rest. Nil for a load
+// of one priority.
+func priorityCarry(m emulator.PriorityMix, carry float64) map[table.Priority]float64 {
+	if m.IsZero() {
+		return nil
+	}
+	out := map[table.Priority]float64{}
+	left := carry
+	for _, p := range []struct {
+		pr    table.Priority
+		share float64
+	}{
+		{table.PriorityCritical, m.Critical},
+		{table.PriorityDefault, 1 - m.Critical - m.Sheddable},
+		{table.PrioritySheddable, m.Sheddable},
+	} {
+		if p.share <= 0 {
+			continue
+		}
+		got := min(p.share, max(left, 0))
+		out[p.pr] = got / p.share
+		left -= got
+	}
+	return out
 }
 
 // carryOnce is the share of the load during sp that sc's regions serve
