@@ -26,7 +26,7 @@ func TestRestResult(t *testing.T) {
 		{"Priority PayGo answer", 200, `{"usageMetadata":{"trafficType":"ON_DEMAND_PRIORITY"}}`, CallResult{Traffic: "ON_DEMAND_PRIORITY"}},
 		{"unreadable answer", 200, `{`, CallResult{Err: Other}},
 		{"over capacity", 429, `{"error":{"code":429,"message":"over capacity: no region has headroom (priority default); retry after 1s"}}`, CallResult{Err: Shed}},
-		{"shed", 429, `{"error":{"code":429,"message":"shed: over the concurrency limit for this priority (priority default); retry after 1s"}}`, CallResult{Err: Shed}},
+		{"shed", 429, `{"error":{"code":429,"message":"shed: calls of a higher priority go first (priority default); retry after 1s"}}`, CallResult{Err: Shed}},
 		{"region 429", 429, `{"error":{"code":429,"message":"Resource exhausted. Please try again later."}}`, CallResult{Err: Throttled}},
 		{"no regions", 503, `{"error":{"code":503,"message":"no regions to run"}}`, CallResult{Err: NoRegions}},
 		{"region 504", 504, `{"error":{"code":504,"message":"Deadline expired before operation could complete."}}`, CallResult{Err: Timeout}},

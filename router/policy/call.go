@@ -161,12 +161,20 @@ func (c *Call) PickWaiting(ctx context.Context, sleep func(context.Context, time
 			return a, nil
 		}
 		d, ok := c.headroomWait(err, waited)
-		if !ok || !c.p.startWaiting(c.st.prio) {
+		if !ok {
 			return a, err
 		}
-		serr := sleep(ctx, d)
-		c.p.stopWaiting(c.st.prio)
-		if serr != nil {
+		if waited == 0 {
+			if !c.p.startWaiting(c.st.prio) {
+				return a, err
+			}
+			// The place is held until the call has picked again after its
+			// last wait: a call of a lower priority that asks between its
+			// waking and its pick must still find it waiting (reserve.go).
+			defer c.p.stopWaiting(c.st.prio)
+		}
+		c.p.waits.Add(1)
+		if sleep(ctx, d) != nil {
 			return a, err
 		}
 		waited += d
@@ -177,7 +185,7 @@ func (c *Call) PickWaiting(ctx context.Context, sleep func(context.Context, time
 // having waited waited already, should wait for headroom (PickWaiting).
 func (c *Call) headroomWait(err error, waited time.Duration) (time.Duration, bool) {
 	var ce *CapacityError
-	if !errors.As(err, &ce) || !errors.Is(ce.Err, ErrOverCapacity) || ce.Headroom <= 0 || waited+ce.Headroom > MaxHeadroomWait {
+	if !errors.As(err, &ce) || !(errors.Is(ce.Err, ErrOverCapacity) || ce.yielded) || ce.Headroom <= 0 || waited+ce.Headroom > MaxHeadroomWait {
 		return 0, false
 	}
 	if c.st.deadline != 0 && c.p.nanos()+2*int64(ce.Headroom) > c.st.deadline {
@@ -194,7 +202,6 @@ func (p *Pool) startWaiting(pr Priority) bool {
 		return false
 	}
 	p.waitingBy[pr%priorities].Add(1)
-	p.waits.Add(1)
 	return true
 }
 

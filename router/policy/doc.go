@@ -160,8 +160,9 @@
 // Priorities under a shortage (reserve.go). An attempt that finds every
 // capacity it may use full waits for the first to have room (PickWaiting);
 // while a call waits so, calls of a lower priority take no metered capacity
-// and are shed (ErrShed): the room that frees goes to the highest priority
-// that waits for it, and nothing is held back while no higher call waits.
+// and wait behind it (shed, ErrShed, when their wait runs out): the room
+// that frees goes to the highest priority that waits for it, and nothing is
+// held back while no higher call waits.
 //
 // # Live state
 //

@@ -17,9 +17,11 @@ var (
 	// answers 429 with Retry-After rather than push the call on a region that
 	// cannot take it.
 	ErrOverCapacity = errors.New("over capacity: no region has headroom")
-	// ErrShed: the call's priority is over its share of a concurrency limit; a
-	// call of higher priority would have been let through.
-	ErrShed = errors.New("shed: over the concurrency limit for this priority")
+	// ErrShed: the call's priority is over its share of a concurrency limit,
+	// or it gave way to calls of a higher priority waiting for a full
+	// capacity (reserve.go); a call of higher priority would have been let
+	// through.
+	ErrShed = errors.New("shed: calls of a higher priority go first")
 	// ErrBudgetExhausted: a retry was refused because the process's retry
 	// budget is spent.
 	ErrBudgetExhausted = errors.New("retry budget exhausted")
@@ -51,8 +53,12 @@ type CapacityError struct {
 	Priority Priority
 	// Headroom is how soon a region's capacity has room for the call, to
 	// the nanosecond, when a capacity being full is what refused it in
-	// some region; 0 otherwise (Call.PickWaiting waits for it).
+	// some region, or when it may ask again after giving way to a call of
+	// a higher priority; 0 otherwise (Call.PickWaiting waits for it).
 	Headroom time.Duration
+	// yielded: the call gave way to a waiting call of a higher priority
+	// (reserve.go); shed, it still waits for headroom.
+	yielded bool
 }
 
 // Error says what was refused and when to come back.
@@ -84,6 +90,9 @@ func retryAfterSeconds(wait int64) time.Duration {
 type refusal struct {
 	wait int64 // shortest wait any region gave, in nanoseconds; 0: none known
 	shed bool  // some region refused only because of the call's priority
+	// yielded: some capacity was left to a waiting call of a higher
+	// priority (reserve.go).
+	yielded bool
 	// metered has bit i set when slot i's meter refused: its wait is
 	// worked out once every candidate has refused (meterWaits).
 	metered uint32
@@ -125,8 +134,8 @@ func (r *refusal) note(wait int64) {
 // err is the error for a call that every region refused.
 func (r *refusal) err(pr Priority) error {
 	e := ErrOverCapacity
-	if r.shed {
+	if r.shed || r.yielded {
 		e = ErrShed
 	}
-	return &CapacityError{Err: e, RetryAfter: retryAfterSeconds(r.wait), Priority: pr, Headroom: time.Duration(r.headroom)}
+	return &CapacityError{Err: e, RetryAfter: retryAfterSeconds(r.wait), Priority: pr, Headroom: time.Duration(r.headroom), yielded: r.yielded}
 }

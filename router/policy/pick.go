@@ -441,8 +441,8 @@ func (cs *candidates) weighted(st *poolState, rank int8, rnd *rng) int {
 func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe bool, ref *refusal) (charged int64, ok bool) {
 	if cs.yields && !probe && l == s.hinted && (s.tokCost > 0 || s.reqCost > 0) {
 		// A call of a higher priority waits for this room (reserve.go).
-		ref.shed = true
-		ref.note(int64(time.Second))
+		ref.yielded = true
+		ref.capacity(yieldWait(now))
 		return 0, false
 	}
 	r := s.r

@@ -14,16 +14,22 @@ package policy
 //     comes soon enough, and asks again then.
 //   - While a call of a higher priority waits so, a call takes no room in a
 //     metered capacity (a region's requests or a PT's tokens: what the
-//     waiting call waits for): it is shed (ErrShed), since a call of a
-//     higher priority would have been let through, and it may still go
-//     where nothing is metered (a pay-as-you-go tier with no hint, which
-//     the region's 429s alone bound). A probe of a demoted PT is not held:
-//     it is how the largest capacity a short pool has comes back, one call
-//     in each probe interval.
+//     waiting call waits for); it may still go where nothing is metered (a
+//     pay-as-you-go tier with no hint, which the region's 429s alone
+//     bound). Refused for that, it waits too, as a call refused by a full
+//     capacity does, in steps of yieldWait (the moments at which a meter's
+//     room can change), and asks again: a lower priority waiting so is in
+//     turn a waiting call that the ones below it give way to. A call that
+//     gives up is shed (ErrShed): a call of a higher priority was let
+//     through. A probe of a demoted PT is not held: it is how the largest
+//     capacity a short pool has comes back, one call in each probe
+//     interval.
 //
 // So under a shortage room goes to the highest priority that waits for it,
 // as from a priority queue, and a lower priority gets what no higher one
-// waits for. Nothing is kept idle for a priority that does not need it: the
+// waits for. A waiting call holds its place until it has asked again after
+// its last wait, so a call of a lower priority that asks between the
+// waiting call's waking and its asking still gives way. Nothing is kept idle for a priority that does not need it: the
 // rule holds only while a higher call waits, and a waiting call wakes when
 // the first capacity it may use has room (its wait is the shortest its
 // meters gave), so the room the lower priority was refused is taken as soon
@@ -49,4 +55,14 @@ func (p *Pool) yields(pr Priority) bool {
 	default:
 		return p.waitingBy[PriorityCritical].Load() > 0
 	}
+}
+
+// yieldWait is how long a call that gave way to a waiting call of a higher
+// priority waits before it asks again at now: until the next tick of a
+// one-second meter (a quarter of a bucket, 25 ms), when the room of the
+// router's own meters can next change (requestMeter). A shared quota can
+// free room between ticks; the call asks again at the tick all the same.
+func yieldWait(now int64) int64 {
+	tick := meterWidth / callSlots
+	return (fullTick(now)+1)*tick - now
 }

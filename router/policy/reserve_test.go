@@ -93,3 +93,68 @@ func TestYieldingCallAsksNoSharedMeter(t *testing.T) {
 		t.Fatalf("after the wait: admitted %v (%v), meter asked %d times; want admitted by it", ok, err, m.asked["europe-west4"])
 	}
 }
+
+// TestCallThatGaveWayWaitsItsTurn: a default call that gives way to a
+// waiting critical call waits in steps of a meter's tick rather than being
+// shed at once, and sheddable calls give way to it while it waits; once the
+// critical call is served, the default call takes the room at its next
+// step. Shed only when its wait runs out.
+func TestCallThatGaveWayWaitsItsTurn(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(shared("europe-west1", 1)), clk)
+	clk.Advance(10 * time.Millisecond) // between two ticks of the meter
+	if !p.startWaiting(PriorityCritical) {
+		t.Fatal("no waiting place")
+	}
+	d := p.Start(Request{Priority: PriorityDefault, Deadline: clk.Now().Add(10 * time.Second)})
+	var steps []time.Duration
+	var sheddable error
+	sleep := func(_ context.Context, w time.Duration) error {
+		steps = append(steps, w)
+		if len(steps) == 1 {
+			// The default call waits: a sheddable call gives way to it.
+			_, sheddable = pick1(p, PrioritySheddable)
+		}
+		if len(steps) == 3 {
+			p.stopWaiting(PriorityCritical) // the critical call was served elsewhere
+		}
+		clk.Advance(w)
+		return nil
+	}
+	a, err := d.PickWaiting(context.Background(), sleep)
+	if err != nil {
+		t.Fatalf("default call after the critical one: %v", err)
+	}
+	a.Done(Success)
+	if len(steps) != 3 || steps[0] != 15*time.Millisecond || steps[1] != 25*time.Millisecond {
+		t.Errorf("waited %v; want three steps to the meter's ticks: 15ms, 25ms, 25ms", steps)
+	}
+	if !errors.Is(sheddable, ErrShed) {
+		t.Errorf("sheddable call while the default one waited: %v, want shed", sheddable)
+	}
+
+	// A critical call that waits longer than the default one may: the
+	// default one is shed when its wait runs out.
+	clk.Advance(2 * time.Second)
+	if !p.startWaiting(PriorityCritical) {
+		t.Fatal("no waiting place")
+	}
+	defer p.stopWaiting(PriorityCritical)
+	d = p.Start(Request{Priority: PriorityDefault, Deadline: clk.Now().Add(10 * time.Second)})
+	var waited time.Duration
+	_, err = d.PickWaiting(context.Background(), func(_ context.Context, w time.Duration) error { waited += w; clk.Advance(w); return nil })
+	if !errors.Is(err, ErrShed) || waited > MaxHeadroomWait || waited < MaxHeadroomWait-25*time.Millisecond {
+		t.Errorf("default call behind a critical one that never leaves: %v after %v; want shed after about %v", err, waited, MaxHeadroomWait)
+	}
+}
+
+// pick1 starts a call of priority pr, picks its first attempt and ends it
+// with a success if it was admitted.
+func pick1(p *Pool, pr Priority) (Attempt, error) {
+	c := p.Start(Request{Priority: pr})
+	a, err := c.Pick()
+	if err == nil {
+		a.Done(Success)
+	}
+	return a, err
+}
