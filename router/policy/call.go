@@ -165,13 +165,16 @@ func (c *Call) PickWaiting(ctx context.Context, sleep func(context.Context, time
 			return a, err
 		}
 		if waited == 0 {
-			if !c.p.startWaiting(c.st.prio) {
+			// A pinned call waits for its one region: lower priorities do
+			// not give way to it everywhere (reserve.go).
+			holds := c.st.pin == ""
+			if !c.p.startWaiting(c.st.prio, holds) {
 				return a, err
 			}
 			// The place is held until the call has picked again after its
 			// last wait: a call of a lower priority that asks between its
 			// waking and its pick must still find it waiting (reserve.go).
-			defer c.p.stopWaiting(c.st.prio)
+			defer c.p.stopWaiting(c.st.prio, holds)
 		}
 		c.p.waits.Add(1)
 		if sleep(ctx, d) != nil {
@@ -195,19 +198,25 @@ func (c *Call) headroomWait(err error, waited time.Duration) (time.Duration, boo
 }
 
 // startWaiting takes a place among the pool's calls waiting for headroom,
-// as many as its in-flight cap allows a call of priority pr.
-func (p *Pool) startWaiting(pr Priority) bool {
+// as many as its in-flight cap allows a call of priority pr. holds: lower
+// priorities give way to the call while it waits (reserve.go).
+func (p *Pool) startWaiting(pr Priority, holds bool) bool {
 	if p.waiting.Add(1) > ceiling(p.st.Load().maxInFlight, pr) {
 		p.waiting.Add(-1)
 		return false
 	}
-	p.waitingBy[pr%priorities].Add(1)
+	if holds {
+		p.waitingBy[pr%priorities].Add(1)
+	}
 	return true
 }
 
-// stopWaiting gives back a place startWaiting took for a call of priority pr.
-func (p *Pool) stopWaiting(pr Priority) {
-	p.waitingBy[pr%priorities].Add(-1)
+// stopWaiting gives back a place startWaiting took for a call of priority
+// pr, with the same holds.
+func (p *Pool) stopWaiting(pr Priority, holds bool) {
+	if holds {
+		p.waitingBy[pr%priorities].Add(-1)
+	}
 	p.waiting.Add(-1)
 }
 

@@ -29,7 +29,10 @@ package policy
 // as from a priority queue, and a lower priority gets what no higher one
 // waits for. A waiting call holds its place until it has asked again after
 // its last wait, so a call of a lower priority that asks between the
-// waiting call's waking and its asking still gives way. Nothing is kept idle for a priority that does not need it: the
+// waiting call's waking and its asking still gives way. A call pinned to
+// one region (a cached content: Call.Pin) waits for that region alone, and
+// nobody gives way to it: it would hold every other region's room from the
+// lower priorities for nothing. Nothing is kept idle for a priority that does not need it: the
 // rule holds only while a higher call waits, and a waiting call wakes when
 // the first capacity it may use has room (its wait is the shortest its
 // meters gave), so the room the lower priority was refused is taken as soon

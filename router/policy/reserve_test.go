@@ -82,13 +82,13 @@ func TestYieldingCallAsksNoSharedMeter(t *testing.T) {
 	m := &scriptedMeter{v: SharedAdmitted, asked: map[string]int{}}
 	p.SetSharedMeter(m)
 
-	if !p.startWaiting(PriorityCritical) {
+	if !p.startWaiting(PriorityCritical, true) {
 		t.Fatal("no waiting place")
 	}
 	if _, err := admitted(p); !errors.Is(err, ErrShed) || m.asked["europe-west4"] != 0 {
 		t.Fatalf("critical waiting: %v, meter asked %d times; want shed, not asked", err, m.asked["europe-west4"])
 	}
-	p.stopWaiting(PriorityCritical)
+	p.stopWaiting(PriorityCritical, true)
 	if ok, err := admitted(p); !ok || m.asked["europe-west4"] != 1 {
 		t.Fatalf("after the wait: admitted %v (%v), meter asked %d times; want admitted by it", ok, err, m.asked["europe-west4"])
 	}
@@ -103,7 +103,7 @@ func TestCallThatGaveWayWaitsItsTurn(t *testing.T) {
 	clk := newClock()
 	p := mustNew(t, pool(shared("europe-west1", 1)), clk)
 	clk.Advance(10 * time.Millisecond) // between two ticks of the meter
-	if !p.startWaiting(PriorityCritical) {
+	if !p.startWaiting(PriorityCritical, true) {
 		t.Fatal("no waiting place")
 	}
 	d := p.Start(Request{Priority: PriorityDefault, Deadline: clk.Now().Add(10 * time.Second)})
@@ -116,7 +116,7 @@ func TestCallThatGaveWayWaitsItsTurn(t *testing.T) {
 			_, sheddable = pick1(p, PrioritySheddable)
 		}
 		if len(steps) == 3 {
-			p.stopWaiting(PriorityCritical) // the critical call was served elsewhere
+			p.stopWaiting(PriorityCritical, true) // the critical call was served elsewhere
 		}
 		clk.Advance(w)
 		return nil
@@ -136,10 +136,10 @@ func TestCallThatGaveWayWaitsItsTurn(t *testing.T) {
 	// A critical call that waits longer than the default one may: the
 	// default one is shed when its wait runs out.
 	clk.Advance(2 * time.Second)
-	if !p.startWaiting(PriorityCritical) {
+	if !p.startWaiting(PriorityCritical, true) {
 		t.Fatal("no waiting place")
 	}
-	defer p.stopWaiting(PriorityCritical)
+	defer p.stopWaiting(PriorityCritical, true)
 	d = p.Start(Request{Priority: PriorityDefault, Deadline: clk.Now().Add(10 * time.Second)})
 	var waited time.Duration
 	_, err = d.PickWaiting(context.Background(), func(_ context.Context, w time.Duration) error { waited += w; clk.Advance(w); return nil })
@@ -157,4 +157,32 @@ func pick1(p *Pool, pr Priority) (Attempt, error) {
 		a.Done(Success)
 	}
 	return a, err
+}
+
+// TestPinnedWaitHoldsNoRoom: a call pinned to one region (a cached content)
+// that waits for that region's room does not make lower priorities give way
+// in every region: they still take the room of the others.
+func TestPinnedWaitHoldsNoRoom(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(shared("europe-west1", 1), shared("europe-west4", 1)), clk)
+	c := p.Start(Request{Priority: PriorityCritical, Region: "europe-west1", Deadline: clk.Now().Add(10 * time.Second)})
+	first, err := c.Pick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Done(Success) // europe-west1 is full for a second
+	c = p.Start(Request{Priority: PriorityCritical, Region: "europe-west1", Deadline: clk.Now().Add(10 * time.Second)})
+	var other error
+	a, err := c.PickWaiting(context.Background(), func(_ context.Context, d time.Duration) error {
+		_, other = pick1(p, PriorityDefault) // europe-west4 has room
+		clk.Advance(d)
+		return nil
+	})
+	if err != nil || a.Region != "europe-west1" {
+		t.Fatalf("pinned critical call: %v in %s, want europe-west1 after its wait", err, a.Region)
+	}
+	a.Done(Success)
+	if other != nil {
+		t.Errorf("default call while a pinned critical call waited: %v, want europe-west4's room", other)
+	}
 }
