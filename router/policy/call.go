@@ -188,7 +188,7 @@ func (c *Call) PickWaiting(ctx context.Context, sleep func(context.Context, time
 // having waited waited already, should wait for headroom (PickWaiting).
 func (c *Call) headroomWait(err error, waited time.Duration) (time.Duration, bool) {
 	var ce *CapacityError
-	if !errors.As(err, &ce) || !(errors.Is(ce.Err, ErrOverCapacity) || ce.yielded) || ce.Headroom <= 0 || waited+ce.Headroom > MaxHeadroomWait {
+	if !errors.As(err, &ce) || !ce.waits() || waited+ce.Headroom > MaxHeadroomWait {
 		return 0, false
 	}
 	if c.st.deadline != 0 && c.p.nanos()+2*int64(ce.Headroom) > c.st.deadline {

@@ -66,6 +66,13 @@ func (e *CapacityError) Error() string {
 	return fmt.Sprintf("%v (priority %s); retry after %s", e.Err, e.Priority, e.RetryAfter)
 }
 
+// waits reports whether the refused call may wait for headroom
+// (PickWaiting): a capacity has room again at a known moment, and the call
+// was refused for want of it or gave way to a call of a higher priority.
+func (e *CapacityError) waits() bool {
+	return e.Headroom > 0 && (e.yielded || errors.Is(e.Err, ErrOverCapacity))
+}
+
 // Unwrap returns ErrOverCapacity or ErrShed.
 func (e *CapacityError) Unwrap() error { return e.Err }
 
