@@ -175,8 +175,8 @@ func (c *Call) PickWaiting(ctx context.Context, sleep func(context.Context, time
 			// last wait: a call of a lower priority that asks between its
 			// waking and its pick must still find it waiting (reserve.go).
 			defer c.p.stopWaiting(c.st.prio, holds)
+			c.p.waits.Add(1)
 		}
-		c.p.waits.Add(1)
 		if sleep(ctx, d) != nil {
 			return a, err
 		}

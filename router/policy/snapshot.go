@@ -24,9 +24,9 @@ type Snapshot struct {
 	// InFlight is the calls in flight in the pool; MaxInFlight caps them.
 	InFlight    int64 `json:"inFlight"`
 	MaxInFlight int64 `json:"maxInFlight,omitempty"`
-	// Waiting is the calls waiting for a full quota to have room
-	// (Call.PickWaiting); HeadroomWaits counts the waits since the router
-	// started.
+	// Waiting is the calls waiting for a full quota to have room, or for a
+	// call of a higher priority to take it (Call.PickWaiting);
+	// HeadroomWaits counts the calls that waited since the router started.
 	Waiting       int64 `json:"waiting"`
 	HeadroomWaits int64 `json:"headroomWaits"`
 	// RetryBudget is the (possibly process-wide) retry budget's recent counts.
