@@ -80,6 +80,19 @@ const (
 	priorities = iota
 )
 
+// Rank is the priority's place in the order in which calls go first: 0 for
+// critical, 1 for default, 2 for sheddable.
+func (p Priority) Rank() int {
+	switch p {
+	case PriorityCritical:
+		return 0
+	case PrioritySheddable:
+		return 2
+	default:
+		return 1
+	}
+}
+
 // String returns the priority's name, as the router's header spells it.
 func (p Priority) String() string {
 	switch p {

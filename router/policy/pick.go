@@ -482,7 +482,7 @@ func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe bo
 			return 0, false
 		}
 	case s.reqCost > 0:
-		if !p.takeRequest(s, i, now, ref) {
+		if !p.takeRequest(s, i, now, cs.prio, ref) {
 			r.inFlight.Add(-1)
 			return 0, false
 		}

@@ -1,5 +1,7 @@
 package policy
 
+import "time"
+
 // Priorities share a capacity that cannot take every call.
 //
 // A meter admits calls first come, first served: when a pool's capacities
@@ -42,10 +44,13 @@ package policy
 // turn a lower priority away at least as often). A pool of one priority
 // never has a higher one waiting.
 //
-// Each router judges from its own calls: behind a Service every router sees
-// the same mix of priorities, so each holds its lower priorities back while
-// its own higher calls wait, and the shared meter is not asked for a call
-// that yields.
+// Behind several routers that share a store (SharedMeter), a router holds
+// its lower priorities back while its own higher calls wait, and the store
+// does the same across routers: a request of a higher priority that a full
+// quota refuses claims, in the store, the room that frees next, for the
+// moment its router takes to wake it (MeterTick), and a lower priority's
+// request from any router in that moment gives way. A router's own meters
+// (no store, or a store that does not answer) see only its own calls.
 
 // yields reports whether a call of priority pr leaves metered capacities to
 // a waiting call of a higher priority: one does wait for headroom.
@@ -66,6 +71,12 @@ func (p *Pool) yields(pr Priority) bool {
 // router's own meters can next change (requestMeter). A shared quota can
 // free room between ticks; the call asks again at the tick all the same.
 func yieldWait(now int64) int64 {
-	tick := meterWidth / callSlots
+	tick := int64(MeterTick)
 	return (fullTick(now)+1)*tick - now
 }
+
+// MeterTick is the step in which the room of a one-second meter changes (a
+// quarter of a bucket): a call that gave way asks again at the next one,
+// and a shared meter holds the room a waiting call of a higher priority
+// claimed for one more, the time its router takes to wake it (SharedMeter).
+const MeterTick = time.Duration(meterWidth / callSlots)

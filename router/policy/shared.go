@@ -16,10 +16,14 @@ package policy
 // answer, the router's own share decides at once with what it sent in the
 // last second counted.
 type SharedMeter interface {
-	// TakeShared asks for one request to the region named region at now
-	// (nanoseconds on the pool's clock). It must return within a bounded
-	// time, whatever the store does.
-	TakeShared(region string, now int64) SharedAnswer
+	// TakeShared asks for one request of priority pr to the region named
+	// region at now (nanoseconds on the pool's clock). Calls of a higher
+	// priority go first across the routers (reserve.go): a request that a
+	// full quota refuses claims the room that frees next for its priority,
+	// for a moment, and one of a lower priority asking in that moment gives
+	// way (SharedFull with Yielded). It must return within a bounded time,
+	// whatever the store does.
+	TakeShared(region string, now int64, pr Priority) SharedAnswer
 	// AdmittedLocally says that the router's own meter admitted a request
 	// to region at now, after TakeShared said SharedUnknown. The meter
 	// counts it too when it can, so that the other routers, still metering
@@ -33,8 +37,11 @@ type SharedMeter interface {
 type SharedAnswer struct {
 	Verdict SharedVerdict
 	// Wait, with SharedFull, is how long until the quota has room, in
-	// nanoseconds.
+	// nanoseconds, or, with Yielded, until the request may ask again.
 	Wait int64
+	// Yielded, with SharedFull: the room is claimed by a waiting request of
+	// a higher priority, perhaps another router's.
+	Yielded bool
 	// Held, with SharedUnknown, is the part of the quota (0 to 1) that the
 	// region's window in the store held when it last answered this router,
 	// told once, with the first request the store does not answer, if it
@@ -79,16 +86,17 @@ func (p *Pool) SetSharedMeter(m SharedMeter) {
 // refusal is noted in ref as admit notes the others: a full shared quota
 // and the pacer with their waits, the own meter by its slot, whose wait is
 // worked out only if every candidate refuses (meterWaits).
-func (p *Pool) takeRequest(s *slot, i int, now int64, ref *refusal) bool {
+func (p *Pool) takeRequest(s *slot, i int, now int64, pr Priority, ref *refusal) bool {
 	m := p.shared.Load()
 	unknown := false
 	if m != nil {
-		switch a := (*m).TakeShared(s.name, now); a.Verdict {
+		switch a := (*m).TakeShared(s.name, now, pr); a.Verdict {
 		case SharedAdmitted:
 			s.chargeRequest(now)
 			return true
 		case SharedFull:
 			ref.capacity(max(a.Wait, 1))
+			ref.yielded = ref.yielded || a.Yielded
 			return false
 		case SharedUnknown:
 			unknown = true

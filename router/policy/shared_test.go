@@ -18,7 +18,7 @@ type scriptedMeter struct {
 	local int // requests it was told the router's own meter admitted
 }
 
-func (m *scriptedMeter) TakeShared(region string, now int64) SharedAnswer {
+func (m *scriptedMeter) TakeShared(region string, now int64, pr Priority) SharedAnswer {
 	m.asked[region]++
 	a := SharedAnswer{Verdict: m.v, Wait: m.wait}
 	if m.v == SharedUnknown {

@@ -101,7 +101,12 @@ type Meter struct {
 	// spread of delays between admitting a request and its arrival as the
 	// router's own meter does.
 	window int64
-	log    *slog.Logger
+	// claim is how long past the moment it frees a waiting request of a
+	// higher priority holds a region's room (meterScript), in microseconds
+	// of the store's clock: a tick of the router's own meters (25 ms of the
+	// pool's clock), time for its router to wake the waiting call and ask.
+	claim int64
+	log   *slog.Logger
 	// onState is MeterOptions.OnState, or a no-op.
 	onState func(answering bool)
 
@@ -135,10 +140,30 @@ type Meter struct {
 // admitted, else {0, microseconds until the oldest request leaves the
 // window, the requests in the window}. The key expires a second after the
 // window: a region no one calls leaves nothing behind.
+//
+// Priorities (policy's reserve.go): ARGV[4] is the request's rank (0
+// critical, 1 default, 2 sheddable). A request of rank 0 or 1 that the
+// window refuses claims, in the hash KEYS[2], the room that frees next for
+// its rank: until that moment and ARGV[5] microseconds more, the time its
+// router takes to wake the waiting call and ask again. A request of a lower
+// rank asking while a claim of a higher one stands is refused without being
+// counted: {2, microseconds until the claim ends, 0}. Before the room frees
+// the window refuses it anyway; in the moment after, the room is the
+// waiting request's, whichever router it waits in.
 var meterScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local win = tonumber(ARGV[1])
+local rank = tonumber(ARGV[4])
+if rank > 0 then
+  local claims = redis.call('HMGET', KEYS[2], '0', '1')
+  for i = 1, rank do
+    local u = tonumber(claims[i])
+    if u and u > now then
+      return {2, u - now, 0}
+    end
+  end
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - win)
 if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('ZADD', KEYS[1], now, ARGV[3])
@@ -146,7 +171,12 @@ if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
   return {1, now, redis.call('ZCARD', KEYS[1])}
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {0, tonumber(first[2]) + win - now, redis.call('ZCARD', KEYS[1])}
+local free = tonumber(first[2]) + win
+if rank < 2 then
+  redis.call('HSET', KEYS[2], ARGV[4], free + tonumber(ARGV[5]))
+  redis.call('PEXPIRE', KEYS[2], math.ceil(win / 1000) + 1000)
+end
+return {0, free - now, redis.call('ZCARD', KEYS[1])}
 `)
 
 // NewMeter returns a meter with the store at o.URL. It does not connect
@@ -175,6 +205,7 @@ func NewMeter(o MeterOptions) (*Meter, error) {
 	return &Meter{
 		rdb: storeClient(ro, o.Timeout), bg: storeClient(&bgo, time.Duration(window)*time.Microsecond),
 		id: o.ID, prefix: o.KeyPrefix, timeout: o.Timeout, scale: o.Scale, window: window, log: o.Logger,
+		claim:      max(int64(float64(policy.MeterTick.Microseconds())/o.Scale), 1),
 		onState:    o.OnState,
 		nonce:      strconv.FormatUint(rand.Uint64(), 36) + ":",
 		extensions: make(chan extension, extensionQueue), closed: make(chan struct{}),
@@ -190,16 +221,18 @@ func (m *Meter) Close() error {
 // windowNanos is one window on the pool's clock, in nanoseconds.
 const windowNanos = int64(time.Second)
 
-// take asks the store to admit one request into key's window of limit
-// requests, at now on the pool's clock. With SharedFull, wait is how long
-// until the window has room; held is how many requests the window holds
-// when the store answers (with SharedUnknown it did not: 0).
-func (m *Meter) take(key string, limit int64, now int64) (v policy.SharedVerdict, wait, held int64) {
+// take asks the store to admit one request of priority pr into key's
+// window of limit requests, at now on the pool's clock. With SharedFull,
+// wait is how long until the window has room, or, when the request gave
+// way to a higher priority's claim (yielded), until the claim ends; held is
+// how many requests the window holds when the store answers (with
+// SharedUnknown or yielded: 0).
+func (m *Meter) take(key string, limit int64, now int64, pr policy.Priority) (v policy.SharedVerdict, wait, held int64, yielded bool) {
 	probe := false
 	if d := m.down.Load(); d != 0 {
 		// One request a window tries the store; the others use the share.
 		if now < d || !m.down.CompareAndSwap(d, now+windowNanos) {
-			return policy.SharedUnknown, 0, 0
+			return policy.SharedUnknown, 0, 0, false
 		}
 		probe = true
 	}
@@ -207,7 +240,7 @@ func (m *Meter) take(key string, limit int64, now int64) (v policy.SharedVerdict
 	defer cancel()
 	member := m.nonce + strconv.FormatUint(m.seq.Add(1), 36)
 	sent := time.Now()
-	res, err := meterScript.Run(ctx, m.rdb, []string{key}, m.window, limit, member).Int64Slice()
+	res, err := meterScript.Run(ctx, m.rdb, []string{key, key + claimsSuffix}, m.window, limit, member, pr.Rank(), m.claim).Int64Slice()
 	rtt := time.Since(sent)
 	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("%d values in the answer", len(res))
@@ -217,7 +250,7 @@ func (m *Meter) take(key string, limit int64, now int64) (v policy.SharedVerdict
 			m.log.Warn("share meter: the store does not answer; each region's quota is metered by this router's share", "router", m.id, "error", err)
 			m.onState(false)
 		}
-		return policy.SharedUnknown, 0, 0
+		return policy.SharedUnknown, 0, 0, false
 	}
 	if probe {
 		m.warm.Store(now + 2*windowNanos)
@@ -226,14 +259,18 @@ func (m *Meter) take(key string, limit int64, now int64) (v policy.SharedVerdict
 		m.onState(true)
 	}
 	if res[0] != 1 {
-		return policy.SharedFull, int64(float64(res[1]*int64(time.Microsecond)) * m.scale), res[2]
+		return policy.SharedFull, int64(float64(res[1]*int64(time.Microsecond)) * m.scale), res[2], res[0] == 2
 	}
 	m.extend(key, member, res[1]+rtt.Microseconds())
 	if now < m.warm.Load() {
-		return policy.SharedAdmittedIfLocal, 0, res[2]
+		return policy.SharedAdmittedIfLocal, 0, res[2], false
 	}
-	return policy.SharedAdmitted, 0, res[2]
+	return policy.SharedAdmitted, 0, res[2], false
 }
+
+// claimsSuffix names, after a region's window key, the hash of the claims
+// that requests of a higher priority hold on its next room (meterScript).
+const claimsSuffix = ":claims"
 
 // extend moves a request's time in the store to at (microseconds on the
 // store's clock), later than the time the store admitted it.
@@ -409,7 +446,7 @@ func (ls *lastSeen) take(limit, now int64) float64 {
 
 // TakeShared implements policy.SharedMeter. A region without a quota of at
 // least one whole request a second is left to the router's own meter.
-func (pm *poolMeter) TakeShared(region string, now int64) policy.SharedAnswer {
+func (pm *poolMeter) TakeShared(region string, now int64, pr policy.Priority) policy.SharedAnswer {
 	l, ok := (*pm.limits.Load())[region]
 	if !ok {
 		return policy.SharedAnswer{}
@@ -417,11 +454,14 @@ func (pm *poolMeter) TakeShared(region string, now int64) policy.SharedAnswer {
 	if until := l.full.Load(); now < until && pm.m.down.Load() == 0 {
 		return policy.SharedAnswer{Verdict: policy.SharedFull, Wait: until - now}
 	}
-	v, wait, held := pm.m.take(l.key, l.limit, now)
-	switch v {
-	case policy.SharedUnknown:
+	v, wait, held, yielded := pm.m.take(l.key, l.limit, now, pr)
+	switch {
+	case yielded:
+		// The window was not read: nothing is known of it.
+		return policy.SharedAnswer{Verdict: v, Wait: wait, Yielded: true}
+	case v == policy.SharedUnknown:
 		return policy.SharedAnswer{Held: l.seen.take(l.limit, now)}
-	case policy.SharedFull:
+	case v == policy.SharedFull:
 		l.full.Store(now + wait)
 	}
 	l.seen.note(held, now)

@@ -85,7 +85,7 @@ func TestMeterSharesOneQuota(t *testing.T) {
 		case 9:
 			pm = pms[2]
 		}
-		switch a := pm.TakeShared("europe-west4", now); a.Verdict {
+		switch a := pm.TakeShared("europe-west4", now, policy.PriorityDefault); a.Verdict {
 		case policy.SharedAdmitted:
 			admitted++
 		case policy.SharedFull:
@@ -100,7 +100,7 @@ func TestMeterSharesOneQuota(t *testing.T) {
 		t.Errorf("%d requests admitted in one second, want the cluster's 6", admitted)
 	}
 	for _, region := range []string{"europe-west1", "europe-north1", "nowhere"} {
-		if v := pms[0].TakeShared(region, now).Verdict; v != policy.SharedUnknown {
+		if v := pms[0].TakeShared(region, now, policy.PriorityDefault).Verdict; v != policy.SharedUnknown {
 			t.Errorf("%s: verdict %d, want SharedUnknown: the router's own meter decides", region, v)
 		}
 	}
@@ -120,7 +120,7 @@ func TestMeterFallsBackAndComesBack(t *testing.T) {
 	second := int64(time.Second)
 	t0 := time.Now().UnixNano()
 	take := func(at int64) policy.SharedVerdict {
-		v := pm.TakeShared("europe-west4", t0+at).Verdict
+		v := pm.TakeShared("europe-west4", t0+at, policy.PriorityDefault).Verdict
 		return v
 	}
 	const down = "share: the store does not answer"
@@ -168,20 +168,20 @@ func TestFullWindowIsKnownUntilItHasRoom(t *testing.T) {
 	pm.set(&tp)
 	now := time.Now().UnixNano()
 	for range 2 {
-		if v := pm.TakeShared("europe-west4", now).Verdict; v != policy.SharedAdmitted {
+		if v := pm.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedAdmitted {
 			t.Fatalf("verdict %d, want admitted", v)
 		}
 	}
-	a := pm.TakeShared("europe-west4", now)
+	a := pm.TakeShared("europe-west4", now, policy.PriorityDefault)
 	v, wait := a.Verdict, a.Wait
 	if v != policy.SharedFull || wait <= 0 {
 		t.Fatalf("verdict %d, wait %v; want full", v, time.Duration(wait))
 	}
 	g.Shut()
-	if a := pm.TakeShared("europe-west4", now+wait/2); a.Verdict != policy.SharedFull || a.Wait != wait-wait/2 {
+	if a := pm.TakeShared("europe-west4", now+wait/2, policy.PriorityDefault); a.Verdict != policy.SharedFull || a.Wait != wait-wait/2 {
 		t.Errorf("within the wait: verdict %d, wait %v; want full, %v, without the store", a.Verdict, time.Duration(a.Wait), time.Duration(wait-wait/2))
 	}
-	if v := pm.TakeShared("europe-west4", now+wait+1).Verdict; v != policy.SharedUnknown {
+	if v := pm.TakeShared("europe-west4", now+wait+1, policy.PriorityDefault).Verdict; v != policy.SharedUnknown {
 		t.Errorf("after the wait: verdict %d, want the store asked (cut off: unknown)", v)
 	}
 	// A larger quota is a new window: not known full.
@@ -218,7 +218,7 @@ func TestAdmittedRequestCountsFromWhenTheRouterHeardBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := pm.TakeShared("europe-west4", time.Now().UnixNano()).Verdict; v != policy.SharedAdmitted {
+	if v := pm.TakeShared("europe-west4", time.Now().UnixNano(), policy.PriorityDefault).Verdict; v != policy.SharedAdmitted {
 		t.Fatalf("verdict %d", v)
 	}
 	key := (*pm.limits.Load())["europe-west4"].key
@@ -249,7 +249,7 @@ func TestShareAdmitsCountInTheStore(t *testing.T) {
 	slow := poolMeterOf(meterWith(t, MeterOptions{URL: "redis://" + g.Addr() + "/0", ID: "slow", Timeout: 20 * time.Millisecond}))
 	fast := poolMeterOf(newTestMeter(t, srv.URL(), "fast"))
 	now := time.Now().UnixNano()
-	if v := slow.TakeShared("europe-west4", now).Verdict; v != policy.SharedUnknown {
+	if v := slow.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedUnknown {
 		t.Fatalf("verdict %d through a store answering in 50 ms, want unknown (the share decides)", v)
 	}
 	for range 4 { // what its share admitted
@@ -276,7 +276,7 @@ func TestShareAdmitsCountInTheStore(t *testing.T) {
 	}
 	admitted := int64(0)
 	for range 10 {
-		if v := fast.TakeShared("europe-west4", now).Verdict; v == policy.SharedAdmitted {
+		if v := fast.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v == policy.SharedAdmitted {
 			admitted++
 		}
 	}
@@ -298,26 +298,26 @@ func TestFallbackIsToldWhatTheStoreLastCounted(t *testing.T) {
 	pm := poolMeterOf(newTestMeter(t, "redis://"+g.Addr()+"/0", "a")) // 10 a second
 	now := time.Now().UnixNano()
 	for range 3 {
-		if v := pm.TakeShared("europe-west4", now).Verdict; v != policy.SharedAdmitted {
+		if v := pm.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedAdmitted {
 			t.Fatalf("verdict %d", v)
 		}
 	}
 	g.Shut()
 	at := now + int64(10*time.Millisecond)
-	if a := pm.TakeShared("europe-west4", at); a.Verdict != policy.SharedUnknown || a.Held != 0.3 {
+	if a := pm.TakeShared("europe-west4", at, policy.PriorityDefault); a.Verdict != policy.SharedUnknown || a.Held != 0.3 {
 		t.Errorf("first request unanswered: %+v, want unknown, held 0.3 (3 of 10)", a)
 	}
-	if a := pm.TakeShared("europe-west4", at); a.Held != 0 {
+	if a := pm.TakeShared("europe-west4", at, policy.PriorityDefault); a.Held != 0 {
 		t.Errorf("second request unanswered: held %v, want 0 (told once)", a.Held)
 	}
 
 	g.Open()
 	pm = poolMeterOf(newTestMeter(t, "redis://"+g.Addr()+"/0", "b"))
-	if v := pm.TakeShared("europe-west4", now).Verdict; v != policy.SharedAdmitted {
+	if v := pm.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedAdmitted {
 		t.Fatalf("verdict %d", v)
 	}
 	g.Shut()
-	if a := pm.TakeShared("europe-west4", now+int64(time.Second)); a.Held != 0 {
+	if a := pm.TakeShared("europe-west4", now+int64(time.Second), policy.PriorityDefault); a.Held != 0 {
 		t.Errorf("unanswered a window after the last answer: held %v, want 0", a.Held)
 	}
 }
@@ -366,5 +366,46 @@ func TestControllerSharedMeter(t *testing.T) {
 	}
 	if c.SharedMeter(tp.Key()) != nil {
 		t.Error("a pool that left the table kept its shared meter")
+	}
+}
+
+// TestWaitingPriorityClaimsTheNextRoom: a critical request that a full
+// window refuses claims the room that frees next, in the store: while the
+// claim stands, default and sheddable requests of every router give way
+// (refused without being counted, with the time until the claim ends),
+// critical ones do not; once it ends, the room is anyone's.
+func TestWaitingPriorityClaimsTheNextRoom(t *testing.T) {
+	srv := redisserver.ForTest(t)
+	const scale = 10    // a window of about 100 ms
+	tp := meterPool(20) // 2 requests a second
+	a, b := &poolMeter{m: meterWith(t, MeterOptions{URL: srv.URL(), ID: "a", Scale: scale})}, &poolMeter{m: meterWith(t, MeterOptions{URL: srv.URL(), ID: "b", Scale: scale})}
+	a.set(&tp)
+	b.set(&tp)
+	// The pool's clock runs scale times as fast as the store's.
+	start := time.Now()
+	now := start.UnixNano()
+	for range 2 {
+		if v := a.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedAdmitted {
+			t.Fatalf("filling: verdict %d", v)
+		}
+	}
+	if got := a.TakeShared("europe-west4", now, policy.PriorityCritical); got.Verdict != policy.SharedFull || got.Yielded {
+		t.Fatalf("critical request to a full window: %+v, want full", got)
+	}
+	var until int64
+	for _, pr := range []policy.Priority{policy.PrioritySheddable, policy.PriorityDefault} {
+		got := b.TakeShared("europe-west4", now, pr)
+		if got.Verdict != policy.SharedFull || !got.Yielded || got.Wait <= 0 {
+			t.Fatalf("%s request of another router while the critical one waits: %+v, want to give way", pr, got)
+		}
+		until = max(until, got.Wait)
+	}
+	if got := b.TakeShared("europe-west4", now, policy.PriorityCritical); got.Verdict != policy.SharedFull || got.Yielded {
+		t.Errorf("critical request of another router: %+v, want full, not giving way", got)
+	}
+	time.Sleep(time.Duration(until)/scale + 5*time.Millisecond)
+	later := now + int64(time.Since(start))*scale
+	if got := b.TakeShared("europe-west4", later, policy.PrioritySheddable); got.Verdict != policy.SharedAdmitted {
+		t.Errorf("sheddable request after the claim: %+v, want admitted", got)
 	}
 }
