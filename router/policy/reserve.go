@@ -19,8 +19,9 @@ import "time"
 //     waiting call waits for); it may still go where nothing is metered (a
 //     pay-as-you-go tier with no hint, which the region's 429s alone
 //     bound). Refused for that, it waits too, as a call refused by a full
-//     capacity does, in steps of yieldWait (the moments at which a meter's
-//     room can change), and asks again: a lower priority waiting so is in
+//     capacity does, until the next moment a meter's room can change
+//     (yieldWait), or until the claim it gave way to in a shared store
+//     ends (below), and asks again: a lower priority waiting so is in
 //     turn a waiting call that the ones below it give way to. A call that
 //     gives up is shed (ErrShed): a call of a higher priority was let
 //     through. A probe of a demoted PT is not held: it is how the largest
