@@ -12,7 +12,8 @@ import (
 // call that comes first is shed (ErrShed, not over capacity) though the
 // quota has room, and the waiting call is admitted when it wakes. A default
 // call waiting holds room from sheddable calls alone; with nobody of a higher
-// priority waiting, every priority takes room first come, as before.
+// priority waiting, every priority takes room first come, as before (all nine
+// pairs of a waiter and a caller).
 func TestWaitingHigherPriorityGoesFirst(t *testing.T) {
 	clk := newClock()
 	p := mustNew(t, pool(shared("europe-west1", 1)), clk)
@@ -42,28 +43,24 @@ func TestWaitingHigherPriorityGoesFirst(t *testing.T) {
 		return otherErr, err
 	}
 
-	for _, tc := range []struct {
-		waiter, other Priority
-		held          bool // the room is held for the waiter
-	}{
-		{PriorityCritical, PriorityDefault, true},
-		{PriorityCritical, PrioritySheddable, true},
-		{PriorityDefault, PrioritySheddable, true},
-		{PriorityDefault, PriorityCritical, false},
-		{PrioritySheddable, PriorityDefault, false},
-		{PriorityDefault, PriorityDefault, false},
-	} {
-		otherErr, waiterErr := waitBeside(tc.waiter, tc.other)
-		switch {
-		case tc.held && (!errors.Is(otherErr, ErrShed) || waiterErr != nil):
-			t.Errorf("%s waiting, %s asking: %v, waiter %v; want the other shed and the waiter admitted", tc.waiter, tc.other, otherErr, waiterErr)
-		case !tc.held && (otherErr != nil || !errors.Is(waiterErr, ErrOverCapacity)):
-			t.Errorf("%s waiting, %s asking: %v, waiter %v; want the other admitted first and the waiter over capacity", tc.waiter, tc.other, otherErr, waiterErr)
+	// Every pair of priorities: the room is held for the waiter from the
+	// priorities below its own, and from no other.
+	all := []Priority{PriorityCritical, PriorityDefault, PrioritySheddable}
+	for _, waiter := range all {
+		for _, other := range all {
+			held := other.Rank() > waiter.Rank()
+			otherErr, waiterErr := waitBeside(waiter, other)
+			switch {
+			case held && (!errors.Is(otherErr, ErrShed) || waiterErr != nil):
+				t.Errorf("%s waiting, %s asking: %v, waiter %v; want the other shed and the waiter admitted", waiter, other, otherErr, waiterErr)
+			case !held && (otherErr != nil || !errors.Is(waiterErr, ErrOverCapacity)):
+				t.Errorf("%s waiting, %s asking: %v, waiter %v; want the other admitted first and the waiter over capacity", waiter, other, otherErr, waiterErr)
+			}
+			// Fill the quota again for the next pair, a second later.
+			clk.Advance(2 * time.Second)
+			once(t, p, Success)
+			clk.Advance(500 * time.Millisecond)
 		}
-		// Fill the quota again for the next case, a second later.
-		clk.Advance(2 * time.Second)
-		once(t, p, Success)
-		clk.Advance(500 * time.Millisecond)
 	}
 
 	// Nobody waits: a sheddable call takes the room.
