@@ -46,6 +46,43 @@ func TestPriorityPayGoKeepsCriticalCalls(t *testing.T) {
 	}
 }
 
+// TestShortageShedsLowestFirst replays a short
+// provisioned-region-down-priorities (test/scenarios; the full four minutes
+// are in docs/replays.md): 20 s of normal traffic, then 60 s in which the PT
+// answers 503 and the pay-as-you-go quotas carry 60% of the calls, against
+// regionwarden in process. It checks, with room for a busy machine where
+// the full targets leave little: at least 90% of what the quotas carry
+// served (the target is 95%), critical calls served at least 90% (95% of
+// what a priority queue gives them, 100%), and each priority served at
+// least as much as the one below it, sheddable calls well under default
+// ones. Scale 8 replays it in about 13 s of real time.
+func TestShortageShedsLowestFirst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays a short scenario in about 13 seconds")
+	}
+	sc := shortScenario(t, ScenarioDownPriorities, 20*time.Second, 100*time.Second)
+	rep, err := runOnSchedule(t, sc, []Policy{Regionwarden()}, Options{Seed: 7, Scale: 8, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Results[0]
+	if f := r.Fault; f.Success < 0.9*rep.FaultCarry {
+		t.Errorf("served %.2f%% while the PT was down, want at least 90%% of the %.0f%% the quotas carry", 100*f.Success, 100*rep.FaultCarry)
+	}
+	var got []float64
+	for _, pr := range []table.Priority{table.PriorityCritical, table.PriorityDefault, table.PrioritySheddable} {
+		p := r.Priority(pr)
+		if p == nil || p.FaultRequests == 0 {
+			t.Fatalf("no %s calls while the PT was down", pr)
+		}
+		t.Logf("%s: %d calls while the PT was down, %.2f%% served (a priority queue: %.0f%%)", pr, p.FaultRequests, 100*p.FaultSuccess(), 100*rep.PriorityCarry[pr])
+		got = append(got, p.FaultSuccess())
+	}
+	if got[0] < 0.9 || got[0] < got[1] || got[1] < got[2]+0.2 {
+		t.Errorf("served critical %.2f%%, default %.2f%%, sheddable %.2f%% while the PT was down; want critical at least 90%%, and each priority more than the one below, default by 20 points", 100*got[0], 100*got[1], 100*got[2])
+	}
+}
+
 // TestPriorityChecks judges the priority-paygo targets on known results:
 // every critical call served and some through Priority PayGo, in a run where
 // the PT was full and standard pay-as-you-go answered 429s; and a policy
