@@ -30,20 +30,22 @@ import "time"
 //
 // So under a shortage room goes to the highest priority that waits for it,
 // as from a priority queue, and a lower priority gets what no higher one
-// waits for. A waiting call holds its place until it has asked again after
-// its last wait, so a call of a lower priority that asks between the
-// waiting call's waking and its asking still gives way. A call pinned to
-// one region (a cached content: Call.Pin) waits for that region alone, and
-// nobody gives way to it: it would hold every other region's room from the
-// lower priorities for nothing. Nothing is kept idle for a priority that does not need it: the
+// waits for. Nothing is kept idle for a priority that does not need it: the
 // rule holds only while a higher call waits, and a waiting call wakes when
 // the first capacity it may use has room (its wait is the shortest its
 // meters gave), so the room the lower priority was refused is taken as soon
 // as it frees. Nothing else frees room earlier: had another metered
 // capacity had room, the higher call would have taken it rather than wait
-// (unless that region's throttle or in-flight limit turned it away, which
-// turn a lower priority away at least as often). A pool of one priority
-// never has a higher one waiting.
+// (unless that region's throttle or in-flight limit turned it away, and
+// those turn a lower priority away at least as often). A pool of one
+// priority never has a higher one waiting.
+//
+// A waiting call holds its place until it has asked again after its last
+// wait, so a call of a lower priority that asks between the waiting call's
+// waking and its asking still gives way. A call pinned to one region (a
+// cached content: Call.Pin) waits for that region alone, and nobody gives
+// way to it: it would hold every other region's room from the lower
+// priorities for nothing.
 //
 // Behind several routers that share a store (SharedMeter), a router holds
 // its lower priorities back while its own higher calls wait, and the store
