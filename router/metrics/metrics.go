@@ -96,7 +96,7 @@ func New() *Metrics {
 			"Retries the policy refused, by pool and reason (budget, attempts, deadline, capacity).",
 			"pool", "reason"),
 		shed: counter("shed_total",
-			"Requests refused with 429 before any attempt, by pool, priority and reason (shed: over the concurrency share of the priority; over_capacity: no region has headroom).",
+			"Requests refused with 429 before any attempt, by pool, priority and reason (shed: over the concurrency share of the priority, or gave way to calls of a higher priority waiting for a full quota; over_capacity: no region has headroom).",
 			"pool", "priority", "reason"),
 		inFlight: gauge("in_flight_requests",
 			"Requests being served, by pool.",

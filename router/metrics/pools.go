@@ -52,7 +52,7 @@ func newPoolCollector() *poolCollector {
 		regionFlight: d("region_in_flight", "Attempts in flight to the region.", region),
 		regionLimit:  d("region_in_flight_limit", "The region's adaptive in-flight limit.", region),
 		poolFlight:   d("pool_in_flight", "Calls in flight in the pool, as the policy counts them.", []string{"pool"}),
-		poolWaiting:  d("pool_waiting_for_headroom", "Calls waiting, up to a second, for a full quota to have room before an attempt.", []string{"pool"}),
+		poolWaiting:  d("pool_waiting_for_headroom", "Calls waiting, up to a second, for a full quota to have room, or for a call of a higher priority to take it, before an attempt.", []string{"pool"}),
 		poolWaits:    d("pool_headroom_waits_total", "Calls that waited for a full quota to have room, or for a call of a higher priority to take it, since the router started.", []string{"pool"}),
 		ptWindow:     d("region_provisioned_window_seconds", "The window over which the router meters the PT's token limit (the pool's, or the shortest Google gives the order's size); absent for a region without a token limit.", region),
 		ptWindowUsed: d("region_provisioned_window_used", "Share of the PT's token limit × window this router admitted in the window that ends now; absent for a region without a token limit.", region),
