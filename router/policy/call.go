@@ -206,7 +206,7 @@ func (p *Pool) startWaiting(pr Priority, holds bool) bool {
 		return false
 	}
 	if holds {
-		p.waitingBy[pr%priorities].Add(1)
+		p.waitingBy[pr.Rank()].Add(1)
 	}
 	return true
 }
@@ -215,7 +215,7 @@ func (p *Pool) startWaiting(pr Priority, holds bool) bool {
 // pr, with the same holds.
 func (p *Pool) stopWaiting(pr Priority, holds bool) {
 	if holds {
-		p.waitingBy[pr%priorities].Add(-1)
+		p.waitingBy[pr.Rank()].Add(-1)
 	}
 	p.waiting.Add(-1)
 }

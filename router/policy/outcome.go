@@ -1,5 +1,7 @@
 package policy
 
+import "github.com/regionwarden/regionwarden/router/table"
+
 // Outcome is how one attempt against one region went: what the router learns
 // from. Each kind says what it feeds; only a failure ejects or demotes, and
 // only a success restores.
@@ -80,18 +82,9 @@ const (
 	priorities = iota
 )
 
-// Rank is the priority's place in the order in which calls go first: 0 for
-// critical, 1 for default, 2 for sheddable.
-func (p Priority) Rank() int {
-	switch p {
-	case PriorityCritical:
-		return 0
-	case PrioritySheddable:
-		return 2
-	default:
-		return 1
-	}
-}
+// Rank orders priorities as table.Priority.Rank does: sheddable 0, default
+// 1, critical 2 (a value the router does not know ranks as default).
+func (p Priority) Rank() int { return table.Priority(p.String()).Rank() }
 
 // String returns the priority's name, as the router's header spells it.
 func (p Priority) String() string {

@@ -58,14 +58,12 @@ import "time"
 // yields reports whether a call of priority pr leaves metered capacities to
 // a waiting call of a higher priority: one does wait for headroom.
 func (p *Pool) yields(pr Priority) bool {
-	switch pr {
-	case PriorityCritical:
-		return false
-	case PrioritySheddable:
-		return p.waitingBy[PriorityCritical].Load() > 0 || p.waitingBy[PriorityDefault].Load() > 0
-	default:
-		return p.waitingBy[PriorityCritical].Load() > 0
+	for r := pr.Rank() + 1; r < priorities; r++ {
+		if p.waitingBy[r].Load() > 0 {
+			return true
+		}
 	}
+	return false
 }
 
 // yieldWait is how long a call that gave way to a waiting call of a higher

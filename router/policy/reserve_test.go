@@ -48,7 +48,7 @@ func TestWaitingHigherPriorityGoesFirst(t *testing.T) {
 	all := []Priority{PriorityCritical, PriorityDefault, PrioritySheddable}
 	for _, waiter := range all {
 		for _, other := range all {
-			held := other.Rank() > waiter.Rank()
+			held := other.Rank() < waiter.Rank()
 			otherErr, waiterErr := waitBeside(waiter, other)
 			switch {
 			case held && (!errors.Is(otherErr, ErrShed) || waiterErr != nil):

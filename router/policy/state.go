@@ -27,7 +27,8 @@ type Pool struct {
 	inFlight atomic.Int64 // calls in flight in the whole pool
 	waiting  atomic.Int64 // calls waiting for headroom (Call.PickWaiting)
 	waits    atomic.Int64 // waits for headroom since the pool was made
-	// waitingBy is, per Priority, how many of the waiting calls have it.
+	// waitingBy is, per Priority.Rank, how many of the waiting calls have
+	// that priority and hold room from the lower ones (reserve.go).
 	waitingBy [priorities]atomic.Int64
 	_         [32]byte
 	st        atomic.Pointer[poolState]

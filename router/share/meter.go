@@ -141,13 +141,13 @@ type Meter struct {
 // window, the requests in the window}. The key expires a second after the
 // window: a region no one calls leaves nothing behind.
 //
-// Priorities (policy's reserve.go): ARGV[4] is the request's rank (0
-// critical, 1 default, 2 sheddable). A request of rank 0 or 1 that the
-// window refuses claims, in the hash KEYS[2], the room that frees next for
-// its rank: until that moment and ARGV[5] microseconds more, the time its
-// router takes to wake the waiting call and ask again. A request of a lower
-// rank asking while a claim of a higher one stands is refused without being
-// counted: {2, microseconds until the claim ends, 0}. Before the room frees
+// Priorities (policy's reserve.go): ARGV[4] is the request's rank
+// (table.Priority.Rank: sheddable 0, default 1, critical 2). A request of
+// rank 1 or 2 that the window refuses claims, in the hash KEYS[2], the room
+// that frees next for its rank: until that moment and ARGV[5] microseconds
+// more, the time its router takes to wake the waiting call and ask again. A
+// request of a lower rank asking while a claim of a higher one stands is
+// refused without being counted: {2, microseconds until the claim ends, 0}. Before the room frees
 // the window refuses it anyway; in the moment after, the room is the
 // waiting request's, whichever router it waits in.
 var meterScript = redis.NewScript(`
@@ -155,10 +155,10 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local win = tonumber(ARGV[1])
 local rank = tonumber(ARGV[4])
-if rank > 0 then
-  local claims = redis.call('HMGET', KEYS[2], '0', '1')
-  for i = 1, rank do
-    local u = tonumber(claims[i])
+if rank < 2 then
+  local claims = redis.call('HMGET', KEYS[2], '1', '2')
+  for r = rank + 1, 2 do
+    local u = tonumber(claims[r])
     if u and u > now then
       return {2, u - now, 0}
     end
@@ -172,7 +172,7 @@ if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local free = tonumber(first[2]) + win
-if rank < 2 then
+if rank > 0 then
   redis.call('HSET', KEYS[2], ARGV[4], free + tonumber(ARGV[5]))
   redis.call('PEXPIRE', KEYS[2], math.ceil(win / 1000) + 1000)
 end
