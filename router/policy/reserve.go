@@ -50,9 +50,10 @@ import "time"
 // Behind several routers that share a store (SharedMeter), a router holds
 // its lower priorities back while its own higher calls wait, and the store
 // does the same across routers: a request of a higher priority that a full
-// quota refuses claims, in the store, the room that frees next, for the
-// moment its router takes to wake it (MeterTick), and a lower priority's
-// request from any router in that moment gives way. A router's own meters
+// quota refuses claims, in the store, the room that frees next, for as long
+// as its router may take to wake it and ask again (a MeterTick and a round
+// trip to the store), and a lower priority's request from any router in
+// that moment gives way. A router's own meters
 // (no store, or a store that does not answer) see only its own calls.
 
 // yields reports whether a call of priority pr leaves metered capacities to
@@ -79,5 +80,6 @@ func yieldWait(now int64) int64 {
 // MeterTick is the step in which the room of a one-second meter changes (a
 // quarter of a bucket): a call that gave way asks again at the next one,
 // and a shared meter holds the room a waiting call of a higher priority
-// claimed for one more, the time its router takes to wake it (SharedMeter).
+// claimed for one more (and a round trip), the time its router takes to
+// wake it and ask again (SharedMeter).
 const MeterTick = time.Duration(meterWidth / callSlots)

@@ -103,8 +103,11 @@ type Meter struct {
 	window int64
 	// claim is how long past the moment it frees a waiting request of a
 	// higher priority holds a region's room (meterScript), in microseconds
-	// of the store's clock: a tick of the router's own meters (25 ms of the
-	// pool's clock), time for its router to wake the waiting call and ask.
+	// of the store's clock: the waiting call's router hears the wait half a
+	// round trip after the store worked it out, and its request arrives
+	// half a round trip after it wakes, so the room must wait a round trip
+	// (at most Timeout: a slower store is not asked) and a tick of the
+	// router's own meters (25 ms of the pool's clock) for the call to wake.
 	claim int64
 	log   *slog.Logger
 	// onState is MeterOptions.OnState, or a no-op.
@@ -205,7 +208,7 @@ func NewMeter(o MeterOptions) (*Meter, error) {
 	return &Meter{
 		rdb: storeClient(ro, o.Timeout), bg: storeClient(&bgo, time.Duration(window)*time.Microsecond),
 		id: o.ID, prefix: o.KeyPrefix, timeout: o.Timeout, scale: o.Scale, window: window, log: o.Logger,
-		claim:      max(int64(float64(policy.MeterTick.Microseconds())/o.Scale), 1),
+		claim:      int64(float64(policy.MeterTick.Microseconds())/o.Scale) + o.Timeout.Microseconds(),
 		onState:    o.OnState,
 		nonce:      strconv.FormatUint(rand.Uint64(), 36) + ":",
 		extensions: make(chan extension, extensionQueue), closed: make(chan struct{}),

@@ -409,3 +409,35 @@ func TestWaitingPriorityClaimsTheNextRoom(t *testing.T) {
 		t.Errorf("sheddable request after the claim: %+v, want admitted", got)
 	}
 }
+
+// TestClaimOutlastsTheWaitersRoundTrip: a store 30 ms away (a router whose
+// timeout allows 60) hears the waiting request a round trip after the room
+// it claimed frees: the claim still stands then, and a sheddable request
+// of a nearer router gives way.
+func TestClaimOutlastsTheWaitersRoundTrip(t *testing.T) {
+	srv := redisserver.ForTest(t)
+	const scale = 10
+	tp := meterPool(20) // 2 requests a second
+	far := &poolMeter{m: meterWith(t, MeterOptions{URL: srv.URL(), ID: "far", Scale: scale, Timeout: 60 * time.Millisecond})}
+	near := &poolMeter{m: meterWith(t, MeterOptions{URL: srv.URL(), ID: "near", Scale: scale})}
+	far.set(&tp)
+	near.set(&tp)
+	start := time.Now()
+	now := start.UnixNano()
+	for range 2 {
+		if v := near.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedAdmitted {
+			t.Fatalf("filling: verdict %d", v)
+		}
+	}
+	got := far.TakeShared("europe-west4", now, policy.PriorityCritical)
+	if got.Verdict != policy.SharedFull || got.Yielded {
+		t.Fatalf("critical request to a full window: %+v, want full", got)
+	}
+	// The room frees after got.Wait (pool time); the far router's request
+	// would reach the store 30 ms (real) after that.
+	time.Sleep(time.Duration(got.Wait)/scale + 30*time.Millisecond)
+	later := now + int64(time.Since(start))*scale
+	if a := near.TakeShared("europe-west4", later, policy.PrioritySheddable); a.Verdict != policy.SharedFull || !a.Yielded {
+		t.Errorf("sheddable request a round trip after the room freed: %+v, want to give way to the far router's claim", a)
+	}
+}
