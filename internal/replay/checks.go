@@ -223,11 +223,6 @@ func Checks(rep *Report) []Check {
 	return cs
 }
 
-// throttledCheck holds a column, while regions refuse part of their calls
-// with 429 (what says how), to serving at least MinShareOfCarry of what the
-// regions can carry (Report.FaultCarry: what each answers, up to its quota),
-// and to sending the pay-as-you-go regions, where 429s spill, no more than
-// their quota for more than one second in a row.
 // downCheck is the target while the provisioned region fails every call
 // (what it does, "is down"): the other regions' quotas carried, within
 // MaxDownAttempts, no "no regions".
@@ -251,6 +246,11 @@ func backWithin(f SpanResult, d time.Duration) (string, bool) {
 	return "back " + fmtDuration(f.BackAfter()) + " after it", f.BackAfter() <= d
 }
 
+// throttledCheck holds a column, while regions refuse part of their calls
+// with 429 (what says how), to serving at least MinShareOfCarry of what the
+// regions can carry (Report.FaultCarry: what each answers, up to its quota),
+// and to sending the pay-as-you-go regions, where 429s spill, no more than
+// their quota for more than one second in a row.
 func throttledCheck(r *Result, rep *Report, what string) Check {
 	carry := rep.FaultCarry
 	want := MinShareOfCarry * carry
@@ -340,13 +340,12 @@ func priorityChecks(rep *Report, each func(names []string, f func(r *Result) Che
 // to the highest priority first (Report.PriorityCarry), and each priority is
 // served at least as much as the one below it: the lowest is shed first.
 func shortageCheck(r *Result, rep *Report) Check {
-	order := []table.Priority{table.PriorityCritical, table.PriorityDefault, table.PrioritySheddable}
 	want := MinShareOfCarry * rep.PriorityCarry[table.PriorityCritical]
 	c := Check{Target: fmt.Sprintf("while the provisioned region is down (%s to %s), %s serves at least %s of critical calls (%s of what the other regions can carry of them, their room going to critical calls first), and every priority at least as much as the one below it",
 		fmtDuration(rep.Fault.From), fmtDuration(rep.Fault.To), r.Policy, pct(want), pct(MinShareOfCarry))}
 	var parts []string
 	prev, ok := 2.0, true
-	for _, pr := range order {
+	for _, pr := range highestFirst {
 		p := r.Priority(pr)
 		if p == nil || p.FaultRequests == 0 {
 			ok = false

@@ -70,7 +70,7 @@ func TestShortageShedsLowestFirst(t *testing.T) {
 		t.Errorf("served %.2f%% while the PT was down, want at least 90%% of the %.0f%% the quotas carry", 100*f.Success, 100*rep.FaultCarry)
 	}
 	var got []float64
-	for _, pr := range []table.Priority{table.PriorityCritical, table.PriorityDefault, table.PrioritySheddable} {
+	for _, pr := range highestFirst {
 		p := r.Priority(pr)
 		if p == nil || p.FaultRequests == 0 {
 			t.Fatalf("no %s calls while the PT was down", pr)

@@ -164,6 +164,10 @@ type PriorityResult struct {
 	FaultRequests, FaultSucceeded int64
 }
 
+// highestFirst are the priorities a load sends, critical first: the order
+// in which the report lists them and a shortage serves them.
+var highestFirst = []table.Priority{table.PriorityCritical, table.PriorityDefault, table.PrioritySheddable}
+
 // SuccessRate is the share of the priority's calls that succeeded.
 func (p *PriorityResult) SuccessRate() float64 { return ratio(p.Succeeded, p.Requests) }
 

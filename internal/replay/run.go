@@ -507,7 +507,7 @@ func (r *recorder) fill(res *Result) {
 		res.Errors[k.String()] = v
 	}
 	res.Sessions, res.CleanSessions = r.sessions, r.clean
-	for _, pr := range []table.Priority{table.PriorityCritical, table.PriorityDefault, table.PrioritySheddable} {
+	for _, pr := range highestFirst {
 		if p := r.byPrio[pr]; p != nil {
 			c := *p
 			c.ByTraffic, c.Errors = maps.Clone(p.ByTraffic), maps.Clone(p.Errors)
@@ -541,15 +541,7 @@ func (r *recorder) span(ph Span) SpanResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := len(r.seconds) - 1
-	sum := func(from, to time.Duration) secondCount {
-		var c secondCount
-		for s := max(int(from/time.Second), 0); s < min(int(to/time.Second), n); s++ {
-			c.requests += r.seconds[s].requests
-			c.ok += r.seconds[s].ok
-			c.attempts += r.seconds[s].attempts
-		}
-		return c
-	}
+	sum := func(from, to time.Duration) secondCount { return sumSeconds(r.seconds, from, to) }
 	pr := SpanResult{Span: ph, RecoveredAfter: -1}
 	during := sum(ph.From, ph.To)
 	pr.Requests = during.requests
@@ -573,12 +565,21 @@ func (r *recorder) prioritySpan(ps []PriorityResult, sp Span) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := range ps {
-		sec := r.prioSeconds[ps[i].Priority]
-		for s := max(int(sp.From/time.Second), 0); s < min(int(sp.To/time.Second), len(sec)-1); s++ {
-			ps[i].FaultRequests += sec[s].requests
-			ps[i].FaultSucceeded += sec[s].ok
-		}
+		c := sumSeconds(r.prioSeconds[ps[i].Priority], sp.From, sp.To)
+		ps[i].FaultRequests, ps[i].FaultSucceeded = c.requests, c.ok
 	}
+}
+
+// sumSeconds adds up the seconds of secs from from up to to, but for the
+// last second of secs (the one the calls after the end are counted in).
+func sumSeconds(secs []secondCount, from, to time.Duration) secondCount {
+	var c secondCount
+	for s := max(int(from/time.Second), 0); s < min(int(to/time.Second), len(secs)-1); s++ {
+		c.requests += secs[s].requests
+		c.ok += secs[s].ok
+		c.attempts += secs[s].attempts
+	}
+	return c
 }
 
 // quantile is the q-quantile of sorted values (nearest rank), 0 when empty.
@@ -649,21 +650,16 @@ func priorityCarry(m emulator.PriorityMix, carry float64) map[table.Priority]flo
 	if m.IsZero() {
 		return nil
 	}
+	shares := map[table.Priority]float64{table.PriorityCritical: m.Critical, table.PriorityDefault: 1 - m.Critical - m.Sheddable, table.PrioritySheddable: m.Sheddable}
 	out := map[table.Priority]float64{}
 	left := carry
-	for _, p := range []struct {
-		pr    table.Priority
-		share float64
-	}{
-		{table.PriorityCritical, m.Critical},
-		{table.PriorityDefault, 1 - m.Critical - m.Sheddable},
-		{table.PrioritySheddable, m.Sheddable},
-	} {
-		if p.share <= 0 {
+	for _, pr := range highestFirst {
+		share := shares[pr]
+		if share <= 0 {
 			continue
 		}
-		got := min(p.share, max(left, 0))
-		out[p.pr] = got / p.share
+		got := min(share, max(left, 0))
+		out[pr] = got / share
 		left -= got
 	}
 	return out

@@ -220,6 +220,10 @@ func (p *Pool) stopWaiting(pr Priority, holds bool) {
 	p.waiting.Add(-1)
 }
 
+// mayUse reports whether the call may use region s: any region, or the one
+// it is pinned to (Call.Pin).
+func (cs *callState) mayUse(s *slot) bool { return cs.pin == "" || s.name == cs.pin }
+
 // Attempts is how many attempts the call has picked.
 func (c *Call) Attempts() int { return int(c.st.n) }
 

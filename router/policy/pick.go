@@ -207,7 +207,7 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, untried bo
 	var ref refusal
 	ejected := 0
 	for i, s := range st.slots {
-		if cs.pin != "" && s.name != cs.pin {
+		if !cs.mayUse(s) {
 			continue
 		}
 		if until := s.r.ejectedUntil.Load(); until > now {
@@ -228,7 +228,7 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, untried bo
 	if ejected > 0 {
 		last := !panicking(ejected, len(st.slots))
 		for i, s := range st.slots {
-			if s.r.ejectedUntil.Load() > now && (cs.pin == "" || s.name == cs.pin) {
+			if s.r.ejectedUntil.Load() > now && cs.mayUse(s) {
 				cands.rankSlot(i, s, &rk, cs, now, retry, last)
 			}
 		}
