@@ -369,29 +369,47 @@ func TestControllerSharedMeter(t *testing.T) {
 	}
 }
 
+// claimScale is the pool clock's speed in the claim tests: a window of
+// about 100 ms of the store's.
+const claimScale = 10
+
+// claimed has router a, whose meter has options o, send a critical request
+// to a full window of 2 requests a second (filled by router b), which
+// claims the room that frees next. It returns router b, the pool's clock
+// (running claimScale times as fast as the store's) and how long until the
+// room frees.
+func claimed(t *testing.T, o MeterOptions) (b *poolMeter, clock func() int64, free int64) {
+	t.Helper()
+	srv := redisserver.ForTest(t)
+	tp := meterPool(20) // 2 requests a second
+	o.URL, o.ID, o.Scale = srv.URL(), "a", claimScale
+	a := &poolMeter{m: meterWith(t, o)}
+	b = &poolMeter{m: meterWith(t, MeterOptions{URL: srv.URL(), ID: "b", Scale: claimScale})}
+	a.set(&tp)
+	b.set(&tp)
+	start := time.Now()
+	clock = func() int64 { return start.UnixNano() + int64(time.Since(start))*claimScale }
+	now := start.UnixNano()
+	for range 2 {
+		if v := b.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedAdmitted {
+			t.Fatalf("filling: verdict %d", v)
+		}
+	}
+	got := a.TakeShared("europe-west4", now, policy.PriorityCritical)
+	if got.Verdict != policy.SharedFull || got.Yielded {
+		t.Fatalf("critical request to a full window: %+v, want full", got)
+	}
+	return b, clock, got.Wait
+}
+
 // TestWaitingPriorityClaimsTheNextRoom: a critical request that a full
 // window refuses claims the room that frees next, in the store: while the
 // claim stands, default and sheddable requests of every router give way
 // (refused without being counted, with the time until the claim ends),
 // critical ones do not; once it ends, the room is anyone's.
 func TestWaitingPriorityClaimsTheNextRoom(t *testing.T) {
-	srv := redisserver.ForTest(t)
-	const scale = 10    // a window of about 100 ms
-	tp := meterPool(20) // 2 requests a second
-	a, b := &poolMeter{m: meterWith(t, MeterOptions{URL: srv.URL(), ID: "a", Scale: scale})}, &poolMeter{m: meterWith(t, MeterOptions{URL: srv.URL(), ID: "b", Scale: scale})}
-	a.set(&tp)
-	b.set(&tp)
-	// The pool's clock runs scale times as fast as the store's.
-	start := time.Now()
-	now := start.UnixNano()
-	for range 2 {
-		if v := a.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedAdmitted {
-			t.Fatalf("filling: verdict %d", v)
-		}
-	}
-	if got := a.TakeShared("europe-west4", now, policy.PriorityCritical); got.Verdict != policy.SharedFull || got.Yielded {
-		t.Fatalf("critical request to a full window: %+v, want full", got)
-	}
+	b, clock, _ := claimed(t, MeterOptions{})
+	now := clock()
 	var until int64
 	for _, pr := range []policy.Priority{policy.PrioritySheddable, policy.PriorityDefault} {
 		got := b.TakeShared("europe-west4", now, pr)
@@ -403,9 +421,8 @@ func TestWaitingPriorityClaimsTheNextRoom(t *testing.T) {
 	if got := b.TakeShared("europe-west4", now, policy.PriorityCritical); got.Verdict != policy.SharedFull || got.Yielded {
 		t.Errorf("critical request of another router: %+v, want full, not giving way", got)
 	}
-	time.Sleep(time.Duration(until)/scale + 5*time.Millisecond)
-	later := now + int64(time.Since(start))*scale
-	if got := b.TakeShared("europe-west4", later, policy.PrioritySheddable); got.Verdict != policy.SharedAdmitted {
+	time.Sleep(time.Duration(until)/claimScale + 5*time.Millisecond)
+	if got := b.TakeShared("europe-west4", clock(), policy.PrioritySheddable); got.Verdict != policy.SharedAdmitted {
 		t.Errorf("sheddable request after the claim: %+v, want admitted", got)
 	}
 }
@@ -415,29 +432,11 @@ func TestWaitingPriorityClaimsTheNextRoom(t *testing.T) {
 // it claimed frees: the claim still stands then, and a sheddable request
 // of a nearer router gives way.
 func TestClaimOutlastsTheWaitersRoundTrip(t *testing.T) {
-	srv := redisserver.ForTest(t)
-	const scale = 10
-	tp := meterPool(20) // 2 requests a second
-	far := &poolMeter{m: meterWith(t, MeterOptions{URL: srv.URL(), ID: "far", Scale: scale, Timeout: 60 * time.Millisecond})}
-	near := &poolMeter{m: meterWith(t, MeterOptions{URL: srv.URL(), ID: "near", Scale: scale})}
-	far.set(&tp)
-	near.set(&tp)
-	start := time.Now()
-	now := start.UnixNano()
-	for range 2 {
-		if v := near.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedAdmitted {
-			t.Fatalf("filling: verdict %d", v)
-		}
-	}
-	got := far.TakeShared("europe-west4", now, policy.PriorityCritical)
-	if got.Verdict != policy.SharedFull || got.Yielded {
-		t.Fatalf("critical request to a full window: %+v, want full", got)
-	}
-	// The room frees after got.Wait (pool time); the far router's request
-	// would reach the store 30 ms (real) after that.
-	time.Sleep(time.Duration(got.Wait)/scale + 30*time.Millisecond)
-	later := now + int64(time.Since(start))*scale
-	if a := near.TakeShared("europe-west4", later, policy.PrioritySheddable); a.Verdict != policy.SharedFull || !a.Yielded {
+	near, clock, free := claimed(t, MeterOptions{Timeout: 60 * time.Millisecond})
+	// The far router's request would reach the store 30 ms (real) after
+	// the room frees.
+	time.Sleep(time.Duration(free)/claimScale + 30*time.Millisecond)
+	if a := near.TakeShared("europe-west4", clock(), policy.PrioritySheddable); a.Verdict != policy.SharedFull || !a.Yielded {
 		t.Errorf("sheddable request a round trip after the room freed: %+v, want to give way to the far router's claim", a)
 	}
 }
