@@ -101,15 +101,19 @@ type Meter struct {
 	// spread of delays between admitting a request and its arrival as the
 	// router's own meter does.
 	window int64
-	// claim is how long past the moment it frees a waiting request of a
-	// higher priority holds a region's room (meterScript), in microseconds
-	// of the store's clock: the waiting call's router hears the wait half a
+	// tick is a tick of the router's own meters (policy.MeterTick), in
+	// microseconds of the store's clock, and rtt the round trip to the
+	// store the meter last measured, in microseconds: a waiting request
+	// of a higher priority holds a region's room for tick + 2 rtt past the
+	// moment it frees (meterScript). Its router hears the wait half a
 	// round trip after the store worked it out, and its request arrives
-	// half a round trip after it wakes, so the room must wait a round trip
-	// (at most Timeout: a slower store is not asked) and a tick of the
-	// router's own meters (25 ms of the pool's clock) for the call to wake.
-	claim int64
-	log   *slog.Logger
+	// half a round trip after the call wakes: the room waits a round trip
+	// (twice the last one measured, for its jitter) and a tick for the
+	// call to wake. A store in the cluster adds well under a millisecond;
+	// one tens of milliseconds away adds what it takes, no more.
+	tick int64
+	rtt  atomic.Int64
+	log  *slog.Logger
 	// onState is MeterOptions.OnState, or a no-op.
 	onState func(answering bool)
 
@@ -208,7 +212,7 @@ func NewMeter(o MeterOptions) (*Meter, error) {
 	return &Meter{
 		rdb: storeClient(ro, o.Timeout), bg: storeClient(&bgo, time.Duration(window)*time.Microsecond),
 		id: o.ID, prefix: o.KeyPrefix, timeout: o.Timeout, scale: o.Scale, window: window, log: o.Logger,
-		claim:      int64(float64(policy.MeterTick.Microseconds())/o.Scale) + o.Timeout.Microseconds(),
+		tick:       int64(float64(policy.MeterTick.Microseconds()) / o.Scale),
 		onState:    o.OnState,
 		nonce:      strconv.FormatUint(rand.Uint64(), 36) + ":",
 		extensions: make(chan extension, extensionQueue), closed: make(chan struct{}),
@@ -243,7 +247,8 @@ func (m *Meter) take(key string, limit int64, now int64, pr policy.Priority) (v 
 	defer cancel()
 	member := m.nonce + strconv.FormatUint(m.seq.Add(1), 36)
 	sent := time.Now()
-	res, err := meterScript.Run(ctx, m.rdb, []string{key, key + claimsSuffix}, m.window, limit, member, pr.Rank(), m.claim).Int64Slice()
+	claim := m.tick + 2*m.rtt.Load()
+	res, err := meterScript.Run(ctx, m.rdb, []string{key, key + claimsSuffix}, m.window, limit, member, pr.Rank(), claim).Int64Slice()
 	rtt := time.Since(sent)
 	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("%d values in the answer", len(res))
@@ -255,6 +260,7 @@ func (m *Meter) take(key string, limit int64, now int64, pr policy.Priority) (v 
 		}
 		return policy.SharedUnknown, 0, 0, false
 	}
+	m.rtt.Store(rtt.Microseconds())
 	if probe {
 		m.warm.Store(now + 2*windowNanos)
 		m.down.Store(0)

@@ -427,16 +427,43 @@ func TestWaitingPriorityClaimsTheNextRoom(t *testing.T) {
 	}
 }
 
-// TestClaimOutlastsTheWaitersRoundTrip: a store 30 ms away (a router whose
-// timeout allows 60) hears the waiting request a round trip after the room
-// it claimed frees: the claim still stands then, and a sheddable request
-// of a nearer router gives way.
+// TestClaimOutlastsTheWaitersRoundTrip: a router whose store answers 10 ms
+// late hears of the room it claimed 10 ms after the store worked out when
+// it frees, and its request after the wait arrives after it frees by as
+// much: the claim it leaves in the store lasts at least that round trip
+// past the moment the room frees.
 func TestClaimOutlastsTheWaitersRoundTrip(t *testing.T) {
-	near, clock, free := claimed(t, MeterOptions{Timeout: 60 * time.Millisecond})
-	// The far router's request would reach the store 30 ms (real) after
-	// the room frees.
-	time.Sleep(time.Duration(free)/claimScale + 30*time.Millisecond)
-	if a := near.TakeShared("europe-west4", clock(), policy.PrioritySheddable); a.Verdict != policy.SharedFull || !a.Yielded {
-		t.Errorf("sheddable request a round trip after the room freed: %+v, want to give way to the far router's claim", a)
+	srv := redisserver.ForTest(t)
+	g := proxytest.Start(t, srv.Addr)
+	g.DelayAnswers(10 * time.Millisecond)
+	tp := meterPool(20) // 2 requests a second
+	far := &poolMeter{m: meterWith(t, MeterOptions{URL: "redis://" + g.Addr() + "/0", ID: "far", Scale: claimScale})}
+	far.set(&tp)
+	now := time.Now().UnixNano()
+	for range 2 { // the far router fills the window, and measures its round trip
+		if v := far.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedAdmitted {
+			t.Fatalf("filling: verdict %d", v)
+		}
+	}
+	if got := far.TakeShared("europe-west4", now, policy.PriorityCritical); got.Verdict != policy.SharedFull || got.Yielded {
+		t.Fatalf("critical request to a full window: %+v, want full", got)
+	}
+	direct := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = direct.Close() })
+	ctx := context.Background()
+	key := (*far.limits.Load())["europe-west4"].key
+	claim, err := direct.HGet(ctx, key+claimsSuffix, "2").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldest, err := direct.ZRangeWithScores(ctx, key, 0, 0).Result()
+	if err != nil || len(oldest) != 1 {
+		t.Fatalf("window %v, %v", oldest, err)
+	}
+	// The window's oldest request leaves it (the room frees) window µs
+	// after its time; the extension of its time may have landed since.
+	free := int64(oldest[0].Score) + far.m.window
+	if d := time.Duration(claim-free) * time.Microsecond; d < 10*time.Millisecond {
+		t.Errorf("the claim lasts %v past the moment the room frees, want at least the far router's round trip of 10ms", d)
 	}
 }
