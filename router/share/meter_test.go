@@ -422,7 +422,15 @@ func TestWaitingPriorityClaimsTheNextRoom(t *testing.T) {
 		t.Errorf("critical request of another router: %+v, want full, not giving way", got)
 	}
 	time.Sleep(time.Duration(until)/claimScale + 5*time.Millisecond)
-	if got := b.TakeShared("europe-west4", clock(), policy.PrioritySheddable); got.Verdict != policy.SharedAdmitted {
+	got := b.TakeShared("europe-west4", clock(), policy.PrioritySheddable)
+	if got.Verdict == policy.SharedFull && !got.Yielded {
+		// The claim was worked out from the oldest request's time before
+		// the store moved it to when its router heard back (extend): the
+		// room frees that much later, and the wait says when.
+		time.Sleep(time.Duration(got.Wait)/claimScale + time.Millisecond)
+		got = b.TakeShared("europe-west4", clock(), policy.PrioritySheddable)
+	}
+	if got.Verdict != policy.SharedAdmitted {
 		t.Errorf("sheddable request after the claim: %+v, want admitted", got)
 	}
 }
