@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
 	"github.com/onsi/gomega/gbytes"
+	"google.golang.org/genai"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -28,6 +30,7 @@ import (
 
 	routerauth "github.com/regionwarden/regionwarden/router/auth"
 	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
 )
 
 const generatePath = "/v1/projects/demo-project/locations/us-central1/publishers/google/models/gemini-2.5-flash-lite:generateContent"
@@ -235,5 +238,88 @@ func TestKubernetesModeAdmitsListedServiceAccounts(t *testing.T) {
 	})
 	if strings.Contains(string(logs.Contents()), frontend) {
 		t.Error("the log holds a caller's token")
+	}
+}
+
+// TestRefusedCallerCredentialsBlameNoRegion: in forward mode the credentials
+// are the caller's, so Google refusing them refused that caller. A caller
+// with an expired token (401) or without the grant (403) gets the region's
+// answer as it came, on both surfaces, and its calls are neither retried in
+// another region nor counted toward any region's ejection: after 60 of them
+// every region still takes its share of a caller whose token is good.
+func TestRefusedCallerCredentialsBlameNoRegion(t *testing.T) {
+	var regions []*upstreamtest.Region
+	var rows []table.Region
+	for _, name := range []string{"us-central1", "us-east4", "us-west1"} {
+		r := startRegion(t, name)
+		r.Set(func(b *upstreamtest.Behavior) {
+			b.Refuse = map[string]codes.Code{"Bearer expired": codes.Unauthenticated, "Bearer no-grant": codes.PermissionDenied}
+		})
+		regions, rows = append(regions, r), append(rows, r.TableRegion(0))
+	}
+	data, err := table.Render(&table.Table{Pools: []table.Pool{{
+		Project: "demo-project", Publisher: "google", Model: "gemini-2.5-flash-lite",
+		Regions: rows, Policy: table.DefaultPolicy(),
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kubeletWrite(t, dir, 1, data)
+	s := startRun(t, "--table-file", dir, "--grpc-listen", "127.0.0.1:0")
+	s.waitReady(t)
+	calls := func() (n int64) {
+		for _, r := range regions {
+			n += r.Calls()
+		}
+		return n
+	}
+
+	const refused = 60
+	expired := s.clientWith(t, "expired")
+	for range refused / 2 {
+		_, err := answer(expired)
+		var apiErr genai.APIError
+		if !errors.As(err, &apiErr) || apiErr.Code != http.StatusUnauthorized || apiErr.Status != "UNAUTHENTICATED" {
+			t.Fatalf("REST with an expired token: %v, want the region's 401 UNAUTHENTICATED", err)
+		}
+	}
+	pc := s.predictionClient(t)
+	req := &aiplatformpb.GenerateContentRequest{
+		Model:    "projects/demo-project/locations/us-central1/publishers/google/models/gemini-2.5-flash-lite",
+		Contents: []*aiplatformpb.Content{{Role: "user", Parts: []*aiplatformpb.Part{{Data: &aiplatformpb.Part_Text{Text: "hi"}}}}},
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer no-grant")
+	for range refused / 2 {
+		if _, err := pc.GenerateContent(ctx, req); status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("gRPC without the grant: %v, want the region's PermissionDenied", err)
+		}
+	}
+	if n := calls(); n != refused {
+		t.Errorf("the regions saw %d calls for %d refused ones: a refused caller's call was retried", n, refused)
+	}
+	m := s.metrics(t)
+	for _, r := range regions {
+		for _, metric := range []string{"regionwarden_router_region_failure_rate{", "regionwarden_router_region_ejections_total{"} {
+			if line := grep(grep(m, metric), `region="`+r.Name+`"`); !strings.HasSuffix(line, "} 0") {
+				t.Errorf("a caller's refused credentials count against %s: %q", r.Name, line)
+			}
+		}
+	}
+
+	good := s.clientWith(t, "good")
+	before := make([]int64, len(regions))
+	for i, r := range regions {
+		before[i] = r.Calls()
+	}
+	for range 30 {
+		if _, err := answer(good); err != nil {
+			t.Fatalf("a caller whose token is good: %v", err)
+		}
+	}
+	for i, r := range regions {
+		if r.Calls() == before[i] {
+			t.Errorf("%s took none of 30 calls of a caller whose token is good", r.Name)
+		}
 	}
 }

@@ -235,8 +235,9 @@ func (c *routerCaller) Call(caller context.Context, deadline time.Duration, pr t
 		resp, err := c.clients[a.Region].GenerateContent(actx, c.reqs[a.Region])
 		// What the policy learns, as the router tells it: read on the caller's
 		// own context, so the call's deadline (standing for the router's
-		// request timeout) running out is the region being slow.
-		rep := upstream.Report(caller, err)
+		// request timeout) running out is the region being slow. The
+		// replay's calls carry no credentials.
+		rep := upstream.Report(caller, err, false)
 		rep.Tokens = int64(resp.GetUsageMetadata().GetTotalTokenCount())
 		a.Done(rep)
 		switch rep.Outcome {

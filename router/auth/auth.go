@@ -161,6 +161,10 @@ func BearerToken(authorization string) (string, bool) {
 // this holds even if it had not).
 type Forward struct{}
 
+// CallersOwn is true: Google refusing a call's credentials refused its
+// caller, not the region (upstream.Report).
+func (Forward) CallersOwn() bool { return true }
+
 // Authorization returns the caller's Authorization when it is a bearer token.
 func (Forward) Authorization(_ context.Context, caller string) (string, error) {
 	token, ok := BearerToken(caller)

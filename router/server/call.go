@@ -152,7 +152,7 @@ func onDemand(traffic string) bool { return strings.HasPrefix(traffic, "ON_DEMAN
 // fail the attempts its callers' deadlines end, or nothing but the router's
 // own request timeout would ever count against it.
 func (c *call) report(err error) policy.Report {
-	rep := upstream.Report(c.ctx, err)
+	rep := upstream.Report(c.ctx, err, c.s.callersCreds)
 	if rep.Outcome == policy.Cancelled && deadlineRanOut(c.ctx) && c.att.Late() { //nolint:misspell // the policy package's name
 		rep.Outcome, rep.Timeout = policy.Failure, true
 	}

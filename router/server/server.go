@@ -72,6 +72,9 @@ type Upstream interface {
 	// Retain keeps the connections of the endpoints in keep and closes the
 	// others once their calls have ended.
 	Retain(keep map[string]bool)
+	// CallersCredentials reports whether calls carry their callers' own
+	// credentials (upstream.Report).
+	CallersCredentials() bool
 }
 
 // Options configures a Server. Every zero field but Upstream takes its default.
@@ -159,6 +162,7 @@ type Server struct {
 	tracer       trace.Tracer // nil: tracing off
 	propagator   propagation.TextMapPropagator
 	auth         *auth.Authenticator
+	callersCreds bool // calls carry their callers' own credentials
 	shares       *share.Controller
 	refusals     func() []source.Refusal
 
@@ -258,6 +262,7 @@ func New(opts Options) (*Server, error) {
 		budget:       policy.NewBudget(),
 		propagator:   opts.Propagator,
 		auth:         opts.Auth,
+		callersCreds: opts.Upstream.CallersCredentials(),
 		shares:       opts.Shares,
 		refusals:     opts.Refusals,
 	}

@@ -20,6 +20,16 @@ type Authorizer interface {
 	Authorization(ctx context.Context, caller string) (string, error)
 }
 
+// CallersOwn is implemented by an Authorizer whose calls carry each caller's
+// own credentials and never the router's (the router's auth.Forward). Google
+// refusing them then refused the caller, not the region (Report).
+type CallersOwn interface {
+	Authorizer
+	// CallersOwn reports whether every call carries its caller's own
+	// credentials.
+	CallersOwn() bool
+}
+
 // cloudPlatformScope is the OAuth scope of Vertex AI calls.
 const cloudPlatformScope = "https://www.googleapis.com/auth/cloud-platform"
 

@@ -27,10 +27,12 @@ import (
 //     pay-as-you-go capacity now (429); it is not broken.
 //   - UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, UNKNOWN, DATA_LOSS, ABORTED and
 //     errors that carry no gRPC status (connection errors): Failure.
-//   - PERMISSION_DENIED and UNAUTHENTICATED: Failure. The router calls with its
-//     own credentials, never the caller's, so Google refusing them means the
-//     router's identity or its grants are wrong in that region: nothing the
-//     caller did, and something another region may not share.
+//   - PERMISSION_DENIED and UNAUTHENTICATED: Failure, for a call that carried
+//     the router's own credentials (or none): Google refusing them means the
+//     router's identity or its grants are wrong in that region, nothing the
+//     caller did, and something another region may not share. A call that
+//     carried its caller's own credentials is the caller's fault instead:
+//     Report, told whose credentials went.
 //   - INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION,
 //     OUT_OF_RANGE: CallerFault. The request itself is wrong and would be
 //     wrong in every region.
@@ -321,8 +323,25 @@ func GoogleErrorStatus(httpCode int, code codes.Code, message string) []byte {
 // was DEADLINE_EXCEEDED marked as a timeout, which shrinks the region's
 // in-flight limit when it waited longer than the region's slowest recent
 // answer (a 429 never does).
-func Report(caller context.Context, err error) policy.Report {
+//
+// callers says the attempt carried its caller's own credentials
+// (Clients.CallersCredentials: --caller-auth=forward). Google refusing them
+// (UNAUTHENTICATED: a token expired, revoked or not Google's;
+// PERMISSION_DENIED: an identity without aiplatform.endpoints.predict on the
+// project) then refused that caller, not the region: CallerFault, which is
+// never retried and counts toward nothing. Were it a Failure, one caller with
+// a stale token, or a neighbor in a shared cluster sending calls with a
+// made-up one, would eject every pay-as-you-go region and demote every PT
+// for all the pool's callers, and spend the retry budget they share on calls
+// no region can serve.
+func Report(caller context.Context, err error, callers bool) policy.Report {
 	o := ClassifyContext(caller, err)
+	if o == policy.Failure && callers {
+		switch Code(err) {
+		case codes.Unauthenticated, codes.PermissionDenied:
+			o = policy.CallerFault
+		}
+	}
 	return policy.Report{Outcome: o, Timeout: o == policy.Failure && Code(err) == codes.DeadlineExceeded}
 }
 

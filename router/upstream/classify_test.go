@@ -208,3 +208,24 @@ func TestErrorArrays(t *testing.T) {
 		t.Errorf("Classify = %v, want %v (%v)", got, policy.ProvisionedFull, err)
 	}
 }
+
+// TestCallersRefusedCredentialsAreTheirFault: Report blames the caller for
+// Google refusing credentials that were the caller's own, and the region for
+// refusing the router's; every other code teaches the same either way.
+func TestCallersRefusedCredentialsAreTheirFault(t *testing.T) {
+	for _, tc := range codeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			err := status.Error(tc.code, "from the region")
+			want := ClassifyContext(t.Context(), err)
+			g.Expect(Report(t.Context(), err, false).Outcome).To(Equal(want), "the router's own credentials")
+			if tc.code == codes.Unauthenticated || tc.code == codes.PermissionDenied {
+				want = policy.CallerFault
+			}
+			g.Expect(Report(t.Context(), err, true).Outcome).To(Equal(want), "the caller's own credentials")
+		})
+	}
+	g := NewWithT(t)
+	g.Expect(New(Options{}).CallersCredentials()).To(BeFalse(), "no credentials")
+	g.Expect(New(Options{Authorizer: TokenAuthorizer(nil)}).CallersCredentials()).To(BeFalse(), "the router's own")
+}

@@ -155,6 +155,14 @@ func New(opts Options) *Clients {
 	return c
 }
 
+// CallersCredentials reports whether calls carry their callers' own
+// credentials: whether the Authorizer is a CallersOwn that says so. Report
+// takes it.
+func (c *Clients) CallersCredentials() bool {
+	a, ok := c.opts.Authorizer.(CallersOwn)
+	return ok && a.CallersOwn()
+}
+
 // Endpoints returns how many endpoints have connections.
 func (c *Clients) Endpoints() int { return len(*c.endpoints.Load()) }
 

@@ -84,6 +84,11 @@ type Behavior struct {
 	// Discard reads REST bodies without keeping or decoding them, and
 	// answers at once: for tests that send bodies too large to keep.
 	Discard bool
+	// Refuse answers the calls whose Authorization it names with the code
+	// it gives, as Google answers credentials it refuses: Unauthenticated
+	// (401) for a token expired, revoked or not Google's, PermissionDenied
+	// (403) for an identity without aiplatform.endpoints.predict.
+	Refuse map[string]codes.Code
 	// Quick answers REST generateContent calls as cheaply as a region can:
 	// the body read and dropped, one answer encoded once, nothing recorded
 	// but the count. For benchmarks, where the region's own cost and a
@@ -248,7 +253,24 @@ func (r *Region) recordAt(ctx context.Context, c Call) (Behavior, int, error) {
 	b := r.b
 	r.mu.Unlock()
 	err := r.wait(ctx, b, c.Method, n)
+	if err == nil {
+		err = refused(b.Refuse, c.Auth)
+	}
 	return b, i, err
+}
+
+// refused is the error of a call whose Authorization refuse names, in
+// Google's words; nil for one it does not.
+func refused(refuse map[string]codes.Code, auth []string) error {
+	for _, a := range auth {
+		switch refuse[a] {
+		case codes.Unauthenticated:
+			return status.Error(codes.Unauthenticated, "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.")
+		case codes.PermissionDenied:
+			return status.Error(codes.PermissionDenied, "Permission 'aiplatform.endpoints.predict' denied on resource (or it may not exist).")
+		}
+	}
+	return nil
 }
 
 // wait blocks or holds call n as b says, and returns its fault, if any.
