@@ -245,8 +245,10 @@ func TestKubernetesModeAdmitsListedServiceAccounts(t *testing.T) {
 // are the caller's, so Google refusing them refused that caller. A caller
 // with an expired token (401) or without the grant (403) gets the region's
 // answer as it came, on both surfaces, and its calls are neither retried in
-// another region nor counted toward any region's ejection: after 60 of them
-// every region still takes its share of a caller whose token is good.
+// another region nor counted toward any region's ejection or quota: 60 of
+// them within a second, twice what the regions' quotas allow, are all
+// answered, and then every region still takes its share of a caller whose
+// token is good.
 func TestRefusedCallerCredentialsBlameNoRegion(t *testing.T) {
 	var regions []*upstreamtest.Region
 	var rows []table.Region
@@ -255,7 +257,7 @@ func TestRefusedCallerCredentialsBlameNoRegion(t *testing.T) {
 		r.Set(func(b *upstreamtest.Behavior) {
 			b.Refuse = map[string]codes.Code{"Bearer expired": codes.Unauthenticated, "Bearer no-grant": codes.PermissionDenied}
 		})
-		regions, rows = append(regions, r), append(rows, r.TableRegion(0))
+		regions, rows = append(regions, r), append(rows, r.TableRegion(10))
 	}
 	data, err := table.Render(&table.Table{Pools: []table.Pool{{
 		Project: "demo-project", Publisher: "google", Model: "gemini-2.5-flash-lite",
@@ -299,6 +301,9 @@ func TestRefusedCallerCredentialsBlameNoRegion(t *testing.T) {
 		t.Errorf("the regions saw %d calls for %d refused ones: a refused caller's call was retried", n, refused)
 	}
 	m := s.metrics(t)
+	if line := grep(m, "regionwarden_router_pool_headroom_waits_total{"); !strings.HasSuffix(line, "} 0") {
+		t.Errorf("refused calls waited for quota that refused calls held: %q", line)
+	}
 	for _, r := range regions {
 		for _, metric := range []string{"regionwarden_router_region_failure_rate{", "regionwarden_router_region_ejections_total{"} {
 			if line := grep(grep(m, metric), `region="`+r.Name+`"`); !strings.HasSuffix(line, "} 0") {

@@ -68,6 +68,8 @@ type callState struct {
 	lanes    [maxAttemptsLimit]uint8   // the lane of each attempt
 	charged  [maxAttemptsLimit]int64   // token cost charged in advance, per attempt
 	at       [maxAttemptsLimit]int64   // when each attempt was picked
+	tickets  [maxAttemptsLimit]uint64  // the shared meter's name of each attempt's request (SharedAnswer.Ticket); 0: none
+	ticket   uint64                    // the ticket of the attempt being picked, for record
 }
 
 // start sets up the zero state of a new call for req.
@@ -263,7 +265,7 @@ func (cs *callState) hasTried(t *region, l uint8) bool {
 func (cs *callState) record(t *region, l uint8, charged, now int64) {
 	n := cs.n
 	cs.targets[n], cs.lanes[n] = t, l
-	cs.charged[n], cs.at[n] = charged, now
+	cs.charged[n], cs.at[n], cs.tickets[n] = charged, now, cs.ticket
 	cs.n++
 }
 
@@ -284,6 +286,11 @@ type Report struct {
 	// full: a PT Google said was full stays so (lane.go), and its token
 	// charge stands.
 	OnDemand bool
+	// Uncounted marks an attempt that the region counted against no quota:
+	// Google refused its caller's own credentials (401, 403), which it
+	// checks before any quota. The request meters that admitted it take it
+	// back (done.go); it feeds nothing else, as any CallerFault.
+	Uncounted bool
 
 	// charged and chargedAt are the token cost charged to the region in
 	// advance and when (the attempt was picked then), and lane the capacity
@@ -291,6 +298,8 @@ type Report struct {
 	// reports.
 	charged, chargedAt int64
 	lane               uint8
+	// ticket is the shared meter's name of the attempt's request; 0: none.
+	ticket uint64
 	// heard: the attempt's answer began to arrive before it was reported
 	// (Attempt.Heard), and its latency was measured then.
 	heard bool
@@ -393,7 +402,7 @@ func (a *Attempt) Finish(r Report) {
 	if a.n+1 == a.call.st.n {
 		a.call.st.last = r.Outcome
 	}
-	r.charged, r.chargedAt = a.call.st.charged[a.n], a.call.st.at[a.n]
+	r.charged, r.chargedAt, r.ticket = a.call.st.charged[a.n], a.call.st.at[a.n], a.call.st.tickets[a.n]
 	r.heard = a.call.st.heard&bit != 0
 	a.call.st.targets[a.n].done(r)
 }

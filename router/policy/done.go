@@ -82,6 +82,32 @@ func (r *region) done(rep Report) {
 	if s.tokCost > 0 && rep.lane == s.hinted {
 		r.settleTokens(s, rep, now)
 	}
+	if rep.Uncounted && s.reqCost > 0 && rep.lane == s.hinted {
+		r.uncount(s, rep, now)
+	}
+}
+
+// uncount takes back the request an attempt took from the region's request
+// quota, in the router's own meter (or pacer) and in the shared meter, when
+// the region counted none (Report.Uncounted: Google refused the caller's
+// own credentials, which it checks before any quota). The meters stand for
+// what the region counts; a request it did not count left in them is room
+// taken from every other caller. Without this, a caller whose token Google
+// refuses, or a neighbor sending made-up ones at the quota's rate, would
+// fill the pay-as-you-go quotas in the router's meters with requests no
+// region counted, and the pool's other callers would wait and be shed for
+// room that is free.
+func (r *region) uncount(s *slot, rep Report, now int64) {
+	if s.metersReqs() {
+		r.reqs.refund(rep.chargedAt, now, s.reqCost)
+	} else {
+		r.slow.untake(rep.chargedAt, s.reqCost*costUnit)
+	}
+	if rep.ticket != 0 {
+		if m := r.p.shared.Load(); m != nil {
+			(*m).Forget(s.name, rep.ticket)
+		}
+	}
 }
 
 // tokEstShift sets the weight of a call in the average of tokens per call: 1/8.

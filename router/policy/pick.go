@@ -200,7 +200,7 @@ func (st *poolState) ejected(now int64) int {
 // returns a *CapacityError.
 func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, untried bool) (*slot, uint8, int64, error) {
 	rk := st.laneRanks(cs.prio)
-	cs.yields = p.yields(cs.prio)
+	cs.yields, cs.ticket = p.yields(cs.prio), 0
 	// cands lists the lanes that got a rank, so that the draws below walk
 	// the few lanes a call may use, not every lane of every region.
 	var cands candidates
@@ -482,7 +482,7 @@ func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe bo
 			return 0, false
 		}
 	case s.reqCost > 0:
-		if !p.takeRequest(s, i, now, cs.prio, ref) {
+		if !p.takeRequest(s, i, now, cs, ref) {
 			r.inFlight.Add(-1)
 			return 0, false
 		}

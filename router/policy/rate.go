@@ -84,12 +84,13 @@ const (
 // requestMeter is a region's one-second meter of requests, which knows when
 // it is full for a while. Within one fullTick, a quarter of its bucket, what
 // it holds only grows: its buckets move on, and its leaving bucket's slots
-// end, only at the start of a tick, and it takes no refunds (a request costs
-// what it was charged). So once it refuses a call of some cost it refuses
-// every call of that cost or more until the next tick, and it keeps the tick
-// and the cost of its last refusal: knownFull lets a pick leave the region
-// out without reading its window again. A new table that lowers the cost (a
-// larger quota or share) finds it not known full at once.
+// end, only at the start of a tick, and it takes no refunds but of requests
+// the region never counted (refund), which forget that it was full. So once
+// it refuses a call of some cost it refuses every call of that cost or more
+// until the next tick or refund, and it keeps the tick and the cost of its
+// last refusal: knownFull lets a pick leave the region out without reading
+// its window again. A new table that lowers the cost (a larger quota or
+// share) finds it not known full at once.
 type requestMeter struct {
 	m meter
 	// full is fullTick+1 of the last refusal, shifted left by countBits,
@@ -113,6 +114,14 @@ func (q *requestMeter) take(now, cost int64) bool {
 		return false
 	}
 	return true
+}
+
+// refund takes back a request of cost that the meter admitted at at and
+// the region never counted (region.uncount). The meter may have room now:
+// what it knew of being full is dropped, so the next pick reads its window.
+func (q *requestMeter) refund(at, now, cost int64) {
+	q.m.refund(at, now, cost, meterWidth)
+	q.full.Store(0)
 }
 
 // knownFull reports whether the meter refused a request of cost or less in
@@ -300,6 +309,13 @@ func (g *pacer) take(now, interval int64) (ok bool, wait int64) {
 			return true, 0
 		}
 	}
+}
+
+// untake takes back the call take admitted at at with interval, when no
+// call has been admitted since: the next is due at at again. After a later
+// call it does nothing, which leaves the schedule as strict as it was.
+func (g *pacer) untake(at, interval int64) {
+	g.next.CompareAndSwap(at+interval, at)
 }
 
 // tick admits a call at now when the next one is due, once per interval:

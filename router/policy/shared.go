@@ -29,8 +29,14 @@ type SharedMeter interface {
 	// counts it too when it can, so that the other routers, still metering
 	// in the store, leave room for it: while one router meters its share
 	// (its store answers late, or not at all), the requests it sends count
-	// against everyone's quota, not on top of it. It must not block.
-	AdmittedLocally(region string, now int64)
+	// against everyone's quota, not on top of it. It must not block. It
+	// returns the request's name in the meter, as SharedAnswer.Ticket.
+	AdmittedLocally(region string, now int64) uint64
+	// Forget takes back the request to region that the meter counted under
+	// ticket: the region did not count it (Report.Uncounted). It must not
+	// block; a request the meter no longer holds (it has left the window)
+	// needs nothing.
+	Forget(region string, ticket uint64)
 }
 
 // SharedAnswer is a SharedMeter's answer to one request.
@@ -42,6 +48,9 @@ type SharedAnswer struct {
 	// Yielded, with SharedFull: the room is claimed by a waiting request of
 	// a higher priority, perhaps another router's.
 	Yielded bool
+	// Ticket, with SharedAdmitted and SharedAdmittedIfLocal, names the
+	// request in the meter, for Forget; 0: none.
+	Ticket uint64
 	// Held, with SharedUnknown, is the part of the quota (0 to 1) that the
 	// region's window in the store held when it last answered this router,
 	// told once, with the first request the store does not answer, if it
@@ -86,13 +95,16 @@ func (p *Pool) SetSharedMeter(m SharedMeter) {
 // refusal is noted in ref as admit notes the others: a full shared quota
 // and the pacer with their waits, the own meter by its slot, whose wait is
 // worked out only if every candidate refuses (meterWaits).
-func (p *Pool) takeRequest(s *slot, i int, now int64, pr Priority, ref *refusal) bool {
+//
+// The shared meter's name of the request it counted goes to cs.ticket.
+func (p *Pool) takeRequest(s *slot, i int, now int64, cs *callState, ref *refusal) bool {
 	m := p.shared.Load()
-	unknown := false
+	unknown, ticket := false, uint64(0)
 	if m != nil {
-		switch a := (*m).TakeShared(s.name, now, pr); a.Verdict {
+		switch a := (*m).TakeShared(s.name, now, cs.prio); a.Verdict {
 		case SharedAdmitted:
 			s.chargeRequest(now)
+			cs.ticket = a.Ticket
 			return true
 		case SharedFull:
 			ref.capacity(max(a.Wait, 1))
@@ -103,14 +115,17 @@ func (p *Pool) takeRequest(s *slot, i int, now int64, pr Priority, ref *refusal)
 			if a.Held > 0 {
 				s.holdShare(a.Held, now)
 			}
+		case SharedAdmittedIfLocal:
+			ticket = a.Ticket
 		}
 	}
 	if !s.takeOwn(i, now, ref) {
 		return false
 	}
 	if unknown {
-		(*m).AdmittedLocally(s.name, now)
+		ticket = (*m).AdmittedLocally(s.name, now)
 	}
+	cs.ticket = ticket
 	return true
 }
 

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,18 +17,32 @@ type scriptedMeter struct {
 	held  float64 // told once with SharedUnknown, then 0
 	asked map[string]int
 	local int // requests it was told the router's own meter admitted
+	// tickets names the requests it counted; forgot holds those it was
+	// told to forget.
+	tickets uint64
+	forgot  []uint64
 }
 
 func (m *scriptedMeter) TakeShared(region string, now int64, pr Priority) SharedAnswer {
 	m.asked[region]++
 	a := SharedAnswer{Verdict: m.v, Wait: m.wait}
-	if m.v == SharedUnknown {
+	switch m.v {
+	case SharedUnknown:
 		a.Held, m.held = m.held, 0
+	case SharedAdmitted, SharedAdmittedIfLocal:
+		m.tickets++
+		a.Ticket = m.tickets
 	}
 	return a
 }
 
-func (m *scriptedMeter) AdmittedLocally(region string, now int64) { m.local++ }
+func (m *scriptedMeter) AdmittedLocally(region string, now int64) uint64 {
+	m.local++
+	m.tickets++
+	return m.tickets
+}
+
+func (m *scriptedMeter) Forget(region string, ticket uint64) { m.forgot = append(m.forgot, ticket) }
 
 // admitted picks one call's first attempt on p and ends it: whether it was
 // admitted, and the error when not.
@@ -167,4 +182,65 @@ func TestFallbackHoldsWhatTheStoreLastCounted(t *testing.T) {
 			t.Errorf("%s: a window later, %d admitted, want the share of 4", c.why, got)
 		}
 	}
+}
+
+// TestUncountedRequestsLeaveTheMeters: a request the region did not count
+// (Report.Uncounted: Google refused its caller's credentials) is taken back
+// from the request meters that admitted it, the router's own (a one-second
+// meter, or the pacer of a quota under one call a second) and the shared
+// one; a caller's fault the region counted stays counted.
+func TestUncountedRequestsLeaveTheMeters(t *testing.T) {
+	end := func(p *Pool, rep Report) error {
+		c := p.Start(Request{})
+		a, err := c.Pick()
+		if err != nil {
+			return err
+		}
+		a.Finish(rep)
+		return nil
+	}
+	refused := Report{Outcome: CallerFault, Uncounted: true}
+	for _, tc := range []struct {
+		name string
+		rps  float64
+	}{{"one-second meter", 2}, {"pacer", 0.5}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustNew(t, pool(shared("europe-west4", tc.rps)), newClock())
+			for i := range 10 {
+				if err := end(p, refused); err != nil {
+					t.Fatalf("uncounted request %d: %v", i+1, err)
+				}
+			}
+			quota := max(int(tc.rps), 1)
+			for i := range quota {
+				if err := end(p, Report{Outcome: CallerFault}); err != nil {
+					t.Fatalf("counted request %d of %d: %v", i+1, quota, err)
+				}
+			}
+			if err := end(p, Report{Outcome: CallerFault}); err == nil {
+				t.Fatal("the quota admitted a request over it: the counted caller's faults were given back")
+			}
+		})
+	}
+	t.Run("shared meter", func(t *testing.T) {
+		clk := newClock()
+		p := mustNew(t, pool(shared("europe-west4", 2)), clk)
+		m := &scriptedMeter{asked: map[string]int{}, v: SharedAdmitted}
+		p.SetSharedMeter(m)
+		for range 5 {
+			if err := end(p, refused); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m.v = SharedUnknown // the store does not answer: the router's share decides, and tells it
+		if err := end(p, refused); err != nil {
+			t.Fatalf("the router's own meter kept the shared meter's requests: %v", err)
+		}
+		if err := end(p, Report{Outcome: Success}); err != nil {
+			t.Fatal(err)
+		}
+		if want := []uint64{1, 2, 3, 4, 5, 6}; !slices.Equal(m.forgot, want) {
+			t.Errorf("the shared meter was told to forget %v, want %v (not the request that succeeded)", m.forgot, want)
+		}
+	})
 }

@@ -234,18 +234,19 @@ const windowNanos = int64(time.Second)
 // way to a higher priority's claim (yielded), until the claim ends; held is
 // how many requests the window holds when the store answers (with
 // SharedUnknown or yielded: 0).
-func (m *Meter) take(key string, limit int64, now int64, pr policy.Priority) (v policy.SharedVerdict, wait, held int64, yielded bool) {
+func (m *Meter) take(key string, limit int64, now int64, pr policy.Priority) (v policy.SharedVerdict, wait, held int64, yielded bool, ticket uint64) {
 	probe := false
 	if d := m.down.Load(); d != 0 {
 		// One request a window tries the store; the others use the share.
 		if now < d || !m.down.CompareAndSwap(d, now+windowNanos) {
-			return policy.SharedUnknown, 0, 0, false
+			return policy.SharedUnknown, 0, 0, false, 0
 		}
 		probe = true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
 	defer cancel()
-	member := m.nonce + strconv.FormatUint(m.seq.Add(1), 36)
+	ticket = m.seq.Add(1)
+	member := m.member(ticket)
 	sent := time.Now()
 	claim := m.tick + 2*m.rtt.Load()
 	res, err := meterScript.Run(ctx, m.rdb, []string{key, key + claimsSuffix}, m.window, limit, member, pr.Rank(), claim).Int64Slice()
@@ -258,7 +259,7 @@ func (m *Meter) take(key string, limit int64, now int64, pr policy.Priority) (v 
 			m.log.Warn("share meter: the store does not answer; each region's quota is metered by this router's share", "router", m.id, "error", err)
 			m.onState(false)
 		}
-		return policy.SharedUnknown, 0, 0, false
+		return policy.SharedUnknown, 0, 0, false, 0
 	}
 	m.rtt.Store(rtt.Microseconds())
 	if probe {
@@ -268,13 +269,19 @@ func (m *Meter) take(key string, limit int64, now int64, pr policy.Priority) (v 
 		m.onState(true)
 	}
 	if res[0] != 1 {
-		return policy.SharedFull, int64(float64(res[1]*int64(time.Microsecond)) * m.scale), res[2], res[0] == 2
+		return policy.SharedFull, int64(float64(res[1]*int64(time.Microsecond)) * m.scale), res[2], res[0] == 2, 0
 	}
 	m.extend(key, member, res[1]+rtt.Microseconds())
 	if now < m.warm.Load() {
-		return policy.SharedAdmittedIfLocal, 0, res[2], false
+		return policy.SharedAdmittedIfLocal, 0, res[2], false, ticket
 	}
-	return policy.SharedAdmitted, 0, res[2], false
+	return policy.SharedAdmitted, 0, res[2], false, ticket
+}
+
+// member is the name in the store's windows of this router's request of
+// ticket: unique across routers (the nonce) and requests (the sequence).
+func (m *Meter) member(ticket uint64) string {
+	return m.nonce + strconv.FormatUint(ticket, 36)
 }
 
 // claimsSuffix names, after a region's window key, the hash of the claims
@@ -308,9 +315,18 @@ func (m *Meter) extend(key, member string, at int64) {
 // store may already have counted it, when it ran the script but its answer
 // came too late: counted twice then, a request fewer for a second, once per
 // window that the store answers late (take asks it no more until then).
-func (m *Meter) add(key string) {
-	member := m.nonce + strconv.FormatUint(m.seq.Add(1), 36)
-	m.queue(extension{key: key, member: member, queued: time.Now()})
+func (m *Meter) add(key string) (ticket uint64) {
+	ticket = m.seq.Add(1)
+	m.queue(extension{key: key, member: m.member(ticket), queued: time.Now()})
+	return ticket
+}
+
+// forget removes from key's window, in the background, the request of
+// ticket: the region did not count it (policy.Report.Uncounted). Writes
+// leave in the order they were queued, and a batch removes after it adds,
+// so a request is removed after it was counted, never before.
+func (m *Meter) forget(key string, ticket uint64) {
+	m.queue(extension{key: key, member: m.member(ticket), remove: true})
 }
 
 func (m *Meter) queue(e extension) {
@@ -322,12 +338,13 @@ func (m *Meter) queue(e extension) {
 }
 
 // extension is a write for the extender: a request's later time in the
-// store (at), or a request to count from when the store receives it
-// (queued, when the router queued it).
+// store (at), a request to count from when the store receives it (queued,
+// when the router queued it), or a request to remove (remove).
 type extension struct {
 	key, member string
 	at          int64
 	queued      time.Time
+	remove      bool
 }
 
 // extensionQueue bounds the updates waiting to be sent; extensionBatch is
@@ -378,6 +395,9 @@ func (m *Meter) extender() {
 		pipe := m.bg.Pipeline()
 		keys, args = keys[:0], append(args[:0], m.window)
 		for _, e := range batch {
+			if e.remove {
+				continue
+			}
 			if !e.queued.IsZero() {
 				if time.Since(e.queued) < window {
 					keys, args = append(keys, e.key), append(args, e.member)
@@ -389,6 +409,11 @@ func (m *Meter) extender() {
 		}
 		if len(keys) > 0 {
 			addScript.Eval(ctx, pipe, keys, args...)
+		}
+		for _, e := range batch {
+			if e.remove {
+				pipe.ZRem(ctx, e.key, e.member)
+			}
 		}
 		_, _ = pipe.Exec(ctx)
 		cancel()
@@ -463,7 +488,7 @@ func (pm *poolMeter) TakeShared(region string, now int64, pr policy.Priority) po
 	if until := l.full.Load(); now < until && pm.m.down.Load() == 0 {
 		return policy.SharedAnswer{Verdict: policy.SharedFull, Wait: until - now}
 	}
-	v, wait, held, yielded := pm.m.take(l.key, l.limit, now, pr)
+	v, wait, held, yielded, ticket := pm.m.take(l.key, l.limit, now, pr)
 	switch {
 	case yielded:
 		// The window was not read: nothing is known of it.
@@ -474,15 +499,26 @@ func (pm *poolMeter) TakeShared(region string, now int64, pr policy.Priority) po
 		l.full.Store(now + wait)
 	}
 	l.seen.note(held, now)
-	return policy.SharedAnswer{Verdict: v, Wait: wait}
+	return policy.SharedAnswer{Verdict: v, Wait: wait, Ticket: ticket}
 }
 
 // AdmittedLocally implements policy.SharedMeter: a request to a region
 // with a quota in the store, admitted by the router's share, is counted in
 // the store too (Meter.add).
-func (pm *poolMeter) AdmittedLocally(region string, now int64) {
+func (pm *poolMeter) AdmittedLocally(region string, now int64) uint64 {
 	if l, ok := (*pm.limits.Load())[region]; ok {
-		pm.m.add(l.key)
+		return pm.m.add(l.key)
+	}
+	return 0
+}
+
+// Forget implements policy.SharedMeter: the request leaves the region's
+// window in the store (Meter.forget), and the window is no longer taken as
+// full here: it may have room now, which the store will say.
+func (pm *poolMeter) Forget(region string, ticket uint64) {
+	if l, ok := (*pm.limits.Load())[region]; ok {
+		pm.m.forget(l.key, ticket)
+		l.full.Store(0)
 	}
 }
 

@@ -3,6 +3,7 @@ package share
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -191,6 +192,69 @@ func TestFullWindowIsKnownUntilItHasRoom(t *testing.T) {
 	if got := (*pm.limits.Load())["europe-west4"].full.Load(); got != 0 {
 		t.Errorf("a new quota kept the old window's fullness until %d", got)
 	}
+}
+
+// TestForgottenRequestsLeaveTheStore: requests a region did not count
+// (Google refused their callers' credentials) leave the store's window,
+// whether the store admitted them or the router's share did while the store
+// was slow, so that another router has their room; and a window known full
+// here is no longer taken as such, for the room may be back.
+func TestForgottenRequestsLeaveTheStore(t *testing.T) {
+	srv := redisserver.ForTest(t)
+	tp := meterPool(20) // 2 requests a second
+	a, b := &poolMeter{m: newTestMeter(t, srv.URL(), "a")}, &poolMeter{m: newTestMeter(t, srv.URL(), "b")}
+	a.set(&tp)
+	b.set(&tp)
+	now := time.Now().UnixNano()
+	var tickets []uint64
+	for range 2 {
+		ans := a.TakeShared("europe-west4", now, policy.PriorityDefault)
+		if ans.Verdict != policy.SharedAdmitted || ans.Ticket == 0 {
+			t.Fatalf("verdict %d, ticket %d; want admitted, named", ans.Verdict, ans.Ticket)
+		}
+		tickets = append(tickets, ans.Ticket)
+	}
+	if v := a.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedFull {
+		t.Fatalf("verdict %d over the quota, want full", v)
+	}
+	local := a.AdmittedLocally("europe-west4", now)
+	if local == 0 || slices.Contains(tickets, local) {
+		t.Fatalf("a request the share admitted was named %d, after %v", local, tickets)
+	}
+	direct := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = direct.Close() })
+	key := (*a.limits.Load())["europe-west4"].key
+	count := func(want int64) {
+		t.Helper()
+		var n int64
+		for range 100 {
+			var err error
+			if n, err = direct.ZCard(context.Background(), key).Result(); err != nil {
+				t.Fatal(err)
+			}
+			if n == want {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("%d requests in the store's window, want %d", n, want)
+	}
+	count(3)
+	for _, tk := range append(tickets, local) {
+		a.Forget("europe-west4", tk)
+	}
+	if got := (*a.limits.Load())["europe-west4"].full.Load(); got != 0 {
+		t.Errorf("the window is still known full until %d after its requests were forgotten", got)
+	}
+	count(0)
+	for range 2 {
+		if v := b.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedAdmitted {
+			t.Fatalf("another router: verdict %d, want admitted to the forgotten requests' room", v)
+		}
+	}
+	a.Forget("europe-west4", 1<<40) // a request the store no longer holds
+	a.Forget("nowhere", tickets[0]) // a region without a quota in the store
+	count(2)
 }
 
 // TestAdmittedRequestCountsFromWhenTheRouterHeardBack delays the store's

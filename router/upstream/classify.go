@@ -333,13 +333,14 @@ func GoogleErrorStatus(httpCode int, code codes.Code, message string) []byte {
 // a stale token, or a neighbor in a shared cluster sending calls with a
 // made-up one, would eject every pay-as-you-go region and demote every PT
 // for all the pool's callers, and spend the retry budget they share on calls
-// no region can serve.
+// no region can serve. Google checks credentials before any quota, so such
+// a call is also Uncounted: the router's request meters give its room back.
 func Report(caller context.Context, err error, callers bool) policy.Report {
 	o := ClassifyContext(caller, err)
 	if o == policy.Failure && callers {
 		switch Code(err) {
 		case codes.Unauthenticated, codes.PermissionDenied:
-			o = policy.CallerFault
+			return policy.Report{Outcome: policy.CallerFault, Uncounted: true}
 		}
 	}
 	return policy.Report{Outcome: o, Timeout: o == policy.Failure && Code(err) == codes.DeadlineExceeded}

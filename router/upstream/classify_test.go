@@ -218,11 +218,16 @@ func TestCallersRefusedCredentialsAreTheirFault(t *testing.T) {
 			g := NewWithT(t)
 			err := status.Error(tc.code, "from the region")
 			want := ClassifyContext(t.Context(), err)
-			g.Expect(Report(t.Context(), err, false).Outcome).To(Equal(want), "the router's own credentials")
-			if tc.code == codes.Unauthenticated || tc.code == codes.PermissionDenied {
+			own := Report(t.Context(), err, false)
+			g.Expect(own.Outcome).To(Equal(want), "the router's own credentials")
+			g.Expect(own.Uncounted).To(BeFalse())
+			refused := tc.code == codes.Unauthenticated || tc.code == codes.PermissionDenied
+			if refused {
 				want = policy.CallerFault
 			}
-			g.Expect(Report(t.Context(), err, true).Outcome).To(Equal(want), "the caller's own credentials")
+			callers := Report(t.Context(), err, true)
+			g.Expect(callers.Outcome).To(Equal(want), "the caller's own credentials")
+			g.Expect(callers.Uncounted).To(Equal(refused), "a region counts no request whose credentials it refused")
 		})
 	}
 	g := NewWithT(t)
