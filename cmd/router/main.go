@@ -58,6 +58,7 @@ type config struct {
 	callerAuth        auth.Mode
 	requestTimeout    time.Duration
 	shutdownGrace     time.Duration
+	shutdownDelay     time.Duration
 	maxBodyBytes      int64
 	maxBodyInFlight   int64
 	bodyReadTimeout   time.Duration
@@ -106,7 +107,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return nil
 	})
 	fs.DurationVar(&c.requestTimeout, "request-timeout", server.DefaultRequestTimeout, "overall deadline of a request, every attempt included")
-	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long in-flight requests and streams may take to finish")
+	fs.DurationVar(&c.shutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long the router goes on serving new calls, unready and closing each connection after its answer, before it stops listening: the time the Service's endpoints, proxies and load balancers take to stop sending it calls")
+	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "on SIGTERM, after --shutdown-delay, how long in-flight requests and streams may take to finish")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body; larger ones are answered 413")
 	fs.Int64Var(&c.maxBodyInFlight, "max-body-bytes-in-flight", 0, "request body bytes the router holds at once, all requests together; a body that does not fit is answered 429 before it is read. 0: a quarter of GOMEMLIMIT, or 256 MiB without one")
 	fs.DurationVar(&c.bodyReadTimeout, "body-read-timeout", server.DefaultBodyReadTimeout, "how long a client may take to send a request body; a slower one is answered 408 and cut off")
@@ -131,6 +133,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		command.Positive("body-read-timeout", c.bodyReadTimeout),
 		command.Positive("write-timeout", c.writeTimeout),
 		command.NotNegative("shutdown-grace", c.shutdownGrace),
+		command.NotNegative("shutdown-delay", c.shutdownDelay),
 	); err != nil {
 		return c, err
 	}
@@ -355,6 +358,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 	var runErr error
 	select {
 	case <-ctx.Done():
+		drain(log, srv, servers, c.shutdownDelay, serveErr)
 		log.Info("shutting down, draining in-flight requests", "grace", c.shutdownGrace)
 	case err := <-serveErr:
 		runErr = fmt.Errorf("serving: %w", err)
@@ -414,6 +418,33 @@ func callerAuth(c config, kube kubernetes.Interface) (*auth.Authenticator, upstr
 	}
 	authn, err := auth.New(c.callerAuth, reviewer)
 	return authn, authorizer, err
+}
+
+// drain is the first step of a shutdown: for delay the router stays
+// unready (so the endpoints of its Service drop it) while it goes on
+// serving every call that still reaches it, and its HTTP answers close their
+// connections (Connection: close), so that callers holding one open come
+// back through the Service to another router. Stopping to listen at once
+// would refuse the calls that proxies, load balancers and callers' pooled
+// connections send in the seconds before they learn the router is going;
+// a call refused so fails, where one sent to a router still listening is
+// served. It ends early if a server fails.
+func drain(log *slog.Logger, srv *server.Server, servers []*http.Server, delay time.Duration, serveErr <-chan error) {
+	if delay <= 0 {
+		return
+	}
+	log.Info("shutting down: unready, serving until the Service stops sending calls", "delay", delay)
+	srv.Drain()
+	for _, hs := range servers {
+		hs.SetKeepAlivesEnabled(false)
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case err := <-serveErr:
+		log.Warn("a server stopped while draining", "error", err)
+	}
 }
 
 // shutdown stops accepting requests and waits up to grace for those in flight,

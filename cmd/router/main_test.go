@@ -164,7 +164,7 @@ func startRouterLogging(t *testing.T, log io.Writer, args ...string) *started {
 	s := &started{done: make(chan error, 1), stop: cancel}
 	addrs := make(chan addresses, 1)
 	go func() {
-		s.done <- run(ctx, append([]string{"--listen", "127.0.0.1:0", "--ops-listen", "127.0.0.1:0", "--upstream-insecure", "--log-format", "text"}, args...),
+		s.done <- run(ctx, append([]string{"--listen", "127.0.0.1:0", "--ops-listen", "127.0.0.1:0", "--upstream-insecure", "--log-format", "text", "--shutdown-delay", "0s"}, args...),
 			log, func(a addresses) { addrs <- a })
 	}()
 	select {
@@ -323,6 +323,51 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 	}
 	if err := <-s.done; err != nil {
 		t.Errorf("run: %v", err)
+	}
+	s.done <- nil // for the cleanup
+}
+
+// TestShutdownServesWhileUnready: on SIGTERM the router first turns unready
+// and goes on serving for --shutdown-delay, each answer closing its
+// connection, so that calls sent before the Service drops it are served and
+// callers with pooled connections come back through the Service; then it
+// drains and exits.
+func TestShutdownServesWhileUnready(t *testing.T) {
+	a := startRegion(t, "us-central1")
+	s := runOnTableOf(t, a, "--shutdown-delay", "3s")
+	s.stop()
+	eventually(t, "unready", func() bool {
+		resp, err := http.Get("http://" + s.ops + "/readyz")
+		if err != nil {
+			t.Fatalf("/readyz while draining: %v", err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	})
+	req, err := http.NewRequest(http.MethodPost, "http://"+s.api+generatePath, strings.NewReader(`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer caller")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("a call while unready: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a call while unready: %d %s", resp.StatusCode, body)
+	}
+	if !resp.Close {
+		t.Error("an answer while unready kept its connection open: the caller would keep calling a router that is going")
+	}
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Errorf("run: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the router did not exit after its shutdown delay")
 	}
 	s.done <- nil // for the cleanup
 }

@@ -173,7 +173,7 @@ func run(ctx context.Context, o options) error {
 		"--listen="+routerAddr, "--table-configmaps="+namespace, "--kubeconfig="+kubeconfigPath,
 		"--upstream-insecure", "--allow-endpoint-host=127.0.0.1", fmt.Sprintf("--clock-scale=%g", sc.TimeScale), fmt.Sprintf("--seed=%d", o.seed),
 		fmt.Sprintf("--request-timeout=%s", time.Duration(float64(sc.Load.Deadline.Duration)/sc.TimeScale)),
-		"--log-level=warn"); err != nil {
+		"--shutdown-delay=0s", "--log-level=warn"); err != nil {
 		return err
 	}
 	routerURL := "http://" + routerAddr

@@ -68,6 +68,7 @@ func startRouter(ctx context.Context, bin string, env *Env) (*httpCaller, error)
 		"--clock-scale", strconv.FormatFloat(env.Clock.Scale(), 'g', -1, 64),
 		"--seed", strconv.FormatUint(env.Seed, 10),
 		"--request-timeout", deadline.String(),
+		"--shutdown-delay", "0s",
 		"--shutdown-grace", "1s",
 		"--log-level", "error",
 	)

@@ -166,8 +166,9 @@ type Server struct {
 	shares       *share.Controller
 	refusals     func() []source.Refusal
 
-	state atomic.Pointer[routing] // nil until the first Apply
-	mu    sync.Mutex              // serializes Apply
+	state    atomic.Pointer[routing] // nil until the first Apply
+	draining atomic.Bool             // Drain was called: not ready
+	mu       sync.Mutex              // serializes Apply
 }
 
 // routing is one applied table: the pools by key. It never changes once
@@ -402,11 +403,17 @@ func keySeed(label string) uint64 {
 }
 
 // Ready reports whether the router has a pool to route: a table has been
-// applied and it holds at least one pool the policy took.
+// applied and it holds at least one pool the policy took, and it is not
+// draining.
 func (s *Server) Ready() bool {
 	st := s.state.Load()
-	return st != nil && len(st.pools) > 0
+	return st != nil && len(st.pools) > 0 && !s.draining.Load()
 }
+
+// Drain makes the router unready for good (/readyz answers 503), while it
+// goes on serving every call it is sent: the first step of a shutdown, so
+// that callers are moved to other routers before it stops listening.
+func (s *Server) Drain() { s.draining.Store(true) }
 
 // lookup returns the pool for key, held for the request, or nil. The caller
 // must release a pool it got.
@@ -493,7 +500,11 @@ func (s *Server) routeOps(mux *http.ServeMux) {
 		_, _ = w.Write([]byte("ok\n"))
 	})))
 	mux.Handle("GET /readyz", s.bounded(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		if !s.Ready() {
+		switch {
+		case s.draining.Load():
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		case !s.Ready():
 			http.Error(w, "no routing pool loaded", http.StatusServiceUnavailable)
 			return
 		}
