@@ -121,7 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Uint64Var(&c.seed, "seed", 0, "for replays only: seed of the policy's random choices; 0 picks one")
 	fs.IntVar(&c.replicas, "replicas", 1, "how many routers meter the same regions, outside a cluster: each meters 1/N of every region's capacity")
 	fs.StringVar(&c.peersService, "peers-service", "", "the router's own Service, in namespace POD_NAMESPACE: the routers are counted from its EndpointSlices (needs get, list, watch on endpointslices there); POD_NAME ranks this router among them")
-	fs.StringVar(&c.shareStore, "share-store", "", "redis://host:port/db of a Redis or Valkey server in which the routers meter request quotas together and through which they share the rest of the capacity by their demand; empty: each takes 1/N")
+	fs.StringVar(&c.shareStore, "share-store", "", "redis://host:port/db (rediss:// for TLS) of a Redis or Valkey server in which the routers meter request quotas together and through which they share the rest of the capacity by their demand; its password, if any, from the environment variable "+shareStorePasswordEnv+"; empty: each takes 1/N")
 	if err := command.Parse(fs, args); err != nil {
 		return c, err
 	}
@@ -476,6 +476,11 @@ func shutdown(log *slog.Logger, servers []*http.Server, gs *grpc.Server, grace t
 	}
 }
 
+// shareStorePasswordEnv names the environment variable that holds the share
+// store's password: set from a Secret, it stays out of the router's
+// arguments, which anyone who may read the pod sees.
+const shareStorePasswordEnv = "REGIONWARDEN_SHARE_STORE_PASSWORD"
+
 // newShares makes the controller of this router's share of each pool's
 // capacity: 1/--replicas, or 1/N with N counted from the EndpointSlices of
 // --peers-service (then returned, to run), and with --share-store by demand,
@@ -490,14 +495,15 @@ func newShares(c config, client kubernetes.Interface, apply func(*table.Table) e
 		Logger:   log,
 	}
 	if c.shareStore != "" {
-		x, err := share.NewExchange(share.ExchangeOptions{URL: c.shareStore, Epoch: time.Duration(float64(share.DefaultEpoch) / c.clockScale)})
+		password := os.Getenv(shareStorePasswordEnv)
+		x, err := share.NewExchange(share.ExchangeOptions{URL: c.shareStore, Password: password, Epoch: time.Duration(float64(share.DefaultEpoch) / c.clockScale)})
 		if err != nil {
 			return nil, nil, fmt.Errorf("--share-store: %w", err)
 		}
 		o.Store = x
 		up := mets.ShareStoreUp()
 		up.Set(1)
-		m, err := share.NewMeter(share.MeterOptions{URL: c.shareStore, ID: x.ID(), Scale: c.clockScale, Logger: log, OnState: func(answering bool) {
+		m, err := share.NewMeter(share.MeterOptions{URL: c.shareStore, Password: password, ID: x.ID(), Scale: c.clockScale, Logger: log, OnState: func(answering bool) {
 			if answering {
 				up.Set(1)
 			} else {

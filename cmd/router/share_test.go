@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/regionwarden/regionwarden/internal/redisserver"
 	"github.com/regionwarden/regionwarden/router/upstream"
@@ -87,4 +90,35 @@ func sample(text, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestShareStorePasswordFromTheEnvironment: a store that requires a
+// password is used with the one in REGIONWARDEN_SHARE_STORE_PASSWORD (set
+// from a Secret, out of the router's arguments); a router without it finds
+// the store refusing it and meters its share.
+func TestShareStorePasswordFromTheEnvironment(t *testing.T) {
+	srv := redisserver.ForTest(t)
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	if err := admin.ConfigSet(context.Background(), "requirepass", "s3cret").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_ = admin.Close()
+	region := startRegion(t, "us-central1")
+	dir := t.TempDir()
+	kubeletWrite(t, dir, 1, renderTableOf(t, region.TableRegion(6)))
+	without := startRun(t, "--table-file", dir, "--share-store", srv.URL())
+	t.Setenv(shareStorePasswordEnv, "s3cret")
+	with := startRun(t, "--table-file", dir, "--share-store", srv.URL())
+	for _, tc := range []struct {
+		s    *started
+		want string
+	}{{with, "regionwarden_router_share_store_up 1"}, {without, "regionwarden_router_share_store_up 0"}} {
+		tc.s.waitReady(t)
+		if _, err := answer(tc.s.client(t)); err != nil {
+			t.Fatal(err)
+		}
+		if got := sample(tc.s.metrics(t), "regionwarden_router_share_store_up"); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"sort"
 	"strconv"
@@ -32,6 +33,10 @@ type ExchangeOptions struct {
 	// URL is the store, redis://[user:password@]host:port/db (rediss:// for
 	// TLS). Required.
 	URL string
+	// Password, when set, is the store's password, in place of the URL's:
+	// for a password kept in a Secret rather than in the router's
+	// arguments, which anyone who may read the pod sees.
+	Password string
 	// ID names this router among its peers; unique per pool and store.
 	// Default: the host name (the pod's name in a cluster).
 	ID string
@@ -100,7 +105,7 @@ func (quiet) Printf(context.Context, string, ...any) {}
 // NewExchange returns an exchange with the store at o.URL. It does not
 // connect until the first exchange.
 func NewExchange(o ExchangeOptions) (*Exchange, error) {
-	ro, err := storeOptions("share store", o.URL)
+	ro, err := storeOptions("share store", o.URL, o.Password)
 	if err != nil {
 		return nil, err
 	}
@@ -123,16 +128,38 @@ func NewExchange(o ExchangeOptions) (*Exchange, error) {
 }
 
 // storeOptions reads a store's URL, redis://[user:password@]host:port/db
-// (rediss:// for TLS), for what (the errors' first words).
-func storeOptions(what, url string) (*redis.Options, error) {
-	if url == "" {
+// (rediss:// for TLS), for what (the errors' first words), with password,
+// when set, in place of the URL's. An error names the URL without its
+// password.
+func storeOptions(what, rawURL, password string) (*redis.Options, error) {
+	if rawURL == "" {
 		return nil, fmt.Errorf("%s: no URL", what)
 	}
-	ro, err := redis.ParseURL(url)
+	ro, err := redis.ParseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%s %q: %w", what, url, err)
+		shown := "the URL given"
+		if u, perr := url.Parse(rawURL); perr == nil {
+			shown = u.Redacted()
+		}
+		return nil, fmt.Errorf("%s %q: %w", what, shown, redact(err, rawURL))
+	}
+	if password != "" {
+		ro.Password = password
 	}
 	return ro, nil
+}
+
+// redact is err with the password of rawURL, should its message quote it,
+// replaced by xxxxx.
+func redact(err error, rawURL string) error {
+	u, perr := url.Parse(rawURL)
+	if perr != nil || u.User == nil {
+		return err
+	}
+	if pw, ok := u.User.Password(); ok && pw != "" && strings.Contains(err.Error(), pw) {
+		return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
+	}
+	return err
 }
 
 // storeClient is a client of the store that ro describes, for the hot path

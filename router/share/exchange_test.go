@@ -3,6 +3,7 @@ package share
 import (
 	"context"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -164,5 +165,30 @@ func TestDemandShareAndStoreLoss(t *testing.T) {
 	}
 	if src := cs[0].Shares()[0]; src.StoreError == "" {
 		t.Errorf("no store error shown after the store died: %+v", src)
+	}
+}
+
+// TestBadStoreURLKeepsItsPasswordSecret: an error about the store's URL
+// names it without its password, which would otherwise reach the logs.
+func TestBadStoreURLKeepsItsPasswordSecret(t *testing.T) {
+	for _, u := range []string{
+		"redis://router:hunter2@localhost:6379/notadb",
+		"redis://:hunter2@localhost:6379/0?dial_timeout=forever",
+		"http://router:hunter2@localhost:6379/0",
+	} {
+		_, xerr := NewExchange(ExchangeOptions{URL: u, ID: "a"})
+		_, merr := NewMeter(MeterOptions{URL: u, ID: "a"})
+		for _, err := range []error{xerr, merr} {
+			if err == nil {
+				t.Errorf("%s: accepted", u)
+				continue
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("the error shows the password: %v", err)
+			}
+			if !strings.Contains(err.Error(), "localhost:6379") {
+				t.Errorf("the error does not name the store: %v", err)
+			}
+		}
 	}
 }

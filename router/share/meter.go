@@ -33,8 +33,9 @@ const (
 
 // MeterOptions configure a Meter. Every zero field takes its default.
 type MeterOptions struct {
-	// URL is the store, as for ExchangeOptions. Required.
-	URL string
+	// URL and Password are the store, as for ExchangeOptions. URL is
+	// required.
+	URL, Password string
 	// ID names this router in the meter's logs (ExchangeOptions.ID).
 	ID string
 	// Timeout bounds one request's wait for the store. Default
@@ -189,7 +190,7 @@ return {0, free - now, redis.call('ZCARD', KEYS[1])}
 // NewMeter returns a meter with the store at o.URL. It does not connect
 // until the first request.
 func NewMeter(o MeterOptions) (*Meter, error) {
-	ro, err := storeOptions("share meter", o.URL)
+	ro, err := storeOptions("share meter", o.URL, o.Password)
 	if err != nil {
 		return nil, err
 	}
