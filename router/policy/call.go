@@ -61,6 +61,7 @@ type callState struct {
 	full     uint8 // bit i: attempt i found the PT full (ProvisionedFull)
 	heard    uint8 // bit i: attempt i's answer has begun to arrive (Attempt.Heard)
 	probed   uint8 // bit i: attempt i was a demoted region's probe
+	resort   uint8 // bit i: attempt i went to a region ranked last, no answering capacity having room (lastResortRetry)
 	last     Outcome
 	pin      string                    // the only region the call may use; "": any
 	yields   bool                      // the attempt leaves metered capacities to a waiting call of a higher priority (reserve.go)

@@ -140,7 +140,10 @@
 // it is not demoted and answers at least minRequests over the ejection
 // interval with a failure rate under the threshold, or answered too few to
 // be judged), nor the retry of a demoted region's failed probe (the router
-// chose to send it there). A burst of its failures can outrun the budget,
+// chose to send it there), nor the retry of a call the router sent to a
+// region ranked last (demoted, ejected or silent) for want of room in the
+// regions that answer, which goes only to a region that answers
+// (lastResortRetry). A burst of its failures can outrun the budget,
 // and those calls are exactly the ones the paid-for capacity must not drop;
 // in a pool of a call a second whose PT fails every call, every call needs
 // its retry, more than the budget's floor allows. The fallback is bounded all the same: only to

@@ -15,9 +15,10 @@ import (
 // falls back to another region, as does the failed probe of a demoted one
 // (the router chose to send it there), and a 429 on any region spills to a
 // capacity the call has not tried (Google refused it before the model ran:
-// the spill repeats no work); a failure on a shared region and a failure on
-// a demoted provisioned region that took the call for want of room
-// elsewhere stay bound by the budget.
+// the spill repeats no work); a failure on a demoted provisioned region that
+// took the call for want of room elsewhere falls back too, but only to a
+// region that answers, once one has room (lastResortRetry), and a failure on
+// a shared region stays bound by the budget.
 func TestFallbackRetryOfReservedCapacity(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -30,7 +31,7 @@ func TestFallbackRetryOfReservedCapacity(t *testing.T) {
 	}{
 		{name: "provisioned failing 8%", outcome: Failure, history: 0.08, wantRetry: true},
 		{name: "provisioned failing 60%, its probe", outcome: Failure, history: 0.6, wantRetry: true},
-		{name: "provisioned failing 60%, a call no other region has room for", outcome: Failure, history: 0.6, full: true},
+		{name: "provisioned failing 60%, a call no other region has room for", outcome: Failure, history: 0.6, full: true, wantRetry: true},
 		{name: "provisioned failing every call of too few to judge", outcome: Failure, history: 1, answers: 10, wantRetry: true},
 		{name: "provisioned answering 429", outcome: Capacity, history: 0.08, wantRetry: true},
 		{name: "shared answering 429", first: 1, outcome: Capacity, history: 0.08, wantRetry: true},
@@ -86,6 +87,15 @@ func TestFallbackRetryOfReservedCapacity(t *testing.T) {
 				t.Fatalf("no first attempt reached %s", tp.Regions[first].Name)
 			}
 			a.Done(tc.outcome)
+			if tc.full {
+				// The regions that answer are still full: the retry waits
+				// for their room, not for the failing region.
+				_, err := c.Pick()
+				if !errors.Is(err, ErrOverCapacity) || !err.(*CapacityError).waits() {
+					t.Fatalf("retry while the regions that answer are full: %v; want over capacity, with a wait for room", err)
+				}
+				clk.Advance(err.(*CapacityError).Headroom)
+			}
 			retry, err := c.Pick()
 			switch {
 			case tc.wantRetry && err != nil:
@@ -164,4 +174,39 @@ func TestRetryAfter429WithNoCapacityLeftToTry(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLastResortRetryNeedsARegionThatAnswers: with no retry budget left, a
+// call that a demoted PT took because every other region is ejected gets no
+// retry: no region answers, and the exception for a last resort's retry
+// goes only to one that does, so in a total outage the budget alone bounds
+// retries, as it always has.
+func TestLastResortRetryNeedsARegionThatAnswers(t *testing.T) {
+	clk := newClock()
+	tp := pool(provisioned("europe-west1", table.Capacity{}), shared("europe-west4", 0))
+	tp.Policy.Retry = table.Retry{MaxAttempts: 2, BudgetPercent: new(0), MinRetriesPerSecond: new(0)}
+	p := mustNew(t, tp, clk)
+	report(p, 0, Success, 40)
+	report(p, 0, Failure, 60)
+	report(p, 1, Failure, 100)
+	if sl := p.st.Load().slots; sl[0].r.demoted.Load() == nil || sl[1].r.ejectedUntil.Load() <= clk.Now().UnixNano() {
+		t.Fatal("the PT is not demoted, or the shared region not ejected")
+	}
+	for range 200 {
+		c := p.Start(Request{})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Region != "europe-west1" || c.st.probed != 0 {
+			a.Done(Failure)
+			continue
+		}
+		a.Done(Failure)
+		if retry, err := c.Pick(); !errors.Is(err, ErrBudgetExhausted) {
+			t.Fatalf("retry of a last resort with no region answering: %q, %v; want ErrBudgetExhausted", retry.Region, err)
+		}
+		return
+	}
+	t.Fatal("no call went to the demoted PT but as its probe")
 }

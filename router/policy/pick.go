@@ -38,25 +38,40 @@ func (p *Pool) pick(cs *callState) (*slot, uint8, error) {
 	// because they are overloaded, it still bounds.
 	spill := retry && (cs.last == ProvisionedFull || cs.last == Capacity)
 	budgeted := retry && !spill // the attempt spends the retry budget
-	untried := spill
+	// below bounds the ranks of the capacities the attempt may take: any,
+	// or those the call has not tried (rankTried), or, of those, the ones
+	// that answer (rankDemoted).
+	below := int8(rankCount)
+	if spill {
+		below = rankTried
+	}
 	if budgeted && !p.budget.allow(now, st.budgetPct, st.minRetries) {
-		if !fallbackRetry(cs, now) {
+		switch {
+		case fallbackRetry(cs, now):
+			below = rankTried
+		case lastResortRetry(cs):
+			below = rankDemoted
+		default:
 			return nil, 0, ErrBudgetExhausted
 		}
-		untried = true
 	}
 	if g := p.inFlight.Add(1); g > ceiling(st.maxInFlight, cs.prio) {
 		p.inFlight.Add(-1)
 		ref := refusal{shed: g <= st.maxInFlight}
 		return nil, 0, ref.err(cs.prio)
 	}
-	s, l, charged, err := p.choose(st, cs, now, retry, untried)
+	s, l, charged, err := p.choose(st, cs, now, retry, below)
 	if err != nil && spill && p.budget.allow(now, st.budgetPct, st.minRetries) {
 		// No capacity the call has not tried admits the spill (a pool of
 		// one capacity, say): it is then a retry like any other, which the
 		// budget allows to go back to a capacity the call tried.
-		s, l, charged, err = p.choose(st, cs, now, retry, false)
+		s, l, charged, err = p.choose(st, cs, now, retry, rankCount)
 		budgeted = true
+	}
+	if ce, ok := err.(*CapacityError); err != nil && below == rankDemoted && !(ok && ce.waits()) {
+		// The last resort's retry found no capacity that answers and will
+		// have room soon: it was the budget's, which refused it.
+		err = ErrBudgetExhausted
 	}
 	if err != nil {
 		p.inFlight.Add(-1)
@@ -128,7 +143,8 @@ func (st *poolState) spillTier(s *slot, pr Priority) table.PayGoTier {
 // deadline, and each receiver admits it only within its capacity, its
 // in-flight limit and its throttle. A provisioned region failing at or over
 // the threshold on enough calls is demoted (or it answers 429), and its
-// retries spend the budget like any other, but for its probes'.
+// retries spend the budget like any other, but for its probes' and those of
+// the calls it took as a last resort (lastResortRetry).
 func fallbackRetry(cs *callState, now int64) bool {
 	if cs.last != Failure || cs.n == 0 {
 		return false
@@ -143,6 +159,30 @@ func fallbackRetry(cs *callState, now int64) bool {
 	}
 	answered, failed := r.fails.sum(bucketOf(now, s.st.failWidth))
 	return answered < s.st.minRequests || float64(failed) < s.st.threshold*float64(answered)
+}
+
+// lastResortRetry reports whether a retry follows a failed attempt that
+// the router sent to a region ranked last (demoted, ejected or silent)
+// because no capacity that answers had room for it then: the retry budget
+// does not bound it, but it may go only to a capacity the call has not
+// tried and that answers (pick).
+//
+// Such an attempt was the router's choice, not a retry onto a region that
+// failed the call: a capacity of last resort, a demoted PT taking "what
+// nobody else can take", which fails the calls it takes as often as it
+// fails. Its retry adds no call the caller did not bring, and goes only
+// where a meter, an in-flight limit and a throttle admit it, never to a
+// region in trouble, so it cannot multiply load on one. With the budget
+// binding it, a demoted PT that still answers some of its calls lost most of
+// the others for good: their retries found the budget spent, while the
+// answering regions' room went to new calls, whose first attempts then took
+// the PT's chances in turn (at half the PT's calls failing, about an eighth
+// of all calls lost while the answering regions carried 60% of the load).
+// Where no capacity answers (a total outage) the call has none to go to, and
+// its retry, like any other, is the budget's to allow, within it and back to
+// any region.
+func lastResortRetry(cs *callState) bool {
+	return cs.last == Failure && cs.n > 0 && cs.resort&(1<<(cs.n-1)) != 0
 }
 
 // panicThreshold is Envoy's healthy panic threshold, in percent: when fewer
@@ -194,11 +234,13 @@ func (st *poolState) ejected(now int64) int {
 
 // choose ranks the candidates (lanes of regions) for this attempt and takes
 // the first, in rank order and by weight within a rank, that admits the
-// call, with the token cost it charged the region in advance. A spill and a
-// fallback retry (see fallbackRetry), untried, may go only to capacities
-// (lanes) the call has not tried. When no candidate admits the call it
-// returns a *CapacityError.
-func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, untried bool) (*slot, uint8, int64, error) {
+// call, with the token cost it charged the region in advance. It takes only
+// candidates ranked under below: a spill and a fallback retry (see
+// fallbackRetry) only capacities (lanes) the call has not tried
+// (rankTried), a last resort's retry (lastResortRetry) only those of them
+// that answer (rankDemoted). When no candidate admits the call it returns a
+// *CapacityError.
+func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool, below int8) (*slot, uint8, int64, error) {
 	rk := st.laneRanks(cs.prio)
 	cs.yields, cs.ticket = p.yields(cs.prio), 0
 	// cands lists the lanes that got a rank, so that the draws below walk
@@ -233,10 +275,7 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, untried bo
 			}
 		}
 	}
-	present := cands.present
-	if untried {
-		present &= 1<<rankTried - 1
-	}
+	present := cands.present & (1<<below - 1)
 	for present != 0 {
 		rank := int8(bits.TrailingZeros32(present))
 		present &^= 1 << rank
@@ -255,8 +294,11 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry, untried bo
 				continue
 			}
 			if charged, ok := p.admit(s, int(k/laneCount), l, cs, now, probe, &ref); ok {
-				if probe {
+				switch {
+				case probe:
 					cs.probed |= 1 << cs.n
+				case rank == rankDemoted:
+					cs.resort |= 1 << cs.n
 				}
 				return s, l, charged, nil
 			}
