@@ -68,7 +68,7 @@ func (p *Pool) pick(cs *callState) (*slot, uint8, error) {
 		s, l, charged, err = p.choose(st, cs, now, retry, rankCount)
 		budgeted = true
 	}
-	if ce, ok := err.(*CapacityError); err != nil && below == rankDemoted && !(ok && ce.waits()) {
+	if err != nil && below == rankDemoted && !waitsForRoom(err) {
 		// The last resort's retry found no capacity that answers and will
 		// have room soon: it was the budget's, which refused it.
 		err = ErrBudgetExhausted
@@ -159,6 +159,13 @@ func fallbackRetry(cs *callState, now int64) bool {
 	}
 	answered, failed := r.fails.sum(bucketOf(now, s.st.failWidth))
 	return answered < s.st.minRequests || float64(failed) < s.st.threshold*float64(answered)
+}
+
+// waitsForRoom reports whether err is a refusal a call may wait out
+// (CapacityError.waits).
+func waitsForRoom(err error) bool {
+	ce, ok := err.(*CapacityError)
+	return ok && ce.waits()
 }
 
 // lastResortRetry reports whether a retry follows a failed attempt that
