@@ -19,6 +19,7 @@ const (
 	ScenarioDownPriorities       = "provisioned-region-down-priorities"
 	ScenarioProvisionedSlow      = "provisioned-region-slow"
 	ScenarioProvisionedThrottled = "provisioned-region-throttled"
+	ScenarioProvisionedBrownout  = "provisioned-region-brownout"
 	ScenarioSharedContention     = "shared-quota-contention"
 	ScenarioTotalOutage          = "total-outage"
 	ScenarioSmallPTBursts        = "small-pt-bursts"
@@ -181,6 +182,14 @@ func Checks(rep *Report) []Check {
 	case ScenarioProvisionedThrottled:
 		each(regionwardenPolicies, func(r *Result) Check {
 			return throttledCheck(r, rep, "the provisioned region answers part of its calls 429")
+		})
+	case ScenarioProvisionedBrownout:
+		// The PT still serves its share of what it is sent, and the calls
+		// it fails fall back to the quotas: together they can carry the
+		// load, which a router that loses the calls the demoted PT fails
+		// (their retries finding the budget spent) does not serve.
+		each(regionwardenPolicies, func(r *Result) Check {
+			return throttledCheck(r, rep, "the provisioned region fails most of its calls")
 		})
 	case ScenarioSharedContention:
 		each(regionwardenPolicies, func(r *Result) Check {

@@ -194,6 +194,9 @@ func TestFaultSpan(t *testing.T) {
 		{ScenarioProvisionedThrottled, 5 * time.Minute, Span{90 * time.Second, 210 * time.Second}, 1, 0.7975},
 		{ScenarioSharedContention, 8 * time.Minute, Span{2 * time.Minute, 6 * time.Minute}, 0.5, 0.5},
 		{ScenarioSpillFailing, 6 * time.Minute, Span{time.Minute, 4 * time.Minute}, 0.975, 0.8375},
+		// 40% of the PT's 33 calls/s and the quotas' 15 carry the 25; sent
+		// once, the quotas' 15 and 40% of the other 10.
+		{ScenarioProvisionedBrownout, 5 * time.Minute, Span{time.Minute, 4 * time.Minute}, 1, 0.76},
 	} {
 		sc, err := emulator.LoadScenario("../../test/scenarios/" + tc.name + ".yaml")
 		if err != nil {

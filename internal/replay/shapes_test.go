@@ -11,16 +11,22 @@ import (
 
 // TestFailureShapes replays short versions of the provisioned region's
 // failure shapes (test/scenarios: provisioned-region-down, -slow,
-// -throttled and total-outage; the full ones are in docs/replays.md) against
-// regionwarden in process, all four at once: 40 s of normal traffic, the
-// fault, then 30 s of recovery. It checks what docs/replays.md checks, with
-// room for a busy machine where the full targets leave none:
+// -throttled, -brownout and total-outage; the full ones are in
+// docs/replays.md) against regionwarden in process, all five at once: 40 s
+// of normal traffic, the fault, then 30 s of recovery (the brownout: 60 s
+// of it, and no recovery). It checks what docs/replays.md checks, with room
+// for a busy machine where the full targets leave none:
 //
 //   - down: the shared regions' quotas carry at least 90% of what they can
 //     (the target is 95%), at most 1.1 attempts per call, no "no regions";
 //     the provisioned region was demoted and is restored;
 //   - throttled (45% of the PT's calls answered 429): at least 90% of what
 //     its answers and the shared quotas can carry (the target is 95%);
+//   - brownout (60% of the PT's calls answered 503, the PT demoted): at
+//     least 88% of what its answers and the shared quotas can carry (the
+//     target is 95%; this build serves about 94% of this short shape),
+//     where a router that loses the calls the demoted PT fails serves about
+//     81%;
 //   - slow: no call shed (the target, with no room: a slow region that
 //     answers is never the reason a call is shed), at least 99.9% served;
 //   - total outage: at most 1.0 attempt per call, and success back to its
@@ -43,6 +49,7 @@ func TestFailureShapes(t *testing.T) {
 		{name: ScenarioProvisionedSlow, sc: shortScenario(t, ScenarioProvisionedSlow, 40*time.Second, 100*time.Second)},
 		{name: ScenarioTotalOutage, sc: shortScenario(t, ScenarioTotalOutage, 40*time.Second, 90*time.Second)},
 		{name: ScenarioProvisionedThrottled, sc: shortScenario(t, ScenarioProvisionedThrottled, 40*time.Second, 100*time.Second)},
+		{name: ScenarioProvisionedBrownout, sc: shortScenario(t, ScenarioProvisionedBrownout, 40*time.Second, 100*time.Second)},
 	}
 	var wg sync.WaitGroup
 	for _, s := range shapes {
@@ -83,6 +90,13 @@ func TestFailureShapes(t *testing.T) {
 		case ScenarioProvisionedThrottled:
 			if want := 0.9 * s.rep.FaultCarry; f.Success < want {
 				t.Errorf("%s: %.2f%% served while the provisioned region answered 429s, want at least %.2f%%", s.name, 100*f.Success, 100*want)
+			}
+		case ScenarioProvisionedBrownout:
+			if want := 0.88 * s.rep.FaultCarry; f.Success < want {
+				t.Errorf("%s: %.2f%% served while the provisioned region failed most of its calls, want at least %.2f%%", s.name, 100*f.Success, 100*want)
+			}
+			if rs := s.pool.Snapshot().Regions[0]; rs.TimesDemoted == 0 {
+				t.Errorf("%s: provisioned region %+v, want demoted: the shape is not the one under test", s.name, rs)
 			}
 		case ScenarioProvisionedSlow:
 			if r.Shed != 0 || r.SuccessRate() < 0.999 {
