@@ -290,7 +290,8 @@ type Report struct {
 	// Uncounted marks an attempt that the region counted against no quota:
 	// Google refused its caller's own credentials (401, 403), which it
 	// checks before any quota. The request meters that admitted it take it
-	// back (done.go); it feeds nothing else, as any CallerFault.
+	// back (done.go), and, a call's first attempt, the retry budget's count
+	// of requests; it feeds nothing else, as any CallerFault.
 	Uncounted bool
 
 	// charged and chargedAt are the token cost charged to the region in
@@ -405,6 +406,12 @@ func (a *Attempt) Finish(r Report) {
 	}
 	r.charged, r.chargedAt, r.ticket = a.call.st.charged[a.n], a.call.st.at[a.n], a.call.st.tickets[a.n]
 	r.heard = a.call.st.heard&bit != 0
+	if r.Uncounted && a.n == 0 {
+		// Nor does the retry budget count the call among its requests:
+		// calls that Google refused for their callers' credentials, at
+		// any rate, must not raise the retries other calls may make.
+		a.call.p.budget.unrequest(r.chargedAt, a.call.p.nanos())
+	}
 	a.call.st.targets[a.n].done(r)
 }
 
