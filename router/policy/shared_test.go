@@ -251,35 +251,32 @@ func TestUncountedRequestsLeaveTheMeters(t *testing.T) {
 // only one may retry on a budget of 10% of requests; after 100 counted
 // calls both may.
 func TestUncountedCallsEarnNoRetries(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		rep       Report
-		wantRetry bool
-	}{
-		{"uncounted", Report{Outcome: CallerFault, Uncounted: true}, false},
-		{"counted", Report{Outcome: CallerFault}, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tp := pool(shared("europe-west4", 0), shared("europe-north1", 0))
-			tp.Policy.Retry = table.Retry{MaxAttempts: 2, BudgetPercent: new(10), MinRetriesPerSecond: new(0)}
-			p := mustNew(t, tp, newClock())
-			for range 100 {
-				c := p.Start(Request{})
-				a, err := c.Pick()
-				if err != nil {
-					t.Fatal(err)
-				}
-				a.Finish(tc.rep)
-			}
-			a, err := retryAfter(t, p, Failure)
+	// secondRetry is whether, after 100 calls reported rep, the second of
+	// two failed calls may retry.
+	secondRetry := func(rep Report) error {
+		tp := pool(shared("europe-west4", 0), shared("europe-north1", 0))
+		tp.Policy.Retry = table.Retry{MaxAttempts: 2, BudgetPercent: new(10), MinRetriesPerSecond: new(0)}
+		p := mustNew(t, tp, newClock())
+		for range 100 {
+			c := p.Start(Request{})
+			a, err := c.Pick()
 			if err != nil {
-				t.Fatalf("the first retry: %v", err)
+				t.Fatal(err)
 			}
-			a.Done(Success)
-			_, err = retryAfter(t, p, Failure)
-			if got := err == nil; got != tc.wantRetry {
-				t.Errorf("a second retry after 100 %s calls: %v; want allowed %v", tc.name, err, tc.wantRetry)
-			}
-		})
+			a.Finish(rep)
+		}
+		a, err := retryAfter(t, p, Failure)
+		if err != nil {
+			t.Fatalf("the first retry: %v", err)
+		}
+		a.Done(Success)
+		_, err = retryAfter(t, p, Failure)
+		return err
+	}
+	if err := secondRetry(Report{Outcome: CallerFault, Uncounted: true}); !errors.Is(err, ErrBudgetExhausted) {
+		t.Errorf("a second retry after 100 uncounted calls: %v; want ErrBudgetExhausted", err)
+	}
+	if err := secondRetry(Report{Outcome: CallerFault}); err != nil {
+		t.Errorf("a second retry after 100 counted calls: %v; want allowed", err)
 	}
 }
