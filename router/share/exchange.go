@@ -130,36 +130,25 @@ func NewExchange(o ExchangeOptions) (*Exchange, error) {
 // storeOptions reads a store's URL, redis://[user:password@]host:port/db
 // (rediss:// for TLS), for what (the errors' first words), with password,
 // when set, in place of the URL's. An error names the URL without its
-// password.
+// password: one that does not parse as a URL is not quoted at all, as
+// url.Parse's own error would quote it whole, password and all.
 func storeOptions(what, rawURL, password string) (*redis.Options, error) {
 	if rawURL == "" {
 		return nil, fmt.Errorf("%s: no URL", what)
 	}
 	ro, err := redis.ParseURL(rawURL)
 	if err != nil {
-		shown := "the URL given"
-		if u, perr := url.Parse(rawURL); perr == nil {
-			shown = u.Redacted()
+		u, perr := url.Parse(rawURL)
+		if perr != nil {
+			return nil, fmt.Errorf("%s: the URL does not parse; want redis://[user:password@]host:port/db", what)
 		}
-		return nil, fmt.Errorf("%s %q: %w", what, shown, redact(err, rawURL))
+		// go-redis's own errors name a part of the URL, never its password.
+		return nil, fmt.Errorf("%s %q: %w", what, u.Redacted(), err)
 	}
 	if password != "" {
 		ro.Password = password
 	}
 	return ro, nil
-}
-
-// redact is err with the password of rawURL, should its message quote it,
-// replaced by xxxxx.
-func redact(err error, rawURL string) error {
-	u, perr := url.Parse(rawURL)
-	if perr != nil || u.User == nil {
-		return err
-	}
-	if pw, ok := u.User.Password(); ok && pw != "" && strings.Contains(err.Error(), pw) {
-		return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
-	}
-	return err
 }
 
 // storeClient is a client of the store that ro describes, for the hot path

@@ -191,4 +191,14 @@ func TestBadStoreURLKeepsItsPasswordSecret(t *testing.T) {
 			}
 		}
 	}
+	// A URL that does not parse: url.Parse's own error quotes it whole.
+	for _, u := range []string{"redis://:hunter2@local host:6379/0", "redis://router:hunter2@localhost:port/0"} {
+		_, xerr := NewExchange(ExchangeOptions{URL: u, ID: "a"})
+		_, merr := NewMeter(MeterOptions{URL: u, ID: "a"})
+		for _, err := range []error{xerr, merr} {
+			if err == nil || strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("%s: error %v; want one that does not show the password", u, err)
+			}
+		}
+	}
 }
