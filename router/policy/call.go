@@ -64,7 +64,9 @@ type callState struct {
 	resort   uint8 // bit i: attempt i went to a region ranked last, no answering capacity having room (lastResortRetry)
 	last     Outcome
 	pin      string                    // the only region the call may use; "": any
-	yields   bool                      // the attempt leaves metered capacities to a waiting call of a higher priority (reserve.go)
+	class    Class                     // the attempt's place in the order of calls waiting for a capacity's room (reserve.go)
+	waitFor  uint32                    // after a refusal, bit i: slot i of waitSt refused for want of room, or gave it to a waiting call of a higher class
+	waitSt   *poolState                // the pool state whose slots waitFor names
 	targets  [maxAttemptsLimit]*region // the regions tried, in order
 	lanes    [maxAttemptsLimit]uint8   // the lane of each attempt
 	charged  [maxAttemptsLimit]int64   // token cost charged in advance, per attempt
@@ -158,6 +160,7 @@ const MaxHeadroomWait = time.Duration(rateWindow + meterWidth/callSlots)
 // pick).
 func (c *Call) PickWaiting(ctx context.Context, sleep func(context.Context, time.Duration) error) (Attempt, error) {
 	var waited time.Duration
+	var place waitPlace
 	for {
 		a, err := c.Pick()
 		if err == nil {
@@ -168,18 +171,18 @@ func (c *Call) PickWaiting(ctx context.Context, sleep func(context.Context, time
 			return a, err
 		}
 		if waited == 0 {
-			// A pinned call waits for its one region: lower priorities do
-			// not give way to it everywhere (reserve.go).
-			holds := c.st.pin == ""
-			if !c.p.startWaiting(c.st.prio, holds) {
+			if !c.p.startWaiting(c.st.prio) {
 				return a, err
 			}
-			// The place is held until the call has picked again after its
-			// last wait: a call of a lower priority that asks between its
-			// waking and its pick must still find it waiting (reserve.go).
-			defer c.p.stopWaiting(c.st.prio, holds)
+			defer c.p.stopWaiting()
+			defer place.release()
 			c.p.waits.Add(1)
 		}
+		// The call waits for the capacities that refused it for want of
+		// room: it holds its place in their order until it has picked again
+		// after its last wait, so a call of a lower class that asks between
+		// its waking and its pick must still find it waiting (reserve.go).
+		place.hold(c.st.waitSt, c.st.waitFor, c.st.class)
 		if sleep(ctx, d) != nil {
 			return a, err
 		}
@@ -201,27 +204,17 @@ func (c *Call) headroomWait(err error, waited time.Duration) (time.Duration, boo
 }
 
 // startWaiting takes a place among the pool's calls waiting for headroom,
-// as many as its in-flight cap allows a call of priority pr. holds: lower
-// priorities give way to the call while it waits (reserve.go).
-func (p *Pool) startWaiting(pr Priority, holds bool) bool {
+// as many as its in-flight cap allows a call of priority pr.
+func (p *Pool) startWaiting(pr Priority) bool {
 	if p.waiting.Add(1) > ceiling(p.st.Load().maxInFlight, pr) {
 		p.waiting.Add(-1)
 		return false
 	}
-	if holds {
-		p.waitingBy[pr.Rank()].Add(1)
-	}
 	return true
 }
 
-// stopWaiting gives back a place startWaiting took for a call of priority
-// pr, with the same holds.
-func (p *Pool) stopWaiting(pr Priority, holds bool) {
-	if holds {
-		p.waitingBy[pr.Rank()].Add(-1)
-	}
-	p.waiting.Add(-1)
-}
+// stopWaiting gives back a place startWaiting took.
+func (p *Pool) stopWaiting() { p.waiting.Add(-1) }
 
 // mayUse reports whether the call may use region s: any region, or the one
 // it is pinned to (Call.Pin).

@@ -162,10 +162,12 @@
 //
 // Priorities under a shortage (reserve.go). An attempt that finds every
 // capacity it may use full waits for the first to have room (PickWaiting);
-// while a call waits so, calls of a lower priority take no metered capacity
-// and wait behind it (shed, ErrShed, when their wait runs out): the room
-// that frees goes to the highest priority that waits for it, and nothing is
-// held back while no higher call waits.
+// while a call waits so, attempts of a lower class (a lower priority, or a
+// first attempt of its priority while it is a retry) take no room in the
+// capacities it waits for and wait behind it (shed, ErrShed, or over
+// capacity when their wait runs out): the room that frees goes to the
+// highest class that waits for it, and nothing is held back while no
+// higher call waits for that capacity.
 //
 // # Live state
 //

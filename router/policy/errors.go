@@ -13,9 +13,10 @@ import (
 // Errors that Call.Pick returns. Test them with errors.Is; over-capacity and
 // shed errors are *CapacityError values that also carry a Retry-After.
 var (
-	// ErrOverCapacity: no region has headroom for the call now. The router
-	// answers 429 with Retry-After rather than push the call on a region that
-	// cannot take it.
+	// ErrOverCapacity: no region has headroom for the call now (or what
+	// frees goes to a waiting retry of the call's priority: reserve.go).
+	// The router answers 429 with Retry-After rather than push the call on
+	// a region that cannot take it.
 	ErrOverCapacity = errors.New("over capacity: no region has headroom")
 	// ErrShed: the call's priority is over its share of a concurrency limit,
 	// or it gave way to calls of a higher priority waiting for a full
@@ -54,10 +55,10 @@ type CapacityError struct {
 	// Headroom is how soon a region's capacity has room for the call, to
 	// the nanosecond, when a capacity being full is what refused it in
 	// some region, or when it may ask again after giving way to a call of
-	// a higher priority; 0 otherwise (Call.PickWaiting waits for it).
+	// a higher class; 0 otherwise (Call.PickWaiting waits for it).
 	Headroom time.Duration
-	// yielded: the call gave way to a waiting call of a higher priority
-	// (reserve.go); shed, it still waits for headroom.
+	// yielded: the call gave way to a waiting call of a higher class
+	// (reserve.go); shed or over capacity, it still waits for headroom.
 	yielded bool
 }
 
@@ -68,7 +69,7 @@ func (e *CapacityError) Error() string {
 
 // waits reports whether the refused call may wait for headroom
 // (PickWaiting): a capacity has room again at a known moment, and the call
-// was refused for want of it or gave way to a call of a higher priority.
+// was refused for want of it or gave way to a call of a higher class.
 func (e *CapacityError) waits() bool {
 	return e.Headroom > 0 && (e.yielded || errors.Is(e.Err, ErrOverCapacity))
 }
@@ -98,11 +99,16 @@ type refusal struct {
 	wait int64 // shortest wait any region gave, in nanoseconds; 0: none known
 	shed bool  // some region refused only because of the call's priority
 	// yielded: some capacity was left to a waiting call of a higher
-	// priority (reserve.go).
-	yielded bool
+	// class (reserve.go); outranked: of a higher priority.
+	yielded, outranked bool
 	// metered has bit i set when slot i's meter refused: its wait is
 	// worked out once every candidate has refused (meterWaits).
 	metered uint32
+	// room has bit i set when slot i refused for want of room in a way
+	// metered does not note (a shared meter, a pacer), or left its room to
+	// a waiting call of a higher class: with metered, the capacities a
+	// call that waits waits for (reserve.go).
+	room uint32
 	// headroom is the shortest wait a full capacity gave (a meter or a
 	// pacer), in nanoseconds; 0: none.
 	headroom int64
@@ -131,6 +137,15 @@ func (r *refusal) meterWaits(st *poolState, now int64) {
 	}
 }
 
+// yield records that slot i left its room to a waiting call of class to,
+// the call asking being of class from, and may ask again after wait.
+func (r *refusal) yield(i int, to, from Class, wait int64) {
+	r.yielded = true
+	r.outranked = r.outranked || to.Rank() > from.Rank()
+	r.room |= 1 << i
+	r.capacity(wait)
+}
+
 // note records that a region refused and when it expects headroom back.
 func (r *refusal) note(wait int64) {
 	if wait > 0 && (r.wait == 0 || wait < r.wait) {
@@ -141,7 +156,7 @@ func (r *refusal) note(wait int64) {
 // err is the error for a call that every region refused.
 func (r *refusal) err(pr Priority) error {
 	e := ErrOverCapacity
-	if r.shed || r.yielded {
+	if r.shed || r.outranked {
 		e = ErrShed
 	}
 	return &CapacityError{Err: e, RetryAfter: retryAfterSeconds(r.wait), Priority: pr, Headroom: time.Duration(r.headroom), yielded: r.yielded}

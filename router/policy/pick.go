@@ -249,10 +249,10 @@ func (st *poolState) ejected(now int64) int {
 // *CapacityError.
 func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool, below int8) (*slot, uint8, int64, error) {
 	rk := st.laneRanks(cs.prio)
-	cs.yields, cs.ticket = p.yields(cs.prio), 0
+	cs.class, cs.ticket = ClassOf(cs.prio, retry), 0
 	// cands lists the lanes that got a rank, so that the draws below walk
 	// the few lanes a call may use, not every lane of every region.
-	var cands candidates
+	cands := candidates{below: below}
 	var ref refusal
 	ejected := 0
 	for i, s := range st.slots {
@@ -314,6 +314,7 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool, below
 	}
 	ref.metered |= cands.full
 	ref.meterWaits(st, now)
+	cs.waitFor, cs.waitSt = ref.metered|ref.room, st
 	return nil, 0, 0, ref.err(cs.prio)
 }
 
@@ -390,6 +391,8 @@ type candidates struct {
 	// full has bit i set when slot i's hinted lane was left out because its
 	// meter is full (fullTick): a refusal, whose wait the error needs.
 	full uint32
+	// below is choose's bound on the ranks the attempt may take.
+	below int8
 }
 
 // rankSlot adds the lanes of region s (the i-th slot) that the call may use
@@ -408,12 +411,16 @@ func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, n
 	for m != 0 {
 		l := uint8(bits.TrailingZeros8(m))
 		m &= m - 1
+		rank := rankLane(s, l, rk.rank[l&(laneCount-1)], last, demoted && !silent, call, now, retry)
 		if l == s.hinted && s.metersReqs() && s.r.reqs.knownFull(now, s.reqCost) {
-			// Its meter refused a call this tick: it refuses this one.
-			cs.full |= 1 << i
+			// Its meter refused a call this tick: it refuses this one. A
+			// full capacity the attempt may not take (below) is no room
+			// the call waits for.
+			if rank < cs.below {
+				cs.full |= 1 << i
+			}
 			continue
 		}
-		rank := rankLane(s, l, rk.rank[l&(laneCount-1)], last, demoted && !silent, call, now, retry)
 		c := cs.n
 		cs.k[c] = uint8(i*laneCount) + l
 		cs.rank[c] = rank
@@ -488,11 +495,12 @@ func (cs *candidates) weighted(st *poolState, rank int8, rnd *rng) int {
 // refusal of the region's meter (s is slot i) is noted by the slot, and its
 // wait is worked out only if every candidate refuses (refusal.err).
 func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe bool, ref *refusal) (charged int64, ok bool) {
-	if cs.yields && !probe && l == s.hinted && (s.tokCost > 0 || s.reqCost > 0) {
-		// A call of a higher priority waits for this room (reserve.go).
-		ref.yielded = true
-		ref.capacity(yieldWait(now))
-		return 0, false
+	if !probe && l == s.hinted && (s.tokCost > 0 || s.reqCost > 0) {
+		if c, ok := s.r.outranked(cs.class); ok {
+			// A call of a higher class waits for this room (reserve.go).
+			ref.yield(i, c, cs.class, yieldWait(now))
+			return 0, false
+		}
 	}
 	r := s.r
 	n := r.inFlight.Add(1)

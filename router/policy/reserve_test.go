@@ -79,13 +79,11 @@ func TestYieldingCallAsksNoSharedMeter(t *testing.T) {
 	m := &scriptedMeter{v: SharedAdmitted, asked: map[string]int{}}
 	p.SetSharedMeter(m)
 
-	if !p.startWaiting(PriorityCritical, true) {
-		t.Fatal("no waiting place")
-	}
+	stop := waitEverywhere(t, p, PriorityCritical)
 	if _, err := admitted(p); !errors.Is(err, ErrShed) || m.asked["europe-west4"] != 0 {
 		t.Fatalf("critical waiting: %v, meter asked %d times; want shed, not asked", err, m.asked["europe-west4"])
 	}
-	p.stopWaiting(PriorityCritical, true)
+	stop()
 	if ok, err := admitted(p); !ok || m.asked["europe-west4"] != 1 {
 		t.Fatalf("after the wait: admitted %v (%v), meter asked %d times; want admitted by it", ok, err, m.asked["europe-west4"])
 	}
@@ -100,9 +98,7 @@ func TestCallThatGaveWayWaitsItsTurn(t *testing.T) {
 	clk := newClock()
 	p := mustNew(t, pool(shared("europe-west1", 1)), clk)
 	clk.Advance(10 * time.Millisecond) // between two ticks of the meter
-	if !p.startWaiting(PriorityCritical, true) {
-		t.Fatal("no waiting place")
-	}
+	stop := waitEverywhere(t, p, PriorityCritical)
 	d := p.Start(Request{Priority: PriorityDefault, Deadline: clk.Now().Add(10 * time.Second)})
 	var steps []time.Duration
 	var sheddable error
@@ -113,7 +109,7 @@ func TestCallThatGaveWayWaitsItsTurn(t *testing.T) {
 			_, sheddable = pick1(p, PrioritySheddable)
 		}
 		if len(steps) == 3 {
-			p.stopWaiting(PriorityCritical, true) // the critical call was served elsewhere
+			stop() // the critical call was served elsewhere
 		}
 		clk.Advance(w)
 		return nil
@@ -133,15 +129,29 @@ func TestCallThatGaveWayWaitsItsTurn(t *testing.T) {
 	// A critical call that waits longer than the default one may: the
 	// default one is shed when its wait runs out.
 	clk.Advance(2 * time.Second)
-	if !p.startWaiting(PriorityCritical, true) {
-		t.Fatal("no waiting place")
-	}
-	defer p.stopWaiting(PriorityCritical, true)
+	defer waitEverywhere(t, p, PriorityCritical)()
 	d = p.Start(Request{Priority: PriorityDefault, Deadline: clk.Now().Add(10 * time.Second)})
 	var waited time.Duration
 	_, err = d.PickWaiting(context.Background(), func(_ context.Context, w time.Duration) error { waited += w; clk.Advance(w); return nil })
 	if !errors.Is(err, ErrShed) || waited > MaxHeadroomWait || waited < MaxHeadroomWait-25*time.Millisecond {
 		t.Errorf("default call behind a critical one that never leaves: %v after %v; want shed after about %v", err, waited, MaxHeadroomWait)
+	}
+}
+
+// waitEverywhere has a first attempt of priority pr wait for the room of
+// every region of p, as PickWaiting would after every region refused it for
+// want of room, until the function it returns is called.
+func waitEverywhere(t *testing.T, p *Pool, pr Priority) func() {
+	t.Helper()
+	if !p.startWaiting(pr) {
+		t.Fatal("no waiting place")
+	}
+	st := p.st.Load()
+	var w waitPlace
+	w.hold(st, 1<<len(st.slots)-1, ClassOf(pr, false))
+	return func() {
+		w.release()
+		p.stopWaiting()
 	}
 }
 
@@ -181,5 +191,105 @@ func TestPinnedWaitHoldsNoRoom(t *testing.T) {
 	a.Done(Success)
 	if other != nil {
 		t.Errorf("default call while a pinned critical call waited: %v, want europe-west4's room", other)
+	}
+}
+
+// TestWaitingRetryGoesBeforeFirstAttempts: a default call's retry that
+// waits for the one quota it has not tried gets its room when it frees,
+// though a default call's first attempt asks for it first; the first
+// attempt is over capacity (it gave way to its own priority: not shed).
+// The other way round, a waiting first attempt holds no room from a retry
+// of its priority.
+func TestWaitingRetryGoesBeforeFirstAttempts(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(shared("europe-west1", 1), shared("europe-west4", 1)), clk)
+	fill := func(region string) {
+		t.Helper()
+		c := p.Start(Request{Region: region})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatalf("filling %s: %v", region, err)
+		}
+		a.Done(Success)
+	}
+	fill("europe-west4")
+	clk.Advance(500 * time.Millisecond)
+	c := p.Start(Request{Priority: PriorityDefault, Deadline: clk.Now().Add(10 * time.Second)})
+	a, err := c.Pick()
+	if err != nil || a.Region != "europe-west1" {
+		t.Fatalf("first attempt: %v in %q, want europe-west1, the quota with room", err, a.Region)
+	}
+	a.Done(Failure) // europe-west1 is full now too, and the call retries
+	var first error
+	sleep := func(_ context.Context, d time.Duration) error {
+		clk.Advance(d) // europe-west4 has room; the retry has not woken yet
+		_, first = pick1(p, PriorityDefault)
+		return nil
+	}
+	r, err := c.PickWaiting(context.Background(), sleep)
+	if err != nil || r.Region != "europe-west4" {
+		t.Fatalf("retry: %v in %q, want europe-west4 after its wait", err, r.Region)
+	}
+	r.Done(Success)
+	if !errors.Is(first, ErrOverCapacity) {
+		t.Errorf("first attempt while the retry waited: %v, want over capacity", first)
+	}
+
+	// A first attempt waiting for every quota: a retry takes the room.
+	clk.Advance(2 * time.Second)
+	fill("europe-west4")
+	stop := waitEverywhere(t, p, PriorityDefault)
+	defer stop()
+	c = p.Start(Request{Priority: PriorityDefault})
+	a, err = c.Pick()
+	if err != nil || a.Region != "europe-west1" {
+		t.Fatalf("first attempt: %v in %q, want europe-west1", err, a.Region)
+	}
+	a.Done(Failure)
+	clk.Advance(1100 * time.Millisecond) // europe-west4 has room again
+	if r, err := c.Pick(); err != nil || r.Region != "europe-west4" {
+		t.Errorf("retry while a first attempt waits: %v in %q, want europe-west4's room", err, r.Region)
+	}
+}
+
+// TestWaitHoldsOnlyTheRoomItWaitsFor: a critical call's spill (its first
+// attempt was answered 429) that waits for the one quota it has not tried
+// holds that quota's room alone: a sheddable call still takes the room of
+// the quota the spill may not use (no retry budget: it may not go back).
+func TestWaitHoldsOnlyTheRoomItWaitsFor(t *testing.T) {
+	clk := newClock()
+	tp := pool(shared("europe-west1", 10), shared("europe-west4", 1))
+	tp.Policy.Retry.BudgetPercent, tp.Policy.Retry.MinRetriesPerSecond = new(0), new(0)
+	p := mustNew(t, tp, clk)
+	c := p.Start(Request{Priority: PriorityCritical, Region: "europe-west4", Deadline: clk.Now().Add(10 * time.Second)})
+	a, err := c.Pick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Done(Success) // europe-west4 is full for a second
+	clk.Advance(500 * time.Millisecond)
+	for range 4 { // europe-west1 answers: one 429 will not throttle it
+		if a, err := pick1(p, PriorityDefault); err != nil || a.Region != "europe-west1" {
+			t.Fatalf("filling: %v in %q", err, a.Region)
+		}
+	}
+	c = p.Start(Request{Priority: PriorityCritical, Deadline: clk.Now().Add(10 * time.Second)})
+	if a, err = c.Pick(); err != nil || a.Region != "europe-west1" {
+		t.Fatalf("first attempt: %v in %q, want europe-west1", err, a.Region)
+	}
+	a.Done(Capacity) // a 429: the spill goes only where the call has not been
+	var other Attempt
+	var otherErr error
+	r, err := c.PickWaiting(context.Background(), func(_ context.Context, d time.Duration) error {
+		other, otherErr = pick1(p, PrioritySheddable)
+		clk.Advance(d)
+		return nil
+	})
+	if err != nil || r.Region != "europe-west4" {
+		t.Fatalf("critical spill: %v in %q, want europe-west4 after its wait", err, r.Region)
+	}
+	r.Done(Success)
+	if otherErr != nil || other.Region != "europe-west1" {
+		t.Errorf("sheddable call while the spill waited for europe-west4: %v in %q, want europe-west1's room", otherErr, other.Region)
 	}
 }

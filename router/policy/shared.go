@@ -16,14 +16,14 @@ package policy
 // answer, the router's own share decides at once with what it sent in the
 // last second counted.
 type SharedMeter interface {
-	// TakeShared asks for one request of priority pr to the region named
-	// region at now (nanoseconds on the pool's clock). Calls of a higher
-	// priority go first across the routers (reserve.go): a request that a
-	// full quota refuses claims the room that frees next for its priority,
-	// for a moment, and one of a lower priority asking in that moment gives
-	// way (SharedFull with Yielded). It must return within a bounded time,
+	// TakeShared asks for one request of class c to the region named
+	// region at now (nanoseconds on the pool's clock). Requests of a higher
+	// class go first across the routers (reserve.go): a request that a
+	// full quota refuses claims the room that frees next for its class, for
+	// a moment, and one of a lower class asking in that moment gives way
+	// (SharedFull with Yielded). It must return within a bounded time,
 	// whatever the store does.
-	TakeShared(region string, now int64, pr Priority) SharedAnswer
+	TakeShared(region string, now int64, c Class) SharedAnswer
 	// AdmittedLocally says that the router's own meter admitted a request
 	// to region at now, after TakeShared said SharedUnknown. The meter
 	// counts it too when it can, so that the other routers, still metering
@@ -46,8 +46,9 @@ type SharedAnswer struct {
 	// nanoseconds, or, with Yielded, until the request may ask again.
 	Wait int64
 	// Yielded, with SharedFull: the room is claimed by a waiting request of
-	// a higher priority, perhaps another router's.
-	Yielded bool
+	// a higher class, Claimant, perhaps another router's.
+	Yielded  bool
+	Claimant Class
 	// Ticket, with SharedAdmitted and SharedAdmittedIfLocal, names the
 	// request in the meter, for Forget; 0: none.
 	Ticket uint64
@@ -101,14 +102,18 @@ func (p *Pool) takeRequest(s *slot, i int, now int64, cs *callState, ref *refusa
 	m := p.shared.Load()
 	unknown, ticket := false, uint64(0)
 	if m != nil {
-		switch a := (*m).TakeShared(s.name, now, cs.prio); a.Verdict {
+		switch a := (*m).TakeShared(s.name, now, cs.class); a.Verdict {
 		case SharedAdmitted:
 			s.chargeRequest(now)
 			cs.ticket = a.Ticket
 			return true
 		case SharedFull:
+			if a.Yielded {
+				ref.yield(i, a.Claimant, cs.class, max(a.Wait, 1))
+				return false
+			}
 			ref.capacity(max(a.Wait, 1))
-			ref.yielded = ref.yielded || a.Yielded
+			ref.room |= 1 << i
 			return false
 		case SharedUnknown:
 			unknown = true
@@ -142,6 +147,7 @@ func (s *slot) takeOwn(i int, now int64, ref *refusal) bool {
 	ok, wait := s.r.slow.take(now, s.reqCost*costUnit)
 	if !ok {
 		ref.capacity(wait)
+		ref.room |= 1 << i
 	}
 	return ok
 }

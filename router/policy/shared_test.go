@@ -23,7 +23,7 @@ type scriptedMeter struct {
 	forgot  []uint64
 }
 
-func (m *scriptedMeter) TakeShared(region string, now int64, pr Priority) SharedAnswer {
+func (m *scriptedMeter) TakeShared(region string, now int64, _ Class) SharedAnswer {
 	m.asked[region]++
 	a := SharedAnswer{Verdict: m.v, Wait: m.wait}
 	switch m.v {

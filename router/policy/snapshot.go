@@ -25,7 +25,8 @@ type Snapshot struct {
 	InFlight    int64 `json:"inFlight"`
 	MaxInFlight int64 `json:"maxInFlight,omitempty"`
 	// Waiting is the calls waiting for a full quota to have room, or for a
-	// call of a higher priority to take it (Call.PickWaiting);
+	// call ahead of them (a higher priority, or a retry of their own) to
+	// take it (Call.PickWaiting);
 	// HeadroomWaits counts the calls that waited since the router started.
 	Waiting       int64 `json:"waiting"`
 	HeadroomWaits int64 `json:"headroomWaits"`

@@ -27,12 +27,9 @@ type Pool struct {
 	inFlight atomic.Int64 // calls in flight in the whole pool
 	waiting  atomic.Int64 // calls waiting for headroom (Call.PickWaiting)
 	waits    atomic.Int64 // waits for headroom since the pool was made
-	// waitingBy is, per Priority.Rank, how many of the waiting calls have
-	// that priority and hold room from the lower ones (reserve.go).
-	waitingBy [priorities]atomic.Int64
-	_         [32]byte
-	st        atomic.Pointer[poolState]
-	shared    atomic.Pointer[SharedMeter] // nil: each region's own meter alone (SetSharedMeter)
+	_        [40]byte
+	st       atomic.Pointer[poolState]
+	shared   atomic.Pointer[SharedMeter] // nil: each region's own meter alone (SetSharedMeter)
 
 	mu sync.Mutex // serializes Update and ejections
 }
@@ -120,6 +117,11 @@ type region struct {
 	timesDemoted atomic.Int64
 
 	quiet silence // attempts unanswered since its last answer (silence.go)
+
+	// waiting is, per class, how many calls wait for the room of the
+	// region's metered capacity: a call of a lower class leaves it to them
+	// (reserve.go).
+	waiting [Classes]atomic.Int32
 }
 
 // rng draws random numbers without a lock: SplitMix64 over an atomic counter,

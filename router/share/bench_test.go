@@ -49,7 +49,7 @@ func BenchmarkSharedMeterTake(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if v := pm.TakeShared("bench", time.Now().UnixNano(), policy.PriorityDefault).Verdict; v != policy.SharedAdmitted {
+			if v := pm.TakeShared("bench", time.Now().UnixNano(), first(policy.PriorityDefault)).Verdict; v != policy.SharedAdmitted {
 				b.Fatalf("verdict %d", v)
 			}
 		}

@@ -62,9 +62,10 @@
 // of what the store last counted for the others held; the requests its
 // share admits are written into the store in the background, for the
 // routers still metering there (see Meter). The window also keeps the
-// priorities in order across routers: a request of a higher priority that
+// calls in order across routers (by priority, and a retry before a first
+// attempt of its priority: policy.Class): a request of a higher class that
 // it refuses claims the room that frees next for a moment, and requests of
-// lower priorities from every router give way in that moment (meterScript;
+// lower classes from every router give way in that moment (meterScript;
 // why in the policy's reserve.go).
 //
 // # Changes are safe in both directions

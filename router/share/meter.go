@@ -149,27 +149,25 @@ type Meter struct {
 // window, the requests in the window}. The key expires a second after the
 // window: a region no one calls leaves nothing behind.
 //
-// Priorities (policy's reserve.go): ARGV[4] is the request's rank
-// (table.Priority.Rank: sheddable 0, default 1, critical 2). A request of
-// rank 1 or 2 that the window refuses claims, in the hash KEYS[2], the room
-// that frees next for its rank: until that moment and ARGV[5] microseconds
-// more, the time its router takes to wake the waiting call and ask again. A
-// request of a lower rank asking while a claim of a higher one stands is
-// refused without being counted: {2, microseconds until the claim ends, 0}. Before the room frees
-// the window refuses it anyway; in the moment after, the room is the
-// waiting request's, whichever router it waits in.
+// Classes (policy's reserve.go): ARGV[4] is the request's class
+// (policy.Class: priority first, a retry before a first attempt), ARGV[6]
+// the highest class. A request of a class over 0 that the window refuses
+// claims, in the hash KEYS[2], the room that frees next for its class:
+// until that moment and ARGV[5] microseconds more, the time its router
+// takes to wake the waiting call and ask again. A request of a lower class
+// asking while a claim of a higher one stands is refused without being
+// counted: {2, microseconds until the claim ends, the claim's class}.
+// Before the room frees the window refuses it anyway; in the moment after,
+// the room is the waiting request's, whichever router it waits in.
 var meterScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local win = tonumber(ARGV[1])
-local rank = tonumber(ARGV[4])
-if rank < 2 then
-  local claims = redis.call('HMGET', KEYS[2], '1', '2')
-  for r = rank + 1, 2 do
-    local u = tonumber(claims[r])
-    if u and u > now then
-      return {2, u - now, 0}
-    end
+local class = tonumber(ARGV[4])
+for c = tonumber(ARGV[6]), class + 1, -1 do
+  local u = tonumber(redis.call('HGET', KEYS[2], tostring(c)))
+  if u and u > now then
+    return {2, u - now, c}
   end
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - win)
@@ -180,7 +178,7 @@ if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local free = tonumber(first[2]) + win
-if rank > 0 then
+if class > 0 then
   redis.call('HSET', KEYS[2], ARGV[4], free + tonumber(ARGV[5]))
   redis.call('PEXPIRE', KEYS[2], math.ceil(win / 1000) + 1000)
 end
@@ -229,13 +227,13 @@ func (m *Meter) Close() error {
 // windowNanos is one window on the pool's clock, in nanoseconds.
 const windowNanos = int64(time.Second)
 
-// take asks the store to admit one request of priority pr into key's
+// take asks the store to admit one request of class c into key's
 // window of limit requests, at now on the pool's clock. With SharedFull,
 // wait is how long until the window has room, or, when the request gave
-// way to a higher priority's claim (yielded), until the claim ends; held is
+// way to a higher class's claim (yielded), until the claim ends; held is
 // how many requests the window holds when the store answers (with
-// SharedUnknown or yielded: 0).
-func (m *Meter) take(key string, limit int64, now int64, pr policy.Priority) (v policy.SharedVerdict, wait, held int64, yielded bool, ticket uint64) {
+// SharedUnknown: 0; yielded: the class of the claim).
+func (m *Meter) take(key string, limit int64, now int64, c policy.Class) (v policy.SharedVerdict, wait, held int64, yielded bool, ticket uint64) {
 	probe := false
 	if d := m.down.Load(); d != 0 {
 		// One request a window tries the store; the others use the share.
@@ -250,7 +248,7 @@ func (m *Meter) take(key string, limit int64, now int64, pr policy.Priority) (v 
 	member := m.member(ticket)
 	sent := time.Now()
 	claim := m.tick + 2*m.rtt.Load()
-	res, err := meterScript.Run(ctx, m.rdb, []string{key, key + claimsSuffix}, m.window, limit, member, pr.Rank(), claim).Int64Slice()
+	res, err := meterScript.Run(ctx, m.rdb, []string{key, key + claimsSuffix}, m.window, limit, member, int(c), claim, policy.Classes-1).Int64Slice()
 	rtt := time.Since(sent)
 	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("%d values in the answer", len(res))
@@ -286,8 +284,12 @@ func (m *Meter) member(ticket uint64) string {
 }
 
 // claimsSuffix names, after a region's window key, the hash of the claims
-// that requests of a higher priority hold on its next room (meterScript).
-const claimsSuffix = ":claims"
+// that requests of a higher class hold on its next room (meterScript). Its
+// fields are classes (policy.Class). Routers of an earlier version kept
+// claims of priorities (sheddable 0 to critical 2) under ":claims": the
+// new name keeps the two apart while both run in a rolling update (each
+// orders its own requests, as the other's were not there).
+const claimsSuffix = ":classes"
 
 // extend moves a request's time in the store to at (microseconds on the
 // store's clock), later than the time the store admitted it.
@@ -481,7 +483,7 @@ func (ls *lastSeen) take(limit, now int64) float64 {
 
 // TakeShared implements policy.SharedMeter. A region without a quota of at
 // least one whole request a second is left to the router's own meter.
-func (pm *poolMeter) TakeShared(region string, now int64, pr policy.Priority) policy.SharedAnswer {
+func (pm *poolMeter) TakeShared(region string, now int64, c policy.Class) policy.SharedAnswer {
 	l, ok := (*pm.limits.Load())[region]
 	if !ok {
 		return policy.SharedAnswer{}
@@ -489,11 +491,11 @@ func (pm *poolMeter) TakeShared(region string, now int64, pr policy.Priority) po
 	if until := l.full.Load(); now < until && pm.m.down.Load() == 0 {
 		return policy.SharedAnswer{Verdict: policy.SharedFull, Wait: until - now}
 	}
-	v, wait, held, yielded, ticket := pm.m.take(l.key, l.limit, now, pr)
+	v, wait, held, yielded, ticket := pm.m.take(l.key, l.limit, now, c)
 	switch {
 	case yielded:
 		// The window was not read: nothing is known of it.
-		return policy.SharedAnswer{Verdict: v, Wait: wait, Yielded: true}
+		return policy.SharedAnswer{Verdict: v, Wait: wait, Yielded: true, Claimant: policy.Class(held)}
 	case v == policy.SharedUnknown:
 		return policy.SharedAnswer{Held: l.seen.take(l.limit, now)}
 	case v == policy.SharedFull:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -86,7 +87,7 @@ func TestMeterSharesOneQuota(t *testing.T) {
 		case 9:
 			pm = pms[2]
 		}
-		switch a := pm.TakeShared("europe-west4", now, policy.PriorityDefault); a.Verdict {
+		switch a := pm.TakeShared("europe-west4", now, first(policy.PriorityDefault)); a.Verdict {
 		case policy.SharedAdmitted:
 			admitted++
 		case policy.SharedFull:
@@ -101,7 +102,7 @@ func TestMeterSharesOneQuota(t *testing.T) {
 		t.Errorf("%d requests admitted in one second, want the cluster's 6", admitted)
 	}
 	for _, region := range []string{"europe-west1", "europe-north1", "nowhere"} {
-		if v := pms[0].TakeShared(region, now, policy.PriorityDefault).Verdict; v != policy.SharedUnknown {
+		if v := pms[0].TakeShared(region, now, first(policy.PriorityDefault)).Verdict; v != policy.SharedUnknown {
 			t.Errorf("%s: verdict %d, want SharedUnknown: the router's own meter decides", region, v)
 		}
 	}
@@ -121,7 +122,7 @@ func TestMeterFallsBackAndComesBack(t *testing.T) {
 	second := int64(time.Second)
 	t0 := time.Now().UnixNano()
 	take := func(at int64) policy.SharedVerdict {
-		v := pm.TakeShared("europe-west4", t0+at, policy.PriorityDefault).Verdict
+		v := pm.TakeShared("europe-west4", t0+at, first(policy.PriorityDefault)).Verdict
 		return v
 	}
 	const down = "share: the store does not answer"
@@ -169,20 +170,20 @@ func TestFullWindowIsKnownUntilItHasRoom(t *testing.T) {
 	pm.set(&tp)
 	now := time.Now().UnixNano()
 	for range 2 {
-		if v := pm.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedAdmitted {
+		if v := pm.TakeShared("europe-west4", now, first(policy.PriorityDefault)).Verdict; v != policy.SharedAdmitted {
 			t.Fatalf("verdict %d, want admitted", v)
 		}
 	}
-	a := pm.TakeShared("europe-west4", now, policy.PriorityDefault)
+	a := pm.TakeShared("europe-west4", now, first(policy.PriorityDefault))
 	v, wait := a.Verdict, a.Wait
 	if v != policy.SharedFull || wait <= 0 {
 		t.Fatalf("verdict %d, wait %v; want full", v, time.Duration(wait))
 	}
 	g.Shut()
-	if a := pm.TakeShared("europe-west4", now+wait/2, policy.PriorityDefault); a.Verdict != policy.SharedFull || a.Wait != wait-wait/2 {
+	if a := pm.TakeShared("europe-west4", now+wait/2, first(policy.PriorityDefault)); a.Verdict != policy.SharedFull || a.Wait != wait-wait/2 {
 		t.Errorf("within the wait: verdict %d, wait %v; want full, %v, without the store", a.Verdict, time.Duration(a.Wait), time.Duration(wait-wait/2))
 	}
-	if v := pm.TakeShared("europe-west4", now+wait+1, policy.PriorityDefault).Verdict; v != policy.SharedUnknown {
+	if v := pm.TakeShared("europe-west4", now+wait+1, first(policy.PriorityDefault)).Verdict; v != policy.SharedUnknown {
 		t.Errorf("after the wait: verdict %d, want the store asked (cut off: unknown)", v)
 	}
 	// A larger quota is a new window: not known full.
@@ -208,13 +209,13 @@ func TestForgottenRequestsLeaveTheStore(t *testing.T) {
 	now := time.Now().UnixNano()
 	var tickets []uint64
 	for range 2 {
-		ans := a.TakeShared("europe-west4", now, policy.PriorityDefault)
+		ans := a.TakeShared("europe-west4", now, first(policy.PriorityDefault))
 		if ans.Verdict != policy.SharedAdmitted || ans.Ticket == 0 {
 			t.Fatalf("verdict %d, ticket %d; want admitted, named", ans.Verdict, ans.Ticket)
 		}
 		tickets = append(tickets, ans.Ticket)
 	}
-	if v := a.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedFull {
+	if v := a.TakeShared("europe-west4", now, first(policy.PriorityDefault)).Verdict; v != policy.SharedFull {
 		t.Fatalf("verdict %d over the quota, want full", v)
 	}
 	local := a.AdmittedLocally("europe-west4", now)
@@ -248,7 +249,7 @@ func TestForgottenRequestsLeaveTheStore(t *testing.T) {
 	}
 	count(0)
 	for range 2 {
-		if v := b.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedAdmitted {
+		if v := b.TakeShared("europe-west4", now, first(policy.PriorityDefault)).Verdict; v != policy.SharedAdmitted {
 			t.Fatalf("another router: verdict %d, want admitted to the forgotten requests' room", v)
 		}
 	}
@@ -282,7 +283,7 @@ func TestAdmittedRequestCountsFromWhenTheRouterHeardBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := pm.TakeShared("europe-west4", time.Now().UnixNano(), policy.PriorityDefault).Verdict; v != policy.SharedAdmitted {
+	if v := pm.TakeShared("europe-west4", time.Now().UnixNano(), first(policy.PriorityDefault)).Verdict; v != policy.SharedAdmitted {
 		t.Fatalf("verdict %d", v)
 	}
 	key := (*pm.limits.Load())["europe-west4"].key
@@ -313,7 +314,7 @@ func TestShareAdmitsCountInTheStore(t *testing.T) {
 	slow := poolMeterOf(meterWith(t, MeterOptions{URL: "redis://" + g.Addr() + "/0", ID: "slow", Timeout: 20 * time.Millisecond}))
 	fast := poolMeterOf(newTestMeter(t, srv.URL(), "fast"))
 	now := time.Now().UnixNano()
-	if v := slow.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedUnknown {
+	if v := slow.TakeShared("europe-west4", now, first(policy.PriorityDefault)).Verdict; v != policy.SharedUnknown {
 		t.Fatalf("verdict %d through a store answering in 50 ms, want unknown (the share decides)", v)
 	}
 	for range 4 { // what its share admitted
@@ -340,7 +341,7 @@ func TestShareAdmitsCountInTheStore(t *testing.T) {
 	}
 	admitted := int64(0)
 	for range 10 {
-		if v := fast.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v == policy.SharedAdmitted {
+		if v := fast.TakeShared("europe-west4", now, first(policy.PriorityDefault)).Verdict; v == policy.SharedAdmitted {
 			admitted++
 		}
 	}
@@ -362,26 +363,26 @@ func TestFallbackIsToldWhatTheStoreLastCounted(t *testing.T) {
 	pm := poolMeterOf(newTestMeter(t, "redis://"+g.Addr()+"/0", "a")) // 10 a second
 	now := time.Now().UnixNano()
 	for range 3 {
-		if v := pm.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedAdmitted {
+		if v := pm.TakeShared("europe-west4", now, first(policy.PriorityDefault)).Verdict; v != policy.SharedAdmitted {
 			t.Fatalf("verdict %d", v)
 		}
 	}
 	g.Shut()
 	at := now + int64(10*time.Millisecond)
-	if a := pm.TakeShared("europe-west4", at, policy.PriorityDefault); a.Verdict != policy.SharedUnknown || a.Held != 0.3 {
+	if a := pm.TakeShared("europe-west4", at, first(policy.PriorityDefault)); a.Verdict != policy.SharedUnknown || a.Held != 0.3 {
 		t.Errorf("first request unanswered: %+v, want unknown, held 0.3 (3 of 10)", a)
 	}
-	if a := pm.TakeShared("europe-west4", at, policy.PriorityDefault); a.Held != 0 {
+	if a := pm.TakeShared("europe-west4", at, first(policy.PriorityDefault)); a.Held != 0 {
 		t.Errorf("second request unanswered: held %v, want 0 (told once)", a.Held)
 	}
 
 	g.Open()
 	pm = poolMeterOf(newTestMeter(t, "redis://"+g.Addr()+"/0", "b"))
-	if v := pm.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedAdmitted {
+	if v := pm.TakeShared("europe-west4", now, first(policy.PriorityDefault)).Verdict; v != policy.SharedAdmitted {
 		t.Fatalf("verdict %d", v)
 	}
 	g.Shut()
-	if a := pm.TakeShared("europe-west4", now+int64(time.Second), policy.PriorityDefault); a.Held != 0 {
+	if a := pm.TakeShared("europe-west4", now+int64(time.Second), first(policy.PriorityDefault)); a.Held != 0 {
 		t.Errorf("unanswered a window after the last answer: held %v, want 0", a.Held)
 	}
 }
@@ -437,12 +438,16 @@ func TestControllerSharedMeter(t *testing.T) {
 // about 100 ms of the store's.
 const claimScale = 10
 
-// claimed has router a, whose meter has options o, send a critical request
-// to a full window of 2 requests a second (filled by router b), which
+// first is the class of a first attempt of priority pr, retry of a retry.
+func first(pr policy.Priority) policy.Class { return policy.ClassOf(pr, false) }
+func retry(pr policy.Priority) policy.Class { return policy.ClassOf(pr, true) }
+
+// claimed has router a, whose meter has options o, send a request of class
+// c to a full window of 2 requests a second (filled by router b), which
 // claims the room that frees next. It returns router b, the pool's clock
 // (running claimScale times as fast as the store's) and how long until the
 // room frees.
-func claimed(t *testing.T, o MeterOptions) (b *poolMeter, clock func() int64, free int64) {
+func claimed(t *testing.T, o MeterOptions, c policy.Class) (b *poolMeter, clock func() int64, free int64) {
 	t.Helper()
 	srv := redisserver.ForTest(t)
 	tp := meterPool(20) // 2 requests a second
@@ -455,13 +460,13 @@ func claimed(t *testing.T, o MeterOptions) (b *poolMeter, clock func() int64, fr
 	clock = func() int64 { return start.UnixNano() + int64(time.Since(start))*claimScale }
 	now := start.UnixNano()
 	for range 2 {
-		if v := b.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedAdmitted {
+		if v := b.TakeShared("europe-west4", now, first(policy.PriorityDefault)).Verdict; v != policy.SharedAdmitted {
 			t.Fatalf("filling: verdict %d", v)
 		}
 	}
-	got := a.TakeShared("europe-west4", now, policy.PriorityCritical)
+	got := a.TakeShared("europe-west4", now, c)
 	if got.Verdict != policy.SharedFull || got.Yielded {
-		t.Fatalf("critical request to a full window: %+v, want full", got)
+		t.Fatalf("request of class %d to a full window: %+v, want full", c, got)
 	}
 	return b, clock, got.Wait
 }
@@ -472,30 +477,53 @@ func claimed(t *testing.T, o MeterOptions) (b *poolMeter, clock func() int64, fr
 // (refused without being counted, with the time until the claim ends),
 // critical ones do not; once it ends, the room is anyone's.
 func TestWaitingPriorityClaimsTheNextRoom(t *testing.T) {
-	b, clock, _ := claimed(t, MeterOptions{})
+	critical := first(policy.PriorityCritical)
+	b, clock, _ := claimed(t, MeterOptions{}, critical)
 	now := clock()
 	var until int64
-	for _, pr := range []policy.Priority{policy.PrioritySheddable, policy.PriorityDefault} {
-		got := b.TakeShared("europe-west4", now, pr)
-		if got.Verdict != policy.SharedFull || !got.Yielded || got.Wait <= 0 {
-			t.Fatalf("%s request of another router while the critical one waits: %+v, want to give way", pr, got)
+	for _, c := range []policy.Class{first(policy.PrioritySheddable), retry(policy.PrioritySheddable), first(policy.PriorityDefault), retry(policy.PriorityDefault)} {
+		got := b.TakeShared("europe-west4", now, c)
+		if got.Verdict != policy.SharedFull || !got.Yielded || got.Wait <= 0 || got.Claimant != critical {
+			t.Fatalf("request of class %d of another router while the critical one waits: %+v, want to give way to class %d", c, got, critical)
 		}
 		until = max(until, got.Wait)
 	}
-	if got := b.TakeShared("europe-west4", now, policy.PriorityCritical); got.Verdict != policy.SharedFull || got.Yielded {
-		t.Errorf("critical request of another router: %+v, want full, not giving way", got)
+	for _, c := range []policy.Class{critical, retry(policy.PriorityCritical)} {
+		if got := b.TakeShared("europe-west4", now, c); got.Verdict != policy.SharedFull || got.Yielded {
+			t.Errorf("request of class %d of another router: %+v, want full, not giving way", c, got)
+		}
 	}
 	time.Sleep(time.Duration(until)/claimScale + 5*time.Millisecond)
-	got := b.TakeShared("europe-west4", clock(), policy.PrioritySheddable)
+	got := b.TakeShared("europe-west4", clock(), first(policy.PrioritySheddable))
 	if got.Verdict == policy.SharedFull && !got.Yielded {
 		// The claim was worked out from the oldest request's time before
 		// the store moved it to when its router heard back (extend): the
 		// room frees that much later, and the wait says when.
 		time.Sleep(time.Duration(got.Wait)/claimScale + time.Millisecond)
-		got = b.TakeShared("europe-west4", clock(), policy.PrioritySheddable)
+		got = b.TakeShared("europe-west4", clock(), first(policy.PrioritySheddable))
 	}
 	if got.Verdict != policy.SharedAdmitted {
 		t.Errorf("sheddable request after the claim: %+v, want admitted", got)
+	}
+}
+
+// TestWaitingRetryClaimsBeforeFirstAttempts: a default call's retry that a
+// full window refuses claims the next room from default calls' first
+// attempts (and every lower class) of every router, not from retries of its
+// priority or from critical calls.
+func TestWaitingRetryClaimsBeforeFirstAttempts(t *testing.T) {
+	claimant := retry(policy.PriorityDefault)
+	b, clock, _ := claimed(t, MeterOptions{}, claimant)
+	now := clock()
+	for _, c := range []policy.Class{first(policy.PrioritySheddable), retry(policy.PrioritySheddable), first(policy.PriorityDefault)} {
+		if got := b.TakeShared("europe-west4", now, c); got.Verdict != policy.SharedFull || !got.Yielded || got.Claimant != claimant {
+			t.Errorf("class %d while a default retry waits: %+v, want to give way to class %d", c, got, claimant)
+		}
+	}
+	for _, c := range []policy.Class{claimant, first(policy.PriorityCritical)} {
+		if got := b.TakeShared("europe-west4", now, c); got.Verdict != policy.SharedFull || got.Yielded {
+			t.Errorf("class %d while a default retry waits: %+v, want full, not giving way", c, got)
+		}
 	}
 }
 
@@ -513,18 +541,18 @@ func TestClaimOutlastsTheWaitersRoundTrip(t *testing.T) {
 	far.set(&tp)
 	now := time.Now().UnixNano()
 	for range 2 { // the far router fills the window, and measures its round trip
-		if v := far.TakeShared("europe-west4", now, policy.PriorityDefault).Verdict; v != policy.SharedAdmitted {
+		if v := far.TakeShared("europe-west4", now, first(policy.PriorityDefault)).Verdict; v != policy.SharedAdmitted {
 			t.Fatalf("filling: verdict %d", v)
 		}
 	}
-	if got := far.TakeShared("europe-west4", now, policy.PriorityCritical); got.Verdict != policy.SharedFull || got.Yielded {
+	if got := far.TakeShared("europe-west4", now, first(policy.PriorityCritical)); got.Verdict != policy.SharedFull || got.Yielded {
 		t.Fatalf("critical request to a full window: %+v, want full", got)
 	}
 	direct := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = direct.Close() })
 	ctx := context.Background()
 	key := (*far.limits.Load())["europe-west4"].key
-	claim, err := direct.HGet(ctx, key+claimsSuffix, "2").Int64()
+	claim, err := direct.HGet(ctx, key+claimsSuffix, strconv.Itoa(int(first(policy.PriorityCritical)))).Int64()
 	if err != nil {
 		t.Fatal(err)
 	}
