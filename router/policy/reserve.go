@@ -52,30 +52,32 @@ import (
 // the one it is pinned to: Call.Pin) or that refused it for another reason
 // is no room for it, and nobody leaves it to the call.
 //
-// Why a retry before a first attempt of its priority. Both are the same
-// caller's calls at the same priority; the order between them decides
-// which of them a full capacity serves, and with it how many are served:
+// Why a retry before a first attempt of its priority. Both are calls of one
+// priority; the order between them decides which of them a full capacity
+// serves, and with it how many are served:
 //
 //   - The retry's call came first and has spent part of its deadline:
 //     serving it first is first come, first served across calls rather than
 //     across attempts, and of calls that all get the same deadline, serving
 //     the oldest first loses the fewest to their deadlines (earliest
 //     deadline first).
-//   - The retry has fewer places to go. It may use only capacities its call
-//     has not tried (and, as a last resort's, only those that answer),
-//     while a first attempt may use any, the one whose failure made the
-//     retry among them: a PT failing part of its calls serves a share of
-//     the first attempts that the retry's room left out, where a first
-//     attempt that took the room leaves the retry nowhere. Where the
-//     pay-as-you-go quotas carry 60% of the load and a PT fails 60% of its
-//     calls, first attempts first serve the quotas' 60% and 40% of the
-//     PT's 40%; retries first serve the PT's 40% of every call and the
-//     quotas every retry: all of them.
-//   - Retries cannot crowd first attempts out: there is at most one for
-//     each attempt that failed or was refused (maxAttempts), and those the
-//     budget does not bound go only to capacities their calls have not
-//     tried (pick). Every retry served first is a call that would
-//     otherwise have failed after its work was begun.
+//   - The retry has fewer places to go. A spill or a fallback may use only
+//     capacities its call has not tried (a last resort's, only those of
+//     them that answer), and any retry prefers them, while a first attempt
+//     may use any, the one whose failure made the retry among them: a PT
+//     failing part of its calls serves a share of the first attempts that
+//     the retry's room left out, where a first attempt that took the room
+//     leaves the retry nowhere. Where the pay-as-you-go quotas carry 60% of
+//     the load and a PT fails 60% of its calls, first attempts first serve
+//     the quotas' 60% of the calls and 40% of the other 40% in the PT (76%);
+//     retries first let the first attempts go to the PT, which serves 40%
+//     of them, and the quotas serve the 60% it fails as retries: all of
+//     them.
+//   - Retries cannot crowd first attempts out: a retry follows an attempt
+//     that failed or was refused, at most maxAttempts-1 of them a call,
+//     those the budget does not bound go only to capacities their calls
+//     have not tried (pick), and each is of a call on which the region
+//     already spent an attempt.
 //
 // A waiting call holds its place until it has asked again after its last
 // wait, so a call of a lower class that asks between the waiting call's
