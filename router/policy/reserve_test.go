@@ -293,3 +293,40 @@ func TestWaitHoldsOnlyTheRoomItWaitsFor(t *testing.T) {
 		t.Errorf("sheddable call while the spill waited for europe-west4: %v in %q, want europe-west1's room", otherErr, other.Region)
 	}
 }
+
+// TestGivingWayInTheStoreSaysToWhom: the shared meter is asked with the
+// attempt's class (a retry one above a first attempt of its priority), and a
+// call that gave way in the store to a claim of its own priority is over
+// capacity, to one of a higher priority shed; both wait for their turn.
+func TestGivingWayInTheStoreSaysToWhom(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(shared("europe-west4", 2)), clk)
+	m := &scriptedMeter{v: SharedAdmitted, wait: int64(10 * time.Millisecond), asked: map[string]int{}}
+	p.SetSharedMeter(m)
+
+	c := p.Start(Request{Priority: PriorityDefault})
+	a, err := c.Pick()
+	if err != nil || m.class != ClassOf(PriorityDefault, false) {
+		t.Fatalf("first attempt: %v, asked as class %d; want admitted as %d", err, m.class, ClassOf(PriorityDefault, false))
+	}
+	a.Done(Failure)
+	if a, err = c.Pick(); err != nil || m.class != ClassOf(PriorityDefault, true) {
+		t.Fatalf("retry: %v, asked as class %d; want admitted as %d", err, m.class, ClassOf(PriorityDefault, true))
+	}
+	a.Done(Success)
+
+	for _, tc := range []struct {
+		claimant Class
+		want     error
+	}{
+		{ClassOf(PriorityDefault, true), ErrOverCapacity},
+		{ClassOf(PriorityCritical, false), ErrShed},
+	} {
+		m.claimant = &tc.claimant
+		_, err := admitted(p)
+		var ce *CapacityError
+		if !errors.Is(err, tc.want) || !errors.As(err, &ce) || !ce.waits() {
+			t.Errorf("default first attempt, claim of class %d in the store: %v; want %v, waiting its turn", tc.claimant, err, tc.want)
+		}
+	}
+}

@@ -21,10 +21,18 @@ type scriptedMeter struct {
 	// told to forget.
 	tickets uint64
 	forgot  []uint64
+	// claimant, when set, is the class of a claim every request of a lower
+	// class gives way to (SharedFull, Yielded).
+	claimant *Class
+	class    Class // the class of the last request asked
 }
 
-func (m *scriptedMeter) TakeShared(region string, now int64, _ Class) SharedAnswer {
+func (m *scriptedMeter) TakeShared(region string, now int64, c Class) SharedAnswer {
 	m.asked[region]++
+	m.class = c
+	if m.claimant != nil && c < *m.claimant {
+		return SharedAnswer{Verdict: SharedFull, Wait: m.wait, Yielded: true, Claimant: *m.claimant}
+	}
 	a := SharedAnswer{Verdict: m.v, Wait: m.wait}
 	switch m.v {
 	case SharedUnknown:
