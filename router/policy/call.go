@@ -65,8 +65,6 @@ type callState struct {
 	last     Outcome
 	pin      string                    // the only region the call may use; "": any
 	class    Class                     // the attempt's place in the order of calls waiting for a capacity's room (reserve.go)
-	waitFor  uint32                    // after a refusal, bit i: slot i of waitSt refused for want of room, or gave it to a waiting call of a higher class
-	waitSt   *poolState                // the pool state whose slots waitFor names
 	targets  [maxAttemptsLimit]*region // the regions tried, in order
 	lanes    [maxAttemptsLimit]uint8   // the lane of each attempt
 	charged  [maxAttemptsLimit]int64   // token cost charged in advance, per attempt
@@ -166,7 +164,7 @@ func (c *Call) PickWaiting(ctx context.Context, sleep func(context.Context, time
 		if err == nil {
 			return a, nil
 		}
-		d, ok := c.headroomWait(err, waited)
+		d, at, ok := c.headroomWait(err, waited)
 		if !ok {
 			return a, err
 		}
@@ -182,7 +180,7 @@ func (c *Call) PickWaiting(ctx context.Context, sleep func(context.Context, time
 		// room: it holds its place in their order until it has picked again
 		// after its last wait, so a call of a lower class that asks between
 		// its waking and its pick must still find it waiting (reserve.go).
-		place.hold(c.st.waitSt, c.st.waitFor, c.st.class)
+		place.move(at)
 		if sleep(ctx, d) != nil {
 			return a, err
 		}
@@ -191,16 +189,17 @@ func (c *Call) PickWaiting(ctx context.Context, sleep func(context.Context, time
 }
 
 // headroomWait is how long a call whose Pick was refused with err,
-// having waited waited already, should wait for headroom (PickWaiting).
-func (c *Call) headroomWait(err error, waited time.Duration) (time.Duration, bool) {
+// having waited waited already, should wait for headroom (PickWaiting), and
+// the place it waits in.
+func (c *Call) headroomWait(err error, waited time.Duration) (time.Duration, waitPlace, bool) {
 	var ce *CapacityError
 	if !errors.As(err, &ce) || !ce.waits() || waited+ce.Headroom > MaxHeadroomWait {
-		return 0, false
+		return 0, waitPlace{}, false
 	}
 	if c.st.deadline != 0 && c.p.nanos()+2*int64(ce.Headroom) > c.st.deadline {
-		return 0, false
+		return 0, waitPlace{}, false
 	}
-	return ce.Headroom, true
+	return ce.Headroom, ce.place, true
 }
 
 // startWaiting takes a place among the pool's calls waiting for headroom,

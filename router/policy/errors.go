@@ -60,6 +60,9 @@ type CapacityError struct {
 	// yielded: the call gave way to a waiting call of a higher class
 	// (reserve.go); shed or over capacity, it still waits for headroom.
 	yielded bool
+	// place is where the refused attempt waits, should its call wait: the
+	// capacities that refused it for want of room, in its class.
+	place waitPlace
 }
 
 // Error says what was refused and when to come back.
@@ -153,11 +156,14 @@ func (r *refusal) note(wait int64) {
 	}
 }
 
-// err is the error for a call that every region refused.
-func (r *refusal) err(pr Priority) error {
+// err is the error for a call of priority pr that every region refused,
+// the refused attempt being of class c in pool state st (nil: it asked no
+// region).
+func (r *refusal) err(pr Priority, st *poolState, c Class) error {
 	e := ErrOverCapacity
 	if r.shed || r.outranked {
 		e = ErrShed
 	}
-	return &CapacityError{Err: e, RetryAfter: retryAfterSeconds(r.wait), Priority: pr, Headroom: time.Duration(r.headroom), yielded: r.yielded}
+	return &CapacityError{Err: e, RetryAfter: retryAfterSeconds(r.wait), Priority: pr, Headroom: time.Duration(r.headroom), yielded: r.yielded,
+		place: waitPlace{st: st, slots: r.metered | r.room, c: c}}
 }

@@ -58,7 +58,7 @@ func (p *Pool) pick(cs *callState) (*slot, uint8, error) {
 	if g := p.inFlight.Add(1); g > ceiling(st.maxInFlight, cs.prio) {
 		p.inFlight.Add(-1)
 		ref := refusal{shed: g <= st.maxInFlight}
-		return nil, 0, ref.err(cs.prio)
+		return nil, 0, ref.err(cs.prio, nil, 0)
 	}
 	s, l, charged, err := p.choose(st, cs, now, retry, below)
 	if err != nil && spill && p.budget.allow(now, st.budgetPct, st.minRetries) {
@@ -314,8 +314,7 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool, below
 	}
 	ref.metered |= cands.full
 	ref.meterWaits(st, now)
-	cs.waitFor, cs.waitSt = ref.metered|ref.room, st
-	return nil, 0, 0, ref.err(cs.prio)
+	return nil, 0, 0, ref.err(cs.prio, st, cs.class)
 }
 
 // laneRanks is, for a call of priority pr, the rank of each lane of a region

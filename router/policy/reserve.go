@@ -134,12 +134,11 @@ type waitPlace struct {
 	c     Class
 }
 
-// hold moves the place to the regions of slots of st, in class c: it takes
-// the new place before it gives the old one back, so that the call is never
-// out of the order while it waits.
-func (w *waitPlace) hold(st *poolState, slots uint32, c Class) {
+// move moves the place to to: it takes the new place before it gives the
+// old one back, so that the call is never out of the order while it waits.
+func (w *waitPlace) move(to waitPlace) {
 	old := *w
-	*w = waitPlace{st: st, slots: slots, c: c}
+	*w = to
 	w.add(1)
 	old.add(-1)
 }

@@ -148,7 +148,7 @@ func waitEverywhere(t *testing.T, p *Pool, pr Priority) func() {
 	}
 	st := p.st.Load()
 	var w waitPlace
-	w.hold(st, 1<<len(st.slots)-1, ClassOf(pr, false))
+	w.move(waitPlace{st: st, slots: 1<<len(st.slots) - 1, c: ClassOf(pr, false)})
 	return func() {
 		w.release()
 		p.stopWaiting()
