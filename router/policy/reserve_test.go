@@ -155,6 +155,17 @@ func waitEverywhere(t *testing.T, p *Pool, pr Priority) func() {
 	}
 }
 
+// fill has a call pinned to region take one request of its quota.
+func fill(t *testing.T, p *Pool, region string) {
+	t.Helper()
+	c := p.Start(Request{Region: region})
+	a, err := c.Pick()
+	if err != nil {
+		t.Fatalf("filling %s: %v", region, err)
+	}
+	a.Done(Success)
+}
+
 // pick1 starts a call of priority pr, picks its first attempt and ends it
 // with a success if it was admitted.
 func pick1(p *Pool, pr Priority) (Attempt, error) {
@@ -172,13 +183,8 @@ func pick1(p *Pool, pr Priority) (Attempt, error) {
 func TestPinnedWaitHoldsNoRoom(t *testing.T) {
 	clk := newClock()
 	p := mustNew(t, pool(shared("europe-west1", 1), shared("europe-west4", 1)), clk)
+	fill(t, p, "europe-west1") // full for a second
 	c := p.Start(Request{Priority: PriorityCritical, Region: "europe-west1", Deadline: clk.Now().Add(10 * time.Second)})
-	first, err := c.Pick()
-	if err != nil {
-		t.Fatal(err)
-	}
-	first.Done(Success) // europe-west1 is full for a second
-	c = p.Start(Request{Priority: PriorityCritical, Region: "europe-west1", Deadline: clk.Now().Add(10 * time.Second)})
 	var other error
 	a, err := c.PickWaiting(context.Background(), func(_ context.Context, d time.Duration) error {
 		_, other = pick1(p, PriorityDefault) // europe-west4 has room
@@ -203,16 +209,7 @@ func TestPinnedWaitHoldsNoRoom(t *testing.T) {
 func TestWaitingRetryGoesBeforeFirstAttempts(t *testing.T) {
 	clk := newClock()
 	p := mustNew(t, pool(shared("europe-west1", 1), shared("europe-west4", 1)), clk)
-	fill := func(region string) {
-		t.Helper()
-		c := p.Start(Request{Region: region})
-		a, err := c.Pick()
-		if err != nil {
-			t.Fatalf("filling %s: %v", region, err)
-		}
-		a.Done(Success)
-	}
-	fill("europe-west4")
+	fill(t, p, "europe-west4")
 	clk.Advance(500 * time.Millisecond)
 	c := p.Start(Request{Priority: PriorityDefault, Deadline: clk.Now().Add(10 * time.Second)})
 	a, err := c.Pick()
@@ -237,7 +234,7 @@ func TestWaitingRetryGoesBeforeFirstAttempts(t *testing.T) {
 
 	// A first attempt waiting for every quota: a retry takes the room.
 	clk.Advance(2 * time.Second)
-	fill("europe-west4")
+	fill(t, p, "europe-west4")
 	stop := waitEverywhere(t, p, PriorityDefault)
 	defer stop()
 	c = p.Start(Request{Priority: PriorityDefault})
@@ -261,20 +258,16 @@ func TestWaitHoldsOnlyTheRoomItWaitsFor(t *testing.T) {
 	tp := pool(shared("europe-west1", 10), shared("europe-west4", 1))
 	tp.Policy.Retry.BudgetPercent, tp.Policy.Retry.MinRetriesPerSecond = new(0), new(0)
 	p := mustNew(t, tp, clk)
-	c := p.Start(Request{Priority: PriorityCritical, Region: "europe-west4", Deadline: clk.Now().Add(10 * time.Second)})
-	a, err := c.Pick()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Done(Success) // europe-west4 is full for a second
+	fill(t, p, "europe-west4") // full for a second
 	clk.Advance(500 * time.Millisecond)
 	for range 4 { // europe-west1 answers: one 429 will not throttle it
 		if a, err := pick1(p, PriorityDefault); err != nil || a.Region != "europe-west1" {
 			t.Fatalf("filling: %v in %q", err, a.Region)
 		}
 	}
-	c = p.Start(Request{Priority: PriorityCritical, Deadline: clk.Now().Add(10 * time.Second)})
-	if a, err = c.Pick(); err != nil || a.Region != "europe-west1" {
+	c := p.Start(Request{Priority: PriorityCritical, Deadline: clk.Now().Add(10 * time.Second)})
+	a, err := c.Pick()
+	if err != nil || a.Region != "europe-west1" {
 		t.Fatalf("first attempt: %v in %q, want europe-west1", err, a.Region)
 	}
 	a.Done(Capacity) // a 429: the spill goes only where the call has not been
@@ -328,5 +321,30 @@ func TestGivingWayInTheStoreSaysToWhom(t *testing.T) {
 		if !errors.Is(err, tc.want) || !errors.As(err, &ce) || !ce.waits() {
 			t.Errorf("default first attempt, claim of class %d in the store: %v; want %v, waiting its turn", tc.claimant, err, tc.want)
 		}
+	}
+}
+
+// TestLateRetryHoldsNoRoom: a retry too close to its deadline to wait for
+// the room it needs (a region slow to fail the first attempt) does not wait,
+// so it holds no room from first attempts: it is refused at once, and the
+// room that frees goes to the next call that asks.
+func TestLateRetryHoldsNoRoom(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(shared("europe-west1", 1), shared("europe-west4", 1)), clk)
+	fill(t, p, "europe-west4") // full until about a second from now
+	c := p.Start(Request{Priority: PriorityDefault, Deadline: clk.Now().Add(time.Second)})
+	a, err := c.Pick()
+	if err != nil || a.Region != "europe-west1" {
+		t.Fatalf("first attempt: %v in %q, want europe-west1", err, a.Region)
+	}
+	clk.Advance(600 * time.Millisecond) // the region takes its time to fail
+	a.Done(Failure)
+	slept := false
+	if _, err := c.PickWaiting(context.Background(), func(context.Context, time.Duration) error { slept = true; return nil }); !errors.Is(err, ErrOverCapacity) || slept {
+		t.Fatalf("retry with 0.4 s left for a wait of 0.4 s: %v, slept %v; want over capacity at once", err, slept)
+	}
+	clk.Advance(500 * time.Millisecond) // europe-west4 has room
+	if a, err := pick1(p, PriorityDefault); err != nil || a.Region != "europe-west4" {
+		t.Errorf("first attempt after the late retry gave up: %v in %q, want europe-west4's room", err, a.Region)
 	}
 }
