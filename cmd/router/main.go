@@ -496,7 +496,7 @@ func newShares(c config, client kubernetes.Interface, apply func(*table.Table) e
 	}
 	if c.shareStore != "" {
 		password := os.Getenv(shareStorePasswordEnv)
-		x, err := share.NewExchange(share.ExchangeOptions{URL: c.shareStore, Password: password, Epoch: time.Duration(float64(share.DefaultEpoch) / c.clockScale)})
+		x, err := share.NewExchange(share.ExchangeOptions{URL: c.shareStore, Password: password, Epoch: time.Duration(float64(share.DefaultEpoch) / c.clockScale), Keep: time.Duration(float64(share.DefaultKeep) / c.clockScale)})
 		if err != nil {
 			return nil, nil, fmt.Errorf("--share-store: %w", err)
 		}

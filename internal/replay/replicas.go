@@ -176,6 +176,7 @@ func newReplicated(env *Env, o ReplicaOptions) (_ *replicated, err error) {
 			x, err := share.NewExchange(share.ExchangeOptions{
 				URL: r.store.URL(), ID: fmt.Sprintf("router-%d", i),
 				Epoch: time.Duration(float64(share.DefaultEpoch) / scale),
+				Keep:  time.Duration(float64(share.DefaultKeep) / scale),
 			})
 			if err != nil {
 				return nil, err

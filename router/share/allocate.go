@@ -16,6 +16,11 @@ type Peer struct {
 	Demand float64
 	// Share is the share it took from the epoch before, 0 if none.
 	Share float64
+	// Absent marks a router with no entry in the epoch that published one
+	// in an epoch of the store's roster (ExchangeOptions.Keep): Share is the
+	// last share it published, which it may go on taking while the store
+	// does not answer it (Options.Hold). Replicas and Demand are zero.
+	Absent bool
 }
 
 // Floor is the least a router that published an entry takes, as a part of an
@@ -26,21 +31,24 @@ const Floor = 0.1
 
 // Allocate is the replica share of router id from the entries peers of one
 // closed epoch of a pool, and false when id has no entry there: it then takes
-// its static share, 1/N, which Allocate leaves to every router without one.
+// its static share, 1/N, or the share it holds (Options.Hold).
 //
 // With P routers in the epoch and N = max(P, the largest replica count any
-// of them published), the P routers share P/N of the capacity, each in
-// proportion to its demand but never under Floor/P of the equal split;
-// N-P static shares of 1/N remain for the routers that published nothing.
-// Every router computes from the same closed epoch, so the shares add up to
-// exactly one:
+// of them published), N-P routers of the cluster published nothing in it.
+// Each keeps a reserve: the largest of 1/N and the last share it published
+// (an absent peer of the store's roster, which may hold it while cut off
+// from the store), the largest such shares first. The P routers share what
+// the reserves leave, each in proportion to its demand but never under
+// Floor/P of the equal split. Every router computes from the same closed
+// epoch, so the shares and reserves add up to exactly one:
 //
-//	Σ_{j∈P} P/N × w_j/Σw + (N−P) × 1/N = 1,  w_j = max(d_j/D, Floor/P)
+//	Σ_{j∈P} (1−R) × w_j/Σw + R = 1,  w_j = max(d_j/D, Floor/P),  R = Σ reserves
 //
-// With no demand at all (D = 0) the P routers split P/N evenly.
+// With no roster entries R = (N−P)/N: each absent router's static share.
+// With no demand at all (D = 0) the P routers split 1−R evenly.
 //
 // Shares are sticky: while every router's demand share stays within Band of
-// the share it took last, and those shares fit in P/N, every router keeps
+// the share it took last, and those shares fit in 1−R, every router keeps
 // its last share. Demand counted over a few seconds is noisy, and each
 // change costs the routers a grow delay at the lower of two shares; the
 // routers read the last shares from the same snapshot, so they keep or drop
@@ -66,16 +74,15 @@ func Band(share float64) float64 { return 0.05 + 0.2*share }
 // each has one, each is within Band of its new demand share, and together
 // they fit in the routers' part.
 func sticky(peers []Peer) bool {
-	n := len(peers)
+	present, _, part, _ := split(peers)
 	var sum float64
-	for _, p := range peers {
-		n = max(n, p.Replicas)
+	for _, p := range present {
 		sum += p.Share
 	}
-	if sum > float64(len(peers))/float64(n)+1e-9 {
+	if sum > part+1e-9 {
 		return false
 	}
-	for _, p := range peers {
+	for _, p := range present {
 		s, _ := allocate(peers, p.ID)
 		if p.Share <= 0 || math.Abs(s-p.Share) > Band(p.Share) {
 			return false
@@ -84,31 +91,63 @@ func sticky(peers []Peer) bool {
 	return true
 }
 
+// split reads one epoch's entries: the routers present in it (in its
+// order), the replica count N, the part the present routers share, and the
+// reserves of the N-P routers absent from it, largest first (Allocate).
+func split(peers []Peer) (present []Peer, n int, part float64, reserves []float64) {
+	var held []float64
+	for _, p := range peers {
+		if p.Absent {
+			held = append(held, p.Share)
+			continue
+		}
+		present = append(present, p)
+		n = max(n, p.Replicas)
+	}
+	n = max(n, len(present), 1)
+	static := 1 / float64(n)
+	// The largest shares first: the routers still counted are some of the
+	// absent ones, and whichever they are, what they hold is covered.
+	sort.Sort(sort.Reverse(sort.Float64Slice(held)))
+	part = 1
+	for i := range n - len(present) {
+		r := static
+		if i < len(held) {
+			r = max(r, held[i])
+		}
+		reserves = append(reserves, r)
+		part -= r
+	}
+	// Shares published from allocations that added up to one leave room for
+	// the present routers; this floor binds only on a roster that says
+	// otherwise, and keeps them serving.
+	return present, n, max(part, Floor*float64(len(present))/float64(n)), reserves
+}
+
 // allocate is Allocate without stickiness.
 func allocate(peers []Peer, id string) (float64, bool) {
-	self, n := -1, len(peers)
+	present, _, part, _ := split(peers)
+	self := -1
 	var total float64
-	for i, p := range peers {
+	for i, p := range present {
 		if p.ID == id {
 			self = i
 		}
-		n = max(n, p.Replicas)
 		total += max(p.Demand, 0)
 	}
 	if self < 0 {
 		return 0, false
 	}
-	part := float64(len(peers)) / float64(n)
 	if total <= 0 {
-		return part / float64(len(peers)), true
+		return part / float64(len(present)), true
 	}
-	floor := Floor / float64(len(peers))
+	floor := Floor / float64(len(present))
 	weight := func(p Peer) float64 { return max(max(p.Demand, 0)/total, floor) }
 	var sum float64
-	for _, p := range peers {
+	for _, p := range present {
 		sum += weight(p)
 	}
-	return part * weight(peers[self]) / sum, true
+	return part * weight(present[self]) / sum, true
 }
 
 // Part is what one router takes of a pool: its share and, when it knows every
@@ -131,9 +170,18 @@ type Part struct {
 	// know the others' (the static share), and it then rounds down.
 	shares []float64
 	self   int
-	// absent routers of n published nothing; each takes its static share,
-	// rounded down, so those calls are not handed out.
-	absent, n int
+	// reserves are the shares of the routers of n absent from the snapshot
+	// (Allocate), largest first; the first rostered are the shares of the
+	// store's roster, which their routers may hold with a place of their
+	// own (held): their calls are counted rounded up, the others' (static
+	// shares) rounded down, and those calls are not handed out.
+	reserves []float64
+	rostered int
+	n        int
+	// held caps the calls at the share rounded up: the part of a router
+	// holding its last epochs' place while the store does not answer it
+	// (Controller.holdPart), which the others count rounded up for it.
+	held bool
 }
 
 // StaticPart is the part of a router that takes 1/n and knows no ranks: it
@@ -177,12 +225,14 @@ func DemandPart(peers []Peer, id string) (Part, bool) {
 	if !ok {
 		return Part{}, false
 	}
-	p := Part{Share: s, n: len(peers)}
+	present, n, _, reserves := split(peers)
+	p := Part{Share: s, n: n, reserves: reserves}
 	for _, q := range peers {
-		p.n = max(p.n, q.Replicas)
+		if q.Absent && p.rostered < len(reserves) {
+			p.rostered++
+		}
 	}
-	p.absent = p.n - len(peers)
-	for i, q := range peers {
+	for i, q := range present {
 		if q.ID == id {
 			p.self = i
 		}
@@ -223,7 +273,14 @@ func (p Part) calls(k float64, start int) (mine float64, handed int) {
 	n := len(p.shares)
 	floors := make([]float64, n)
 	rems := make([]float64, n)
-	left := whole - float64(p.absent)*floor(k/float64(max(p.n, 1)))
+	left := whole
+	for i, r := range p.reserves {
+		if i < p.rostered {
+			left -= math.Ceil(k*r - 1e-9)
+		} else {
+			left -= floor(k * r)
+		}
+	}
 	for i, s := range p.shares {
 		floors[i] = floor(k * s)
 		left -= floors[i]
@@ -252,6 +309,22 @@ func (p Part) calls(k float64, start int) (mine float64, handed int) {
 		}
 		left--
 		handed++
+	}
+	// Reserves rounded up can leave less than the floors: take calls back
+	// one at a time from the smallest fractions up, round the order.
+	for took := true; left <= -1 && took; {
+		took = false
+		for j := n - 1; j >= 0 && left <= -1; j-- {
+			if i := order[j]; floors[i] >= 1 {
+				floors[i]--
+				left++
+				took = true
+			}
+		}
+		mine = floors[p.self]
+	}
+	if p.held {
+		mine = min(mine, math.Ceil(k*p.Share-1e-9))
 	}
 	return mine, handed
 }

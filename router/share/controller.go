@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -21,9 +22,16 @@ const (
 	// writes into every epoch.
 	DefaultInterval = DefaultEpoch / 2
 	// DefaultMaxAge is how old the last good exchange may be before the
-	// router falls back to its static share: with an exchange every 250 ms,
-	// a store that stops answering is left within one second.
+	// router stops taking the store's shares and holds its last one (Hold):
+	// with an exchange every 250 ms, a store that stops answering is left
+	// within one second.
 	DefaultMaxAge = 750 * time.Millisecond
+	// DefaultHold is how long a router whose store stopped answering keeps
+	// the share its last epochs gave it (Options.Hold) before it falls back
+	// to its static share: a store restarting or failing over is back well
+	// within it, and a store gone for longer leaves the routers on static
+	// shares that no longer follow demand.
+	DefaultHold = 5 * time.Minute
 	// DefaultGrowDelay is how long a larger share must have been the target
 	// before it applies: a capacity window (1 s), so that what a router that
 	// left admitted last has left the regions' windows, plus one interval, the
@@ -56,9 +64,15 @@ type Options struct {
 	Now func() time.Time
 	// Interval between exchanges and recomputations. Default DefaultInterval.
 	Interval time.Duration
-	// MaxAge of the last good exchange before the static share applies.
-	// Default DefaultMaxAge.
+	// MaxAge of the last good exchange before the router stops taking the
+	// store's shares: it then holds the least its last epochs gave it, for
+	// Hold, and takes its static share after that. Default DefaultMaxAge.
 	MaxAge time.Duration
+	// Hold is how long after the last good exchange the router holds its
+	// share when the store stops answering (see holdPart); the store's
+	// ExchangeOptions.Keep must be longer by GrowDelay and more. Default
+	// DefaultHold.
+	Hold time.Duration
 	// GrowDelay: a larger share applies once it has been the target this
 	// long. Default DefaultGrowDelay.
 	GrowDelay time.Duration
@@ -80,13 +94,17 @@ type Controller struct {
 	mu       sync.Mutex
 	tbl      *table.Table
 	pools    map[table.Key]*poolShare
-	exchange time.Time            // when the store last answered
-	peers    map[string][]Peer    // its answer, by pool label
-	storeErr string               // the last exchange's error, "" after a good one
-	applied  time.Time            // when a table was last applied
-	replicas int                  // the replica count of the last recompute
-	labels   map[table.Key]string // pool labels of tbl
-	hash     string               // tbl's hash
+	exchange time.Time         // when the store last answered
+	peers    map[string][]Peer // its answer, by pool label
+	storeErr string            // the last exchange's error, "" after a good one
+	applied  time.Time         // when a table was last applied
+	replicas int               // the replica count of the last recompute
+	// exchanged is the replica count at the last good exchange, and moved
+	// whether a recompute has counted another since.
+	exchanged int
+	moved     bool
+	labels    map[table.Key]string // pool labels of tbl
+	hash      string               // tbl's hash
 }
 
 // poolShare is one pool's share state. Guarded by Controller.mu.
@@ -96,6 +114,14 @@ type poolShare struct {
 	share   float64    // the replica share in force
 	taken   float64    // the share the last store epoch gave; 0: none
 	source  string
+	// published are the shares this router published in its last two good
+	// exchanges, oldest first (a static share where it took none; -1: no
+	// such exchange yet), and reads the parts its last three epochs gave it,
+	// oldest first (a static part where it had none): what it may hold
+	// (holdPart). nreads counts the reads up to three.
+	published [2]float64
+	reads     [3]Part
+	nreads    int
 }
 
 // sample is a target part and when it was computed.
@@ -114,6 +140,7 @@ func New(o Options) *Controller {
 	}
 	defaults.Positive(&o.Interval, DefaultInterval)
 	defaults.Positive(&o.MaxAge, DefaultMaxAge)
+	defaults.Positive(&o.Hold, DefaultHold)
 	defaults.Positive(&o.GrowDelay, DefaultGrowDelay)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -240,16 +267,17 @@ func (c *Controller) exchangeOnce(ctx context.Context) {
 			demand[l] = e
 		}
 	}
+	replicas := c.o.Replicas.Replicas()
 	c.mu.Unlock()
 	if len(demand) == 0 {
 		return
 	}
-	peers, err := c.o.Store.Exchange(ctx, c.o.Replicas.Replicas(), demand)
+	peers, err := c.o.Store.Exchange(ctx, replicas, demand)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
 		if c.storeErr == "" {
-			c.o.Logger.Warn("share store unreachable; the static share applies once the last exchange is older than "+c.o.MaxAge.String(), "error", err)
+			c.o.Logger.Warn("share store unreachable; once the last exchange is older than "+c.o.MaxAge.String()+" each pool's share is held from its last epochs, and static after "+c.o.Hold.String(), "error", err)
 		}
 		c.storeErr = err.Error()
 		return
@@ -259,6 +287,95 @@ func (c *Controller) exchangeOnce(ctx context.Context) {
 	}
 	c.storeErr = ""
 	c.exchange, c.peers = c.o.Now(), peers
+	c.exchanged, c.moved = replicas, false
+	static := staticPart(c.o.Replicas).Share
+	for k, l := range c.labels {
+		ps, e := c.pools[k], demand[l]
+		if ps == nil {
+			continue
+		}
+		if _, sent := demand[l]; !sent {
+			continue
+		}
+		// What the others read for this router: its share, or a static one
+		// (the floor of their reserve) where it published none.
+		if e.Share <= 0 {
+			e.Share = static
+		}
+		ps.published = [2]float64{ps.published[1], e.Share}
+		read := staticPart(c.o.Replicas)
+		if p, ok := DemandPart(peers[l], c.o.Store.ID()); ok {
+			read = p
+		}
+		ps.reads = [3]Part{ps.reads[1], ps.reads[2], read}
+		ps.nreads = min(ps.nreads+1, 3)
+	}
+}
+
+// holdPart is the part a router takes while the store does not answer it,
+// and false when it has none to hold. Its share is the least of the shares
+// it published in its last two good exchanges and the share the last one's
+// epoch gave it, each a static share where it had none. When its last three
+// epochs gave the same allocation, it keeps its place in it (whole calls by
+// largest remainder, capped at its share rounded up); otherwise it rounds
+// its calls down.
+//
+// It keeps the routers within their capacity, whoever the store stopped
+// answering, by construction:
+//
+//   - The others reserve the router's part. In every epoch it is absent
+//     from, each router that reads the epoch reserves for it the larger of
+//     1/N and the last share it published up to that epoch (the store's
+//     roster, the same for all readers; Allocate), for ExchangeOptions.Keep,
+//     and counts its calls rounded up. That last share is one of the two
+//     this router published last: the last, or, when the reader's epoch came
+//     before the router's last write, the one before. The held share is at
+//     most both, and the held calls at most the share rounded up.
+//   - Epochs it is in give it its demand part; the last one it read is in
+//     the minimum too. An epoch it wrote into but never read gives the
+//     others at most one epoch's allocation, which their grow delay (longer
+//     than an epoch) never applies before the next epoch reserves for this
+//     router again.
+//   - When every router lost the store at once, the last epochs they read
+//     are within one of each other (an exchange every half epoch, each
+//     bounded by its timeout), and each router's last three reads span two
+//     epochs: every router holds at most its part of one common epoch, and
+//     its place in that epoch's whole calls only when its allocation did not
+//     change between them, so the held calls add up as that epoch's do.
+//
+// It holds only while the replica count is the one of the last exchange: a
+// router that starts meanwhile knows no epoch and takes its static share,
+// so once the count moves every router takes its static share too (moved).
+// A router restarted under the same name and count takes its static share
+// while the others hold theirs: what that adds is at most 1/N less the share
+// it held, and it ends with Hold.
+func (ps *poolShare) holdPart(static Part) (Part, bool) {
+	if ps.nreads == 0 {
+		return Part{}, false
+	}
+	last := ps.reads[2]
+	h := last.Share
+	for _, p := range ps.published {
+		if p < 0 {
+			p = static.Share
+		}
+		h = min(h, p)
+	}
+	if h <= 0 {
+		return Part{}, false
+	}
+	if ps.nreads == 3 && h == last.Share && sameAllocation(ps.reads[0], last) && sameAllocation(ps.reads[1], last) && last.self >= 0 {
+		last.held = true
+		return last, true
+	}
+	return Part{Share: h, self: -1, n: static.n}, true
+}
+
+// sameAllocation reports whether a and b hand out the same calls: the same
+// shares in the same order, place and reserves.
+func sameAllocation(a, b Part) bool {
+	return a.Share == b.Share && a.self == b.self && a.n == b.n && a.rostered == b.rostered &&
+		slices.Equal(a.shares, b.shares) && slices.Equal(a.reserves, b.reserves)
 }
 
 // recompute computes every pool's target part at now and the pool to
@@ -271,13 +388,17 @@ func (c *Controller) recompute(now time.Time, force bool) bool {
 	n := c.o.Replicas.Replicas()
 	c.replicas = n
 	fresh := c.o.Store != nil && !c.exchange.IsZero() && now.Sub(c.exchange) <= c.o.MaxAge
+	if !c.exchange.IsZero() && n != c.exchanged {
+		c.moved = true
+	}
+	holding := c.o.Store != nil && !fresh && !c.exchange.IsZero() && !c.moved && now.Sub(c.exchange) <= c.o.Hold
 	changed := false
 	for i := range c.tbl.Pools {
 		pool := &c.tbl.Pools[i]
 		k := pool.Key()
 		ps := c.pools[k]
 		if ps == nil {
-			ps = &poolShare{}
+			ps = &poolShare{published: [2]float64{-1, -1}}
 			c.pools[k] = ps
 		}
 		target, src := staticPart(c.o.Replicas), c.o.Replicas.Source()
@@ -289,6 +410,9 @@ func (c *Controller) recompute(now time.Time, force bool) bool {
 			} else {
 				src += " (not in the store's last epoch)"
 			}
+		} else if p, ok := ps.holdPart(target); ok && holding {
+			target = p
+			src = "held from the share store's last epochs (no exchange in " + c.o.MaxAge.String() + "; static after " + c.o.Hold.String() + ")"
 		} else if c.o.Store != nil {
 			src += " (share store: no exchange in " + c.o.MaxAge.String() + ")"
 		}

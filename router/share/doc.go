@@ -46,8 +46,18 @@
 // writes, so every router that reads it reads the same set, and the shares
 // computed from it add up to exactly one (Allocate). The exchange is off the
 // hot path: a background loop exchanges a few times a second with a short
-// timeout, and when the store cannot be read for MaxAge, the router falls
-// back to its static share.
+// timeout.
+//
+// # When the store stops answering
+//
+// When the store cannot be read for MaxAge, the router holds the share its
+// last epochs gave it, for Hold (five minutes), and then falls back to its
+// static share; it falls back at once when the replica count moves, since a
+// router that starts meanwhile knows no epoch. The store keeps a roster of
+// the last share each router published, and every router that reads an
+// epoch a router is missing from reserves that share for it (Allocate), so
+// a router cut off alone holds what the others leave it. Why the held shares
+// add up to at most one, whoever lost the store: Controller.holdPart.
 //
 // # One window for all routers
 //

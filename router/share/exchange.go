@@ -26,6 +26,10 @@ const (
 	DefaultStoreTimeout = 100 * time.Millisecond
 	// DefaultKeyPrefix starts every key the exchange writes.
 	DefaultKeyPrefix = "regionwarden:share:"
+	// DefaultKeep is how long the store's roster keeps the last share a
+	// router published: the hold (DefaultHold) and a minute more, beyond the
+	// grow delay and the spread of the routers' clocks.
+	DefaultKeep = DefaultHold + time.Minute
 )
 
 // ExchangeOptions configure an Exchange. Every zero field takes its default.
@@ -49,6 +53,12 @@ type ExchangeOptions struct {
 	// different clusters that share a store but not their capacity need
 	// different prefixes.
 	KeyPrefix string
+	// Keep is how long the roster keeps the last share a router published,
+	// for the others to hold it for the router while the store does not
+	// answer it. It must be longer than every router's Options.Hold plus
+	// its GrowDelay, on the same clock. Default DefaultKeep; a replay at a
+	// compressed time scale shortens it with Epoch.
+	Keep time.Duration
 }
 
 // Exchange publishes one router's demand per pool to a Redis or Valkey store
@@ -60,37 +70,73 @@ type ExchangeOptions struct {
 // which Allocate gives shares that add up to one.
 //
 // Keys expire after four epochs: a router that stops publishing drops out of
-// the next epoch by itself. The keys are not declared to the script, so the
+// the next epoch by itself; the last share it published stays in the pool's
+// roster for Keep, for the others to reserve (Allocate). The keys are not declared to the script, so the
 // store must not be a Redis Cluster (a single server, or a primary with
 // replicas, as LiteLLM and Envoy's rate-limit service use it).
 type Exchange struct {
 	rdb     *redis.Client
 	id      string
 	epoch   time.Duration
+	keep    int64 // epochs
 	timeout time.Duration
 	prefix  string
 }
 
 // exchangeScript writes this router's entries into the current epoch and
-// returns the closed epoch before it, per pool.
+// returns the closed epoch before it, per pool, with the pool's roster.
+//
+// The roster (the key "held" of each pool) keeps, per router, the share it
+// published last and the one it published in an earlier epoch before that:
+// "epoch share epoch share", the newest first. Whatever router reads a closed
+// epoch E, reading in epoch E+1, finds for every router the last share it
+// published in an epoch up to E (the first pair, or the second once the
+// router has written into E+1): the same for all readers, as the epoch is.
+// A router's fields leave the roster keep epochs after its last write.
 //
 // KEYS[1]: the key prefix. ARGV[1]: epoch length in microseconds; ARGV[2]:
-// the router's ID; ARGV[3]: the replicas it counts; then pairs of pool and
-// entry ("demand share"). Returns the epoch number, then per pool a flat
-// HGETALL of the closed epoch (field ID, value "replicas demand share"). Microseconds since 1970
-// fit a Lua number (a double) exactly until the year 2255.
+// the epochs the roster keeps; ARGV[3]: the router's ID; ARGV[4]: the
+// replicas it counts; then pairs of pool and entry ("demand share").
+// Returns the epoch number, then per pool a flat HGETALL of the closed epoch
+// (field ID, value "replicas demand share") and one of the roster.
+// Microseconds since 1970 fit a Lua number (a double) exactly until the
+// year 2255.
 var exchangeScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local len = tonumber(ARGV[1])
+local keep = tonumber(ARGV[2])
+local id = ARGV[3]
 local e = math.floor(now / len)
 local ttl = math.ceil(len * 4 / 1000)
 local out = {tostring(e)}
-for i = 4, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   local k = KEYS[1] .. ARGV[i] .. '|'
-  redis.call('HSET', k .. e, ARGV[2], ARGV[3] .. ' ' .. ARGV[i + 1])
+  redis.call('HSET', k .. e, id, ARGV[4] .. ' ' .. ARGV[i + 1])
   redis.call('PEXPIRE', k .. e, ttl)
+  local r = k .. 'held'
+  local share = string.match(ARGV[i + 1], '(%S+)$')
+  local val = tostring(e) .. ' ' .. share .. ' -1 0'
+  local cur = redis.call('HGET', r, id)
+  if cur then
+    local ce, cs, pe, ps = string.match(cur, '^(%S+) (%S+) (%S+) (%S+)$')
+    if ce and tonumber(ce) < e then
+      val = tostring(e) .. ' ' .. share .. ' ' .. ce .. ' ' .. cs
+    elseif ce then
+      val = tostring(e) .. ' ' .. share .. ' ' .. pe .. ' ' .. ps
+    end
+  end
+  redis.call('HSET', r, id, val)
+  local all = redis.call('HGETALL', r)
+  for j = 1, #all, 2 do
+    local fe = tonumber(string.match(all[j + 1], '^(%S+)'))
+    if not fe or fe < e - keep then
+      redis.call('HDEL', r, all[j])
+    end
+  end
+  redis.call('PEXPIRE', r, math.ceil(len * (keep + 4) / 1000))
   out[#out + 1] = redis.call('HGETALL', k .. (e - 1))
+  out[#out + 1] = redis.call('HGETALL', r)
 end
 return out
 `)
@@ -120,11 +166,12 @@ func NewExchange(o ExchangeOptions) (*Exchange, error) {
 	}
 	defaults.Positive(&o.Epoch, DefaultEpoch)
 	defaults.Positive(&o.Timeout, DefaultStoreTimeout)
+	defaults.Positive(&o.Keep, DefaultKeep)
 	o.KeyPrefix = cmp.Or(o.KeyPrefix, DefaultKeyPrefix)
 	// A failed exchange is not retried: the next one comes a tick later
 	// with fresher demand. One exchange at a time: two connections.
 	ro.PoolSize, ro.MinIdleConns = 2, 1
-	return &Exchange{rdb: storeClient(ro, o.Timeout), id: o.ID, epoch: o.Epoch, timeout: o.Timeout, prefix: o.KeyPrefix}, nil
+	return &Exchange{rdb: storeClient(ro, o.Timeout), id: o.ID, epoch: o.Epoch, keep: int64((o.Keep + o.Epoch - 1) / o.Epoch), timeout: o.Timeout, prefix: o.KeyPrefix}, nil
 }
 
 // storeOptions reads a store's URL, redis://[user:password@]host:port/db
@@ -180,7 +227,8 @@ type Entry struct {
 
 // Exchange publishes this router's entries by pool, with the replicas it
 // counts, into the current epoch, and returns the previous epoch's entries
-// by pool. It takes at most the exchange's timeout.
+// by pool, followed by the routers of the roster that epoch lacks, as
+// absent peers. It takes at most the exchange's timeout.
 func (x *Exchange) Exchange(ctx context.Context, replicas int, demand map[string]Entry) (map[string][]Peer, error) {
 	ctx, cancel := context.WithTimeout(ctx, x.timeout)
 	defer cancel()
@@ -189,7 +237,7 @@ func (x *Exchange) Exchange(ctx context.Context, replicas int, demand map[string
 		pools = append(pools, p)
 	}
 	sort.Strings(pools)
-	args := []any{x.epoch.Microseconds(), x.id, replicas}
+	args := []any{x.epoch.Microseconds(), x.keep, x.id, replicas}
 	for _, p := range pools {
 		e := demand[p]
 		args = append(args, p, strconv.FormatFloat(e.Demand, 'g', 6, 64)+" "+strconv.FormatFloat(e.Share, 'g', 9, 64))
@@ -198,21 +246,75 @@ func (x *Exchange) Exchange(ctx context.Context, replicas int, demand map[string
 	if err != nil {
 		return nil, fmt.Errorf("share store: %w", err)
 	}
-	if len(res) != len(pools)+1 {
+	if len(res) != 2*len(pools)+1 {
 		return nil, fmt.Errorf("share store: %d answers for %d pools", len(res)-1, len(pools))
+	}
+	es, _ := res[0].(string)
+	epoch, err := strconv.ParseInt(es, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("share store: epoch %q is not a number", es)
 	}
 	out := make(map[string][]Peer, len(pools))
 	for i, p := range pools {
-		fields, ok := res[i+1].([]any)
-		if !ok {
-			return nil, fmt.Errorf("share store: pool %s: unexpected answer %T", p, res[i+1])
+		fields, ok1 := res[2*i+1].([]any)
+		roster, ok2 := res[2*i+2].([]any)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("share store: pool %s: unexpected answer %T, %T", p, res[2*i+1], res[2*i+2])
 		}
 		peers, err := parsePeers(fields)
 		if err != nil {
 			return nil, fmt.Errorf("share store: pool %s: %w", p, err)
 		}
-		out[p] = peers
+		absent, err := parseRoster(roster, epoch-1, x.keep, peers)
+		if err != nil {
+			return nil, fmt.Errorf("share store: pool %s: %w", p, err)
+		}
+		out[p] = append(peers, absent...)
 	}
+	return out, nil
+}
+
+// parseRoster reads a flat HGETALL of the roster (exchangeScript) for the
+// closed epoch closed: the routers with no entry among peers whose last share
+// published up to closed is at most keep epochs old, as absent peers, sorted
+// by ID.
+func parseRoster(fields []any, closed, keep int64, peers []Peer) ([]Peer, error) {
+	in := make(map[string]bool, len(peers))
+	for _, p := range peers {
+		in[p.ID] = true
+	}
+	var out []Peer
+	for i := 0; i+1 < len(fields); i += 2 {
+		id, _ := fields[i].(string)
+		val, _ := fields[i+1].(string)
+		if in[id] {
+			continue
+		}
+		f := strings.Fields(val)
+		var v [4]float64
+		bad := len(f) != 4
+		for j := 0; !bad && j < 4; j++ {
+			var err error
+			v[j], err = strconv.ParseFloat(f[j], 64)
+			bad = err != nil
+		}
+		if bad {
+			return nil, fmt.Errorf("roster entry %q of %q is not \"epoch share epoch share\"", val, id)
+		}
+		// The newest pair published up to the closed epoch.
+		e, share := int64(v[0]), v[1]
+		if e > closed {
+			e, share = int64(v[2]), v[3]
+		}
+		if e < 0 || e > closed || e < closed-keep {
+			continue
+		}
+		if !(share >= 0 && share <= 1) {
+			return nil, fmt.Errorf("roster entry %q of %q holds a share out of [0, 1]", val, id)
+		}
+		out = append(out, Peer{ID: id, Share: share, Absent: true})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
 

@@ -59,19 +59,23 @@ func TestExchangeSnapshotIsShared(t *testing.T) {
 // TestDemandShareAndStoreLoss runs three controllers exchanging through a
 // real Redis server, with calls split 70/20/10: their shares follow the
 // split and never add up to more than one. Then the server is killed: each
-// router is back on its static third within MaxAge and an exchange (a
-// shrinking share), or that plus the grow delay (a growing one).
+// router holds the share its last epochs gave it, the busiest keeping most
+// of its 70%, for Hold, and then is back on its static third within MaxAge
+// and an exchange (a shrinking share), or that plus the grow delay (a
+// growing one); the shares add up to at most one throughout.
 func TestDemandShareAndStoreLoss(t *testing.T) {
 	srv := redisserver.ForTest(t)
 	const (
 		interval = 50 * time.Millisecond
 		maxAge   = 150 * time.Millisecond
 		grow     = 300 * time.Millisecond
+		hold     = time.Second
 	)
 	pool := testPool()
 	key := pool.Key()
 	split := []float64{0.7, 0.2, 0.1}
 	var cs []*Controller
+	var as []*applied
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
@@ -81,8 +85,9 @@ func TestDemandShareAndStoreLoss(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = x.Close() })
-		var a applied
-		c := New(Options{Apply: a.apply, Replicas: Static(3), Store: x, Interval: interval, MaxAge: maxAge, GrowDelay: grow})
+		a := &applied{}
+		as = append(as, a)
+		c := New(Options{Apply: a.apply, Replicas: Static(3), Store: x, Interval: interval, MaxAge: maxAge, GrowDelay: grow, Hold: hold})
 		if err := c.SetTable(&table.Table{Version: table.Version, Pools: []table.Pool{pool}}); err != nil {
 			t.Fatal(err)
 		}
@@ -119,6 +124,16 @@ func TestDemandShareAndStoreLoss(t *testing.T) {
 		}
 		return out
 	}
+	// calls is what the three routers may send europe-west4 (6 calls a
+	// second) together: 70/20/10 of it is 4.2, 1.2 and 0.6, handed out as
+	// 4, 1 and 1 by largest remainder.
+	calls := func() float64 {
+		var sum float64
+		for _, a := range as {
+			sum += a.rps()
+		}
+		return sum
+	}
 	worst := 0.0
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -142,29 +157,216 @@ func TestDemandShareAndStoreLoss(t *testing.T) {
 	}
 	t.Logf("demand shares %v (sum at worst %.4f), source %q", shares(), worst, cs[0].Shares()[0].Source)
 
+	if got := calls(); got != 6 {
+		t.Errorf("the routers may send europe-west4 %v calls a second together, want its 6", got)
+	}
 	killed := time.Now()
 	srv.Kill()
 	var shrunk, all time.Duration
+	worst, least := 0.0, 1.0
+	mostCalls, leastCalls := 0.0, 6.0
 	for {
 		s := shares()
+		since := time.Since(killed)
+		worst = max(worst, s[0]+s[1]+s[2])
+		mostCalls = max(mostCalls, calls())
+		if since > maxAge+2*interval && since < hold-interval {
+			least = min(least, s[0])
+			leastCalls = min(leastCalls, calls())
+		}
 		if shrunk == 0 && math.Abs(s[0]-1.0/3) < 1e-9 {
-			shrunk = time.Since(killed)
+			shrunk = since
 		}
 		if math.Abs(s[0]-1.0/3)+math.Abs(s[1]-1.0/3)+math.Abs(s[2]-1.0/3) < 1e-9 {
-			all = time.Since(killed)
+			all = since
 			break
 		}
-		if time.Since(killed) > 5*time.Second {
-			t.Fatalf("shares %v 5s after the store was killed, want a third each", s)
+		if since > hold+5*time.Second {
+			t.Fatalf("shares %v %v after the store was killed, want a third each", s, since)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Logf("store killed: the busiest router on its static share after %v, every router after %v", shrunk, all)
-	if shrunk > maxAge+3*interval {
-		t.Errorf("the busiest router shrank to its static share %v after the store died, want within %v", shrunk, maxAge+3*interval)
+	t.Logf("store killed: the busiest router held at least %.4f, went to its static share after %v, every router after %v; sum at worst %.4f", least, shrunk, all, worst)
+	if least < 0.6 {
+		t.Errorf("the busiest router held %v while the store was gone, want about its 0.7", least)
+	}
+	// Held in the places of their last epochs, the routers keep every whole
+	// call; rounding each held part down would leave one of the six.
+	if leastCalls != 6 || mostCalls > 6 {
+		t.Errorf("the routers may send europe-west4 from %v to %v calls a second together while the store is gone, want 6", leastCalls, mostCalls)
+	}
+	if shrunk < hold-2*interval || shrunk > hold+3*interval {
+		t.Errorf("the busiest router went to its static share %v after the store died, want after the hold, %v, within %v", shrunk, hold, hold+3*interval)
+	}
+	if worst > 1+1e-9 {
+		t.Errorf("the shares added up to %v at worst after the store died", worst)
 	}
 	if src := cs[0].Shares()[0]; src.StoreError == "" {
 		t.Errorf("no store error shown after the store died: %+v", src)
+	}
+}
+
+// TestHeldShareEndsWhenTheCountMoves: two routers split 80/20 hold their
+// shares when the store dies, until a third router is counted: it knows no
+// epoch and takes its static third, so the two take theirs too, the busiest
+// at once.
+func TestHeldShareEndsWhenTheCountMoves(t *testing.T) {
+	srv := redisserver.ForTest(t)
+	const interval = 50 * time.Millisecond
+	pool := testPool()
+	key := pool.Key()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	var cs []*Controller
+	var ns []*counter
+	for _, id := range []string{"a", "b"} {
+		x, err := NewExchange(ExchangeOptions{URL: srv.URL(), ID: id, Epoch: 2 * interval})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = x.Close() })
+		n := &counter{}
+		n.n.Store(2)
+		var a applied
+		c := New(Options{Apply: a.apply, Replicas: n, Store: x, Interval: interval, MaxAge: 3 * interval, GrowDelay: 6 * interval})
+		if err := c.SetTable(&table.Table{Version: table.Version, Pools: []table.Pool{pool}}); err != nil {
+			t.Fatal(err)
+		}
+		cs, ns = append(cs, c), append(ns, n)
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = c.Run(ctx) }()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				for range 8 {
+					cs[0].Demand(key).Add(now.UnixNano())
+				}
+				cs[1].Demand(key).Add(now.UnixNano())
+				cs[1].Demand(key).Add(now.UnixNano())
+			}
+		}
+	}()
+	share := func(i int) float64 { return cs[i].Shares()[0].Share }
+	waitFor := func(what string, within time.Duration, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within %v (shares %v and %v; %s)", what, within, share(0), share(1), cs[0].Shares()[0].Source)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor("shares follow the 80/20 split", 5*time.Second, func() bool { return math.Abs(share(0)-0.8) < 0.05 })
+	srv.Kill()
+	waitFor("the busiest holds its share", 2*time.Second, func() bool {
+		return strings.HasPrefix(cs[0].Shares()[0].Source, "held")
+	})
+	if s := share(0); s < 0.7 {
+		t.Fatalf("the busiest router holds %v, want about 0.8", s)
+	}
+	moved := time.Now()
+	for _, n := range ns {
+		n.n.Store(3)
+	}
+	cs[0].Changed()
+	cs[1].Changed()
+	waitFor("the busiest takes its static third", 3*interval, func() bool { return math.Abs(share(0)-1.0/3) < 1e-9 })
+	waitFor("the other takes its static third", 6*interval+3*interval, func() bool { return math.Abs(share(1)-1.0/3) < 1e-9 })
+	t.Logf("count moved: both on their static third after %v", time.Since(moved))
+}
+
+// TestAbsentRouterKeepsItsReserve has three routers exchange through a real
+// Redis server with demand 70/20/10 until their shares follow it; then the
+// busiest stops exchanging, as a router the store no longer answers does,
+// and holds its last share. For as long as the store's roster keeps that
+// share (Keep, well past the four epochs the epochs' own keys live), the
+// two others reserve it: their shares and the absent router's add up to at
+// most one. Once it has left the roster, they reserve its static third; and
+// when the two count only themselves, nothing.
+func TestAbsentRouterKeepsItsReserve(t *testing.T) {
+	srv := redisserver.ForTest(t)
+	ctx := context.Background()
+	const epoch = 50 * time.Millisecond
+	const keep = 20 * epoch
+	var xs []*Exchange
+	for _, id := range []string{"a", "b", "c"} {
+		x, err := NewExchange(ExchangeOptions{URL: srv.URL(), ID: id, Epoch: epoch, Keep: keep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = x.Close() })
+		xs = append(xs, x)
+	}
+	const pool = "p/google/m"
+	demand := []float64{70, 20, 10}
+	share := []float64{0, 0, 0}
+	round := func(routers []int, replicas int) [][]Peer {
+		out := make([][]Peer, len(xs))
+		for _, i := range routers {
+			got, err := xs[i].Exchange(ctx, replicas, map[string]Entry{pool: {Demand: demand[i], Share: share[i]}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i] = got[pool]
+			if s, ok := Allocate(out[i], xs[i].ID()); ok {
+				share[i] = s
+			}
+		}
+		time.Sleep(epoch / 2)
+		return out
+	}
+	for range 12 {
+		round([]int{0, 1, 2}, 3)
+	}
+	held := share[0]
+	if math.Abs(held-0.7) > 1e-9 {
+		t.Fatalf("the busiest router's share is %v before it leaves, want 0.7", held)
+	}
+	// a is cut off: b and c go on. The epochs' keys a wrote expire after
+	// four epochs; the roster keeps its share for keep.
+	start := time.Now()
+	for time.Since(start) < keep-4*epoch {
+		got := round([]int{1, 2}, 3)
+		sum := held
+		for _, i := range []int{1, 2} {
+			s, ok := Allocate(got[i], xs[i].ID())
+			if !ok {
+				continue
+			}
+			sum += s
+		}
+		if sum > 1+1e-9 {
+			t.Fatalf("%v after a left: b and c take %v and %v beside a's %v: %v in all (b read %+v)", time.Since(start), share[1], share[2], held, sum, got[1])
+		}
+	}
+	if share[1] > 0.3/(0.2+0.1)*0.2+1e-9 || share[1] < 0.1 {
+		t.Errorf("b's share %v while a's 0.7 is reserved, want its demand's part of the 0.3 left", share[1])
+	}
+	// Past keep: a's static third is reserved.
+	time.Sleep(keep)
+	var got [][]Peer
+	for range 6 {
+		got = round([]int{1, 2}, 3)
+	}
+	if s, _ := allocate(got[1], "b"); math.Abs(s-(2.0/3)*(20.0/30)) > 1e-9 {
+		t.Errorf("b's share %v once a has left the roster, want its demand's part of two thirds (peers %+v)", s, got[1])
+	}
+	// Counted out: nothing is reserved.
+	for range 6 {
+		got = round([]int{1, 2}, 2)
+	}
+	if s, _ := allocate(got[1], "b"); math.Abs(s-20.0/30) > 1e-9 {
+		t.Errorf("b's share %v with a counted out, want its demand's part of all (peers %+v)", s, got[1])
 	}
 }
 
