@@ -225,13 +225,9 @@ func DemandPart(peers []Peer, id string) (Part, bool) {
 	if !ok {
 		return Part{}, false
 	}
-	present, n, _, reserves := split(peers)
-	p := Part{Share: s, n: n, reserves: reserves}
-	for _, q := range peers {
-		if q.Absent && p.rostered < len(reserves) {
-			p.rostered++
-		}
-	}
+	present, n, _, _ := split(peers)
+	p := Part{Share: s, n: n}
+	p.reserves, p.rostered = reservesOf(peers)
 	for i, q := range present {
 		if q.ID == id {
 			p.self = i
@@ -273,14 +269,7 @@ func (p Part) calls(k float64, start int) (mine float64, handed int) {
 	n := len(p.shares)
 	floors := make([]float64, n)
 	rems := make([]float64, n)
-	left := whole
-	for i, r := range p.reserves {
-		if i < p.rostered {
-			left -= math.Ceil(k*r - 1e-9)
-		} else {
-			left -= floor(k * r)
-		}
-	}
+	left := whole - reservedCalls(k, p.reserves, p.rostered)
 	for i, s := range p.shares {
 		floors[i] = floor(k * s)
 		left -= floors[i]
@@ -327,6 +316,33 @@ func (p Part) calls(k float64, start int) (mine float64, handed int) {
 		mine = min(mine, math.Ceil(k*p.Share-1e-9))
 	}
 	return mine, handed
+}
+
+// reservedCalls is how many of a region's k calls a second reserves keep
+// for the routers absent from an epoch: the first rostered (shares their
+// routers may hold) rounded up, the rest (static shares) rounded down.
+func reservedCalls(k float64, reserves []float64, rostered int) float64 {
+	var sum float64
+	for i, r := range reserves {
+		if i < rostered {
+			sum += math.Ceil(k*r - 1e-9)
+		} else {
+			sum += floor(k * r)
+		}
+	}
+	return sum
+}
+
+// reservesOf is the reserves of one closed epoch's entries (Allocate),
+// largest first, and how many of them are shares of the store's roster.
+func reservesOf(peers []Peer) (reserves []float64, rostered int) {
+	_, _, _, reserves = split(peers)
+	for _, q := range peers {
+		if q.Absent && rostered < len(reserves) {
+			rostered++
+		}
+	}
+	return reserves, rostered
 }
 
 // floor rounds down, forgiving the last bits of floating point: 6 × 1/3 is

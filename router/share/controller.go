@@ -403,6 +403,9 @@ func (c *Controller) recompute(now time.Time, force bool) bool {
 		}
 		target, src := staticPart(c.o.Replicas), c.o.Replicas.Source()
 		ps.taken = 0
+		if pm := c.poolMeter(k); pm != nil && fresh {
+			pm.setAbsent(reservesOf(c.peers[c.labels[k]]))
+		}
 		if fresh {
 			if p, ok := DemandPart(c.peers[c.labels[k]], c.o.Store.ID()); ok {
 				target, src = p, "demand exchanged through the share store"
@@ -427,6 +430,14 @@ func (c *Controller) recompute(now time.Time, force bool) bool {
 		ps.applied, ps.share, changed = next, share, true
 	}
 	return changed
+}
+
+// poolMeter is pool k's meter in the store; nil without Options.Meter.
+func (c *Controller) poolMeter(k table.Key) *poolMeter {
+	if cur := c.meters.Load(); cur != nil {
+		return (*cur)[k]
+	}
+	return nil
 }
 
 // growDelays is how long a larger share must have been pool's target before

@@ -285,6 +285,71 @@ func TestHeldShareEndsWhenTheCountMoves(t *testing.T) {
 	t.Logf("count moved: both on their static third after %v", time.Since(moved))
 }
 
+// TestMeterLeavesTheCutOffRouterItsShare: of two routers split 80/20 with
+// their request quotas metered in the store, the busiest loses the store
+// (its controller stops exchanging, as one the store no longer answers):
+// the other's windows in the store then leave it the share it holds.
+func TestMeterLeavesTheCutOffRouterItsShare(t *testing.T) {
+	srv := redisserver.ForTest(t)
+	const interval = 50 * time.Millisecond
+	tp := meterPool(100)
+	key := tp.Key()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	var cs []*Controller
+	var stops []context.CancelFunc
+	for _, id := range []string{"a", "b"} {
+		x, err := NewExchange(ExchangeOptions{URL: srv.URL(), ID: id, Epoch: 2 * interval})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = x.Close() })
+		c := New(Options{Apply: func(*table.Table) error { return nil }, Replicas: Static(2), Store: x, Meter: newTestMeter(t, srv.URL(), id), Interval: interval, MaxAge: 3 * interval, GrowDelay: 6 * interval})
+		if err := c.SetTable(&table.Table{Version: table.Version, Pools: []table.Pool{tp}}); err != nil {
+			t.Fatal(err)
+		}
+		run, stop := context.WithCancel(ctx)
+		cs, stops = append(cs, c), append(stops, stop)
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = c.Run(run) }()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				for range 8 {
+					cs[0].Demand(key).Add(now.UnixNano())
+				}
+				cs[1].Demand(key).Add(now.UnixNano())
+				cs[1].Demand(key).Add(now.UnixNano())
+			}
+		}
+	}()
+	absent := func() *absentReserves { return cs[1].SharedMeter(key).(*poolMeter).absent.Load() }
+	// Demand counted over a few epochs: the request quotas are metered in
+	// the store, so the shares scale only what the store does not meter.
+	time.Sleep(20 * interval)
+	if a := absent(); a != nil {
+		t.Fatalf("reserves %+v with both routers exchanging, want none", *a)
+	}
+	stops[0]()
+	for deadline := time.Now().Add(2 * time.Second); absent() == nil; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the other router's meter reserves nothing 2s after the busiest left")
+		}
+	}
+	if a := absent(); len(a.shares) != 1 || a.rostered != 1 || math.Abs(a.shares[0]-0.8) > 0.05 {
+		t.Errorf("the other router's meter reserves %+v for the busiest, want about its 0.8", *a)
+	}
+}
+
 // TestAbsentRouterKeepsItsReserve has three routers exchange through a real
 // Redis server with demand 70/20/10 until their shares follow it; then the
 // busiest stops exchanging, as a router the store no longer answers does,

@@ -82,6 +82,12 @@ type MeterOptions struct {
 // last answer (SharedAnswer.Held), for the router's share to hold its part
 // of it: the requests the other routers sent.
 //
+// A router that the store does not answer at all (cut off from it, while
+// the others are not) sends on its share, and nothing of that reaches the
+// windows. It is missing from the epochs of the demand exchange, which
+// reserve its share for it (Allocate); each router's windows leave those
+// reserves free (poolMeter.absent), as the shares do.
+//
 // When the store answers again, its windows know nothing of what the routers
 // sent on their shares meanwhile: for two windows (each router tries the
 // store once a window, so every router has found it back within a window of
@@ -440,6 +446,17 @@ func (m *Meter) state(now int64) string {
 type poolMeter struct {
 	m      *Meter
 	limits atomic.Pointer[map[string]poolLimit]
+	// absent is what the routers missing from the last epoch this router
+	// read may send on their shares (Allocate's reserves): a router the
+	// store does not answer sends it without the store's windows counting
+	// it, so the windows leave it room. Nil: none.
+	absent atomic.Pointer[absentReserves]
+}
+
+// absentReserves are the reserves of one epoch (reservesOf).
+type absentReserves struct {
+	shares   []float64
+	rostered int
 }
 
 // poolLimit is one region's key and quota in the store.
@@ -491,7 +508,16 @@ func (pm *poolMeter) TakeShared(region string, now int64, c policy.Class) policy
 	if until := l.full.Load(); now < until && pm.m.down.Load() == 0 {
 		return policy.SharedAnswer{Verdict: policy.SharedFull, Wait: until - now}
 	}
-	v, wait, held, yielded, ticket := pm.m.take(l.key, l.limit, now, c)
+	limit := l.limit
+	if a := pm.absent.Load(); a != nil {
+		limit -= int64(reservedCalls(float64(l.limit), a.shares, a.rostered))
+	}
+	if limit < 1 {
+		// The absent routers may send the whole quota: this router's share
+		// meters what is left (none in the epoch's allocation).
+		return policy.SharedAnswer{}
+	}
+	v, wait, held, yielded, ticket := pm.m.take(l.key, limit, now, c)
 	switch {
 	case yielded:
 		// The window was not read: nothing is known of it.
@@ -523,6 +549,16 @@ func (pm *poolMeter) Forget(region string, ticket uint64) {
 		pm.m.forget(l.key, ticket)
 		l.full.Store(0)
 	}
+}
+
+// setAbsent keeps the reserves of the routers missing from the last epoch
+// this router read.
+func (pm *poolMeter) setAbsent(reserves []float64, rostered int) {
+	if len(reserves) == 0 {
+		pm.absent.Store(nil)
+		return
+	}
+	pm.absent.Store(&absentReserves{shares: reserves, rostered: rostered})
 }
 
 // set takes the quotas of p, as the table gives them (not scaled by any

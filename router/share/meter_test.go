@@ -108,6 +108,49 @@ func TestMeterSharesOneQuota(t *testing.T) {
 	}
 }
 
+// TestWindowLeavesRoomForAbsentRouters: a router the store does not answer
+// sends on its share, which the store's windows do not count; the routers
+// still metering there leave it the calls their last epoch reserved for it
+// (rounded up for a share it holds, down for a static one), and leave the
+// region to their own shares when the reserves take all of it.
+func TestWindowLeavesRoomForAbsentRouters(t *testing.T) {
+	srv := redisserver.ForTest(t)
+	tp := meterPool(100) // 10 requests a second
+	// At ten times real speed a window is a tenth of a second.
+	pm := &poolMeter{m: meterWith(t, MeterOptions{URL: srv.URL(), ID: "b", Scale: claimScale})}
+	pm.set(&tp)
+	next := func(now int64) int64 {
+		time.Sleep(time.Second / claimScale * 11 / 10)
+		return now + 2*int64(time.Second)
+	}
+	admitted := func(now int64) int {
+		n := 0
+		for range 12 {
+			if pm.TakeShared("europe-west4", now, first(policy.PriorityDefault)).Verdict == policy.SharedAdmitted {
+				n++
+			}
+		}
+		return n
+	}
+	now := time.Now().UnixNano()
+	// One router held 0.44 (4.4 calls: 5 kept), another is static at 1/4
+	// (2.5 calls: 2 kept): 3 of 10 are left.
+	pm.setAbsent([]float64{0.44, 0.25}, 1)
+	if got := admitted(now); got != 3 {
+		t.Errorf("%d requests admitted beside the absent routers' reserves, want 3", got)
+	}
+	now = next(now)
+	pm.setAbsent(nil, 0)
+	if got := admitted(now); got != 10 {
+		t.Errorf("%d requests admitted with no router absent, want 10", got)
+	}
+	now = next(now)
+	pm.setAbsent([]float64{0.95}, 1)
+	if v := pm.TakeShared("europe-west4", now, first(policy.PriorityDefault)).Verdict; v != policy.SharedUnknown {
+		t.Errorf("verdict %d with the whole quota reserved, want SharedUnknown: the router's share meters", v)
+	}
+}
+
 // TestMeterFallsBackAndComesBack cuts the store off: the request that finds
 // it gone is left to the router's share, and so is every request of the
 // next window, without asking the store even once it is back; then one
