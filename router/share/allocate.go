@@ -172,16 +172,17 @@ type Part struct {
 	self   int
 	// reserves are the shares of the routers of n absent from the snapshot
 	// (Allocate), largest first; the first rostered are the shares of the
-	// store's roster, which their routers may hold with a place of their
-	// own (held): their calls are counted rounded up, the others' (static
-	// shares) rounded down, and those calls are not handed out.
+	// store's roster, which their routers may hold (Part.within): their calls
+	// are counted rounded up, the others' (static shares) rounded down, and
+	// those calls are not handed out.
 	reserves []float64
 	rostered int
 	n        int
-	// held caps the calls at the share rounded up: the part of a router
-	// holding its last epochs' place while the store does not answer it
-	// (Controller.holdPart), which the others count rounded up for it.
-	held bool
+	// within, when set, are the parts of the last epochs a router holds
+	// while the store does not answer it (Controller.holdPart): of each
+	// region it takes the least calls any of them hands it, and at most its
+	// share rounded up, which the others count for it (Scale).
+	within []Part
 }
 
 // StaticPart is the part of a router that takes 1/n and knows no ranks: it
@@ -242,8 +243,17 @@ func DemandPart(peers []Peer, id string) (Part, bool) {
 // times a second. When the cluster has a whole call or more, the router gets
 // whole calls: its floor of k × share, plus one if its remainder is among the
 // largest when it is ranked. Below one call a second, when no whole call can
-// be handed out, it gets k × share, which the policy paces evenly.
+// be handed out, it gets k × share, which the policy paces evenly. A held
+// part (within) gets the least of its epochs' calls, at most its share
+// rounded up, as in the first region Scale scales.
 func (p Part) Calls(k float64) float64 {
+	if len(p.within) > 0 && k >= 1 {
+		least := math.Ceil(k*p.Share - 1e-9)
+		for _, w := range p.within {
+			least = min(least, w.Calls(k))
+		}
+		return least
+	}
 	mine, _ := p.calls(k, 0)
 	return mine
 }
@@ -311,9 +321,6 @@ func (p Part) calls(k float64, start int) (mine float64, handed int) {
 			}
 		}
 		mine = floors[p.self]
-	}
-	if p.held {
-		mine = min(mine, math.Ceil(k*p.Share-1e-9))
 	}
 	return mine, handed
 }

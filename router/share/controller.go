@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -314,11 +313,10 @@ func (c *Controller) exchangeOnce(ctx context.Context) {
 
 // holdPart is the part a router takes while the store does not answer it,
 // and false when it has none to hold. Its share is the least of the shares
-// it published in its last two good exchanges and the share the last one's
-// epoch gave it, each a static share where it had none. When its last three
-// epochs gave the same allocation, it keeps its place in it (whole calls by
-// largest remainder, capped at its share rounded up); otherwise it rounds
-// its calls down.
+// it published in its last two good exchanges and the shares its last three
+// epochs gave it, each a static share where it had none; of each region it
+// takes the least whole calls any of those epochs handed it (largest
+// remainder, Part.calls), and at most its share rounded up (Scale).
 //
 // It keeps the routers within their capacity, whoever the store stopped
 // answering, by construction:
@@ -339,9 +337,9 @@ func (c *Controller) exchangeOnce(ctx context.Context) {
 //   - When every router lost the store at once, the last epochs they read
 //     are within one of each other (an exchange every half epoch, each
 //     bounded by its timeout), and each router's last three reads span two
-//     epochs: every router holds at most its part of one common epoch, and
-//     its place in that epoch's whole calls only when its allocation did not
-//     change between them, so the held calls add up as that epoch's do.
+//     epochs: one epoch is among every router's reads, and each router holds
+//     at most its share and its calls of that epoch, which add up to the
+//     capacity at most.
 //
 // It holds only while the replica count is the one of the last exchange: a
 // router that starts meanwhile knows no epoch and takes its static share,
@@ -353,8 +351,11 @@ func (ps *poolShare) holdPart(static Part) (Part, bool) {
 	if ps.nreads == 0 {
 		return Part{}, false
 	}
-	last := ps.reads[2]
-	h := last.Share
+	within := append([]Part(nil), ps.reads[3-ps.nreads:]...)
+	h := 1.0
+	for _, r := range within {
+		h = min(h, r.Share)
+	}
 	for _, p := range ps.published {
 		if p < 0 {
 			p = static.Share
@@ -364,18 +365,7 @@ func (ps *poolShare) holdPart(static Part) (Part, bool) {
 	if h <= 0 {
 		return Part{}, false
 	}
-	if ps.nreads == 3 && h == last.Share && sameAllocation(ps.reads[0], last) && sameAllocation(ps.reads[1], last) && last.self >= 0 {
-		last.held = true
-		return last, true
-	}
-	return Part{Share: h, self: -1, n: static.n}, true
-}
-
-// sameAllocation reports whether a and b hand out the same calls: the same
-// shares in the same order, place and reserves.
-func sameAllocation(a, b Part) bool {
-	return a.Share == b.Share && a.self == b.self && a.n == b.n && a.rostered == b.rostered &&
-		slices.Equal(a.shares, b.shares) && slices.Equal(a.reserves, b.reserves)
+	return Part{Share: h, self: -1, n: static.n, within: within}, true
 }
 
 // recompute computes every pool's target part at now and the pool to

@@ -60,6 +60,9 @@ const minShare = 1e-6
 // a store, Meter, and the share meters requests only when it does not
 // answer.
 func Scale(p table.Pool, part Part) table.Pool {
+	if len(part.within) > 0 {
+		return scaleWithin(p, part)
+	}
 	c := cluster(&p)
 	s := Of(&p, part.Share)
 	if s == 1 {
@@ -83,6 +86,32 @@ func Scale(p table.Pool, part Part) table.Pool {
 	e := &p.Policy.Ejection
 	e.MinRequests = max(scaleLimit(e.MinRequests, s), min(e.MinRequests, minEvidence))
 	return p
+}
+
+// scaleWithin is Scale for a held part (Part.within): its share scales the
+// tokens and limits, and each region's calls are the least that any of its
+// epochs' parts hands it there (each computed in that part's own order of
+// regions), at most the share's rounded up.
+func scaleWithin(p table.Pool, part Part) table.Pool {
+	out := Scale(p, Part{Share: part.Share, self: -1, n: part.n})
+	least := make([]float64, len(p.Regions))
+	for i := range least {
+		least[i] = math.Inf(1)
+	}
+	for _, w := range part.within {
+		sw := Scale(p, w)
+		for i := range least {
+			least[i] = min(least[i], sw.Regions[i].Capacity.RequestsPerSecond)
+		}
+	}
+	c := cluster(&p)
+	for i := range out.Regions {
+		// Below one call a second the share paces the calls (Part.calls).
+		if k := p.Regions[i].Capacity.RequestsPerSecond * c; k >= 1 {
+			out.Regions[i].Capacity.RequestsPerSecond = max(min(least[i], math.Ceil(k*part.Share-1e-9)), minRate)
+		}
+	}
+	return out
 }
 
 // minEvidence is the fewest answers a router with a small share judges a

@@ -1,6 +1,7 @@
 package share
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -112,5 +113,75 @@ func TestScaleSpreadsLeftovers(t *testing.T) {
 				t.Errorf("%d routers meter %v of %s's %v calls a second together", n, perRegion[i], r.Name, r.Capacity.RequestsPerSecond)
 			}
 		}
+	}
+}
+
+// TestHeldCallsAddUp: three routers whose store stopped answering hold the
+// parts of their last three epochs, in which the allocation moved from
+// 60/25/15 to 70/20/10 at different reads for each; one epoch is among
+// every router's reads. Over regions of 6, 5 and 4 calls a second the held
+// calls add up to at most each region's, and keep more of them than
+// rounding each held share down would.
+func TestHeldCallsAddUp(t *testing.T) {
+	epoch := func(ds ...float64) []Peer {
+		var ps []Peer
+		for i, d := range ds {
+			ps = append(ps, Peer{ID: fmt.Sprintf("r%d", i), Replicas: 3, Demand: d})
+		}
+		return ps
+	}
+	before, after := epoch(60, 25, 15), epoch(70, 20, 10)
+	part := func(peers []Peer, i int) Part {
+		p, ok := DemandPart(peers, fmt.Sprintf("r%d", i))
+		if !ok {
+			t.Fatal("router missing from its epoch")
+		}
+		return p
+	}
+	pool := table.Pool{Project: "p", Model: "m", Regions: []table.Region{
+		{Name: "a", Capacity: table.Capacity{RequestsPerSecond: 6}},
+		{Name: "b", Capacity: table.Capacity{RequestsPerSecond: 5}},
+		{Name: "c", Capacity: table.Capacity{RequestsPerSecond: 4}},
+	}, Policy: table.DefaultPolicy()}
+	pool.Default()
+	// Which of the three reads saw the new allocation, per router: the
+	// epoch before the change is among them all.
+	seen := [][3]bool{{false, false, true}, {false, true, true}, {false, false, false}}
+	held, floored := map[string]float64{}, map[string]float64{}
+	for i, s := range seen {
+		ps := &poolShare{published: [2]float64{-1, -1}}
+		for j, isAfter := range s {
+			peers := before
+			if isAfter {
+				peers = after
+			}
+			r := part(peers, i)
+			ps.reads = [3]Part{ps.reads[1], ps.reads[2], r}
+			ps.nreads++
+			if j > 0 {
+				ps.published = [2]float64{ps.published[1], ps.reads[1].Share}
+			}
+		}
+		hp, ok := ps.holdPart(StaticPart(3))
+		if !ok {
+			t.Fatal("no part held")
+		}
+		got, flat := Scale(pool, hp), Scale(pool, Part{Share: hp.Share, self: -1, n: 3})
+		for _, r := range pool.Regions {
+			held[r.Name] += capacityOf(got, r.Name).RequestsPerSecond
+			floored[r.Name] += capacityOf(flat, r.Name).RequestsPerSecond
+		}
+	}
+	var sumHeld, sumFloored float64
+	for _, r := range pool.Regions {
+		if held[r.Name] > r.Capacity.RequestsPerSecond {
+			t.Errorf("region %s: held calls add up to %v, over its %v", r.Name, held[r.Name], r.Capacity.RequestsPerSecond)
+		}
+		sumHeld += held[r.Name]
+		sumFloored += floored[r.Name]
+	}
+	t.Logf("held calls %v (%v in all), rounded down %v (%v)", held, sumHeld, floored, sumFloored)
+	if sumHeld <= sumFloored {
+		t.Errorf("held calls %v in all, no more than the %v of shares rounded down", sumHeld, sumFloored)
 	}
 }
