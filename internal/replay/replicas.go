@@ -27,8 +27,8 @@ const (
 	ShareStatic
 	// ShareStore: with a real Redis server, the routers meter each region's
 	// request quota together in it (share.Meter), exchange their demand
-	// through it and share the rest of the capacity by demand; each falls
-	// back to its static share when the store is gone.
+	// through it and share the rest of the capacity by demand; a router the
+	// store does not answer holds the share its last epochs gave it.
 	ShareStore
 )
 
@@ -45,6 +45,10 @@ type ReplicaOptions struct {
 	// KillStoreAt, when positive, kills the Redis server at that scenario
 	// time, as a crash would (ShareStore only).
 	KillStoreAt time.Duration
+	// CutOffAt, when positive, cuts the first router off from the Redis
+	// server at that scenario time, as a network policy or a partition
+	// would, while the others still reach it (ShareStore only).
+	CutOffAt time.Duration
 }
 
 // Name is the column's name: the routers, their share and the split.
@@ -71,6 +75,9 @@ func (o ReplicaOptions) Name() string {
 	if o.KillStoreAt > 0 {
 		b.WriteString(", store killed at " + fmtDuration(o.KillStoreAt))
 	}
+	if o.CutOffAt > 0 {
+		b.WriteString(", router 1 cut off from the store at " + fmtDuration(o.CutOffAt))
+	}
 	return b.String()
 }
 
@@ -95,6 +102,7 @@ type replicated struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	store  *redisserver.Server
+	link   *redisserver.Link // the first router's way to the store; nil unless CutOffAt
 	closed []func() error
 	tally  *tally // nil without diagnostics
 	name   string
@@ -173,8 +181,16 @@ func newReplicated(env *Env, o ReplicaOptions) (_ *replicated, err error) {
 			Logger:   env.logger(),
 		}
 		if r.store != nil {
+			url := r.store.URL()
+			if i == 0 && o.CutOffAt > 0 {
+				l, err := r.store.Link()
+				if err != nil {
+					return nil, err
+				}
+				r.link, url = l, l.URL()
+			}
 			x, err := share.NewExchange(share.ExchangeOptions{
-				URL: r.store.URL(), ID: fmt.Sprintf("router-%d", i),
+				URL: url, ID: fmt.Sprintf("router-%d", i),
 				Epoch: time.Duration(float64(share.DefaultEpoch) / scale),
 				Keep:  time.Duration(float64(share.DefaultKeep) / scale),
 			})
@@ -183,7 +199,7 @@ func newReplicated(env *Env, o ReplicaOptions) (_ *replicated, err error) {
 			}
 			r.closed = append(r.closed, x.Close)
 			opts.Store = x
-			m, err := share.NewMeter(share.MeterOptions{URL: r.store.URL(), ID: fmt.Sprintf("router-%d", i), Scale: scale, Logger: env.logger()})
+			m, err := share.NewMeter(share.MeterOptions{URL: url, ID: fmt.Sprintf("router-%d", i), Scale: scale, Logger: env.logger()})
 			if err != nil {
 				return nil, err
 			}
@@ -201,19 +217,32 @@ func newReplicated(env *Env, o ReplicaOptions) (_ *replicated, err error) {
 		go func() { defer r.wg.Done(); _ = rep.ctl.Run(ctx) }()
 	}
 	if r.store != nil && o.KillStoreAt > 0 {
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			for env.Clock.Elapsed() < o.KillStoreAt {
-				if env.Clock.Sleep(ctx, 100*time.Millisecond) != nil {
-					return
-				}
-			}
+		r.at(ctx, o.KillStoreAt, func() {
 			env.logger().Info("share store killed", "at", env.Clock.Elapsed())
 			r.store.Kill()
-		}()
+		})
+	}
+	if r.link != nil {
+		r.at(ctx, o.CutOffAt, func() {
+			env.logger().Info("router 1 cut off from the share store", "at", env.Clock.Elapsed())
+			r.link.Cut()
+		})
 	}
 	return r, nil
+}
+
+// at runs f at scenario time t, unless ctx ends first.
+func (r *replicated) at(ctx context.Context, t time.Duration, f func()) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for r.env.Clock.Elapsed() < t {
+			if r.env.Clock.Sleep(ctx, 100*time.Millisecond) != nil {
+				return
+			}
+		}
+		f()
+	}()
 }
 
 // Start sends the call to a router drawn by the split and counts it in that
@@ -260,6 +289,9 @@ func (r *replicated) Close() error {
 	for _, c := range r.closed {
 		errs = append(errs, c())
 	}
+	if r.link != nil {
+		r.link.Cut()
+	}
 	if r.store != nil {
 		r.store.Kill()
 	}
@@ -287,8 +319,9 @@ var SplitSkewed = []float64{0.7, 0.2, 0.1}
 // ReplicaColumns are the columns of n routers that the many-routers scenario
 // is replayed with: no share (each router meters whole capacities,
 // as before router/share), the static share and the shared store with calls
-// spread evenly and (for three routers) 70/20/10, and the shared store
-// killed at killAt.
+// spread evenly and (for three routers) 70/20/10, the shared store killed
+// at killAt, and (for three routers) the busiest router cut off from it at
+// killAt while the others still reach it.
 func ReplicaColumns(n int, killAt time.Duration) []ReplicaOptions {
 	cols := []ReplicaOptions{{N: n, Share: ShareNone}, {N: n, Share: ShareStatic}}
 	skew := SplitSkewed
@@ -305,6 +338,7 @@ func ReplicaColumns(n int, killAt time.Duration) []ReplicaOptions {
 	cols = append(cols, ReplicaOptions{N: n, Share: ShareStore, KillStoreAt: killAt})
 	if skew != nil {
 		cols = append(cols, ReplicaOptions{N: n, Share: ShareStore, Split: skew, KillStoreAt: killAt})
+		cols = append(cols, ReplicaOptions{N: n, Share: ShareStore, Split: skew, CutOffAt: killAt})
 	}
 	return cols
 }

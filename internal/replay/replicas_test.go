@@ -29,7 +29,9 @@ func shortDown(t *testing.T) *emulator.Scenario {
 // regions over their quota for long runs of seconds; routers with a static
 // share, and routers sharing a real Redis server (request quotas metered in
 // it, the rest shared by demand) that is killed halfway with calls split
-// 70/20/10, keep every region within its quota but for single seconds. The full replay (make replay) holds them to
+// 70/20/10, or that the busiest router is cut off from halfway (it holds
+// its 70% while the others' windows in the store leave it that room), keep
+// every region within its quota but for single seconds. The full replay (make replay) holds them to
 // the targets in docs/replays.md.
 func TestRoutersShareQuota(t *testing.T) {
 	if testing.Short() {
@@ -39,6 +41,7 @@ func TestRoutersShareQuota(t *testing.T) {
 		{N: 3, Share: ShareNone},
 		{N: 3, Share: ShareStatic},
 		{N: 3, Share: ShareStore, Split: SplitSkewed, KillStoreAt: time.Minute},
+		{N: 3, Share: ShareStore, Split: SplitSkewed, CutOffAt: time.Minute},
 	}
 	var pols []Policy
 	for _, o := range cols {
