@@ -73,7 +73,6 @@ func TestDemandShareAndStoreLoss(t *testing.T) {
 	)
 	pool := testPool()
 	key := pool.Key()
-	split := []float64{0.7, 0.2, 0.1}
 	var cs []*Controller
 	var as []*applied
 	ctx, cancel := context.WithCancel(context.Background())
@@ -95,28 +94,10 @@ func TestDemandShareAndStoreLoss(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = c.Run(ctx) }()
 	}
-	// Calls split 70/20/10: every 10 ms, 7, 2 and 1 calls (from one loop,
-	// so that a busy machine cannot skew the split).
+	// Calls split 70/20/10.
 	load, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-load.Done():
-				return
-			case now := <-tick.C:
-				for i, c := range cs {
-					for range int(split[i] * 10) {
-						c.Demand(key).Add(now.UnixNano())
-					}
-				}
-			}
-		}
-	}()
+	drive(load, &wg, key, cs, 7, 2, 1)
 	shares := func() []float64 {
 		var out []float64
 		for _, c := range cs {
@@ -237,24 +218,7 @@ func TestHeldShareEndsWhenTheCountMoves(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = c.Run(ctx) }()
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-tick.C:
-				for range 8 {
-					cs[0].Demand(key).Add(now.UnixNano())
-				}
-				cs[1].Demand(key).Add(now.UnixNano())
-				cs[1].Demand(key).Add(now.UnixNano())
-			}
-		}
-	}()
+	drive(ctx, &wg, key, cs, 8, 2)
 	share := func(i int) float64 { return cs[i].Shares()[0].Share }
 	waitFor := func(what string, within time.Duration, ok func() bool) {
 		t.Helper()
@@ -314,24 +278,7 @@ func TestMeterLeavesTheCutOffRouterItsShare(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = c.Run(run) }()
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-tick.C:
-				for range 8 {
-					cs[0].Demand(key).Add(now.UnixNano())
-				}
-				cs[1].Demand(key).Add(now.UnixNano())
-				cs[1].Demand(key).Add(now.UnixNano())
-			}
-		}
-	}()
+	drive(ctx, &wg, key, cs, 8, 2)
 	absent := func() *absentReserves { return cs[1].SharedMeter(key).(*poolMeter).absent.Load() }
 	// Demand counted over a few epochs: the request quotas are metered in
 	// the store, so the shares scale only what the store does not meter.
@@ -433,6 +380,29 @@ func TestAbsentRouterKeepsItsReserve(t *testing.T) {
 	if s, _ := allocate(got[1], "b"); math.Abs(s-20.0/30) > 1e-9 {
 		t.Errorf("b's share %v with a counted out, want its demand's part of all (peers %+v)", s, got[1])
 	}
+}
+
+// drive counts calls[i] calls of pool key to router cs[i] every 10 ms until
+// ctx ends, from one loop, so that a busy machine cannot skew the split.
+func drive(ctx context.Context, wg *sync.WaitGroup, key table.Key, cs []*Controller, calls ...int) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				for i, c := range cs {
+					for range calls[i] {
+						c.Demand(key).Add(now.UnixNano())
+					}
+				}
+			}
+		}
+	}()
 }
 
 // TestBadStoreURLKeepsItsPasswordSecret: an error about the store's URL
