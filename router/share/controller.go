@@ -111,7 +111,7 @@ type poolShare struct {
 	samples []sample   // target parts of the last GrowDelay, oldest first
 	applied table.Pool // the pool as metered now; no regions before the first apply
 	share   float64    // the replica share in force
-	taken   float64    // the share the last store epoch gave; 0: none
+	taken   float64    // the share the last store epoch gave, or the one held; 0: none
 	source  string
 	// published are the shares this router published in its last two good
 	// exchanges, oldest first (a static share where it took none; -1: no
@@ -121,6 +121,7 @@ type poolShare struct {
 	published [2]float64
 	reads     [3]Part
 	nreads    int
+	present   time.Time // when the last exchange whose epoch held this router answered
 }
 
 // sample is a target part and when it was computed.
@@ -304,11 +305,24 @@ func (c *Controller) exchangeOnce(ctx context.Context) {
 		ps.published = [2]float64{ps.published[1], e.Share}
 		read := staticPart(c.o.Replicas)
 		if p, ok := DemandPart(peers[l], c.o.Store.ID()); ok {
-			read = p
+			read, ps.present = p, c.exchange
+		} else if c.canHold(ps, c.exchange) {
+			// Missing from the epoch while it holds (the store came back
+			// and has not yet seen it write twice): the others reserved
+			// what it published for it, and its reads stay its last
+			// epochs'.
+			continue
 		}
 		ps.reads = [3]Part{ps.reads[1], ps.reads[2], read}
 		ps.nreads = min(ps.nreads+1, 3)
 	}
+}
+
+// canHold reports whether pool share ps may be held at now: it has read an
+// epoch, the replica count has not moved since the last exchange, and the
+// last epoch it was in is no older than Hold. Caller must hold c.mu.
+func (c *Controller) canHold(ps *poolShare, now time.Time) bool {
+	return c.o.Store != nil && ps.nreads > 0 && !c.moved && now.Sub(ps.present) <= c.o.Hold
 }
 
 // holdPart is the part a router takes while the store does not answer it,
@@ -340,6 +354,13 @@ func (c *Controller) exchangeOnce(ctx context.Context) {
 //     epochs: one epoch is among every router's reads, and each router holds
 //     at most its share and its calls of that epoch, which add up to the
 //     capacity at most.
+//
+// A router missing from the epoch it reads when the store answers again
+// (it wrote into none of the last) holds too, and publishes its held share:
+// the others reserved for it what it published last, and its reads stay
+// its last epochs', so that a store that comes and goes for a moment leaves
+// every router its held part. The hold ends Hold after the last epoch the
+// router was in.
 //
 // It holds only while the replica count is the one of the last exchange: a
 // router that starts meanwhile knows no epoch and takes its static share,
@@ -381,7 +402,6 @@ func (c *Controller) recompute(now time.Time, force bool) bool {
 	if !c.exchange.IsZero() && n != c.exchanged {
 		c.moved = true
 	}
-	holding := c.o.Store != nil && !fresh && !c.exchange.IsZero() && !c.moved && now.Sub(c.exchange) <= c.o.Hold
 	changed := false
 	for i := range c.tbl.Pools {
 		pool := &c.tbl.Pools[i]
@@ -400,11 +420,16 @@ func (c *Controller) recompute(now time.Time, force bool) bool {
 			if p, ok := DemandPart(c.peers[c.labels[k]], c.o.Store.ID()); ok {
 				target, src = p, "demand exchanged through the share store"
 				ps.taken = p.Share
+			} else if p, ok := ps.holdPart(target); ok && c.canHold(ps, now) {
+				target, ps.taken = p, p.Share
+				src = "held from the share store's last epochs (not in the store's last epoch)"
 			} else {
 				src += " (not in the store's last epoch)"
 			}
-		} else if p, ok := ps.holdPart(target); ok && holding {
-			target = p
+		} else if p, ok := ps.holdPart(target); ok && c.canHold(ps, now) {
+			// Published when the store answers again, so that a store that
+			// comes and goes leaves the router its held share, not 1/N.
+			target, ps.taken = p, p.Share
 			src = "held from the share store's last epochs (no exchange in " + c.o.MaxAge.String() + "; static after " + c.o.Hold.String() + ")"
 		} else if c.o.Store != nil {
 			src += " (share store: no exchange in " + c.o.MaxAge.String() + ")"

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regionwarden/regionwarden/internal/proxytest"
 	"github.com/regionwarden/regionwarden/internal/redisserver"
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -247,6 +248,66 @@ func TestHeldShareEndsWhenTheCountMoves(t *testing.T) {
 	waitFor("the busiest takes its static third", 3*interval, func() bool { return math.Abs(share(0)-1.0/3) < 1e-9 })
 	waitFor("the other takes its static third", 6*interval+3*interval, func() bool { return math.Abs(share(1)-1.0/3) < 1e-9 })
 	t.Logf("count moved: both on their static third after %v", time.Since(moved))
+}
+
+// TestHeldShareOutlastsAFlappingStore: two routers split 80/20 reach the
+// store through a link that goes down, comes back for a moment (too short
+// for the routers to write into two epochs in a row, so the epoch each reads
+// lacks them) and goes down again: the busiest holds its 80% throughout,
+// and the shares add up to at most one.
+func TestHeldShareOutlastsAFlappingStore(t *testing.T) {
+	srv := redisserver.ForTest(t)
+	link := proxytest.Start(t, srv.Addr)
+	const interval = 50 * time.Millisecond
+	pool := testPool()
+	key := pool.Key()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	var cs []*Controller
+	for _, id := range []string{"a", "b"} {
+		x, err := NewExchange(ExchangeOptions{URL: "redis://" + link.Addr() + "/0", ID: id, Epoch: 2 * interval, Timeout: interval / 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = x.Close() })
+		var a applied
+		c := New(Options{Apply: a.apply, Replicas: Static(2), Store: x, Interval: interval, MaxAge: 3 * interval, GrowDelay: 6 * interval})
+		if err := c.SetTable(&table.Table{Version: table.Version, Pools: []table.Pool{pool}}); err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = c.Run(ctx) }()
+	}
+	drive(ctx, &wg, key, cs, 8, 2)
+	share := func(i int) float64 { return cs[i].Shares()[0].Share }
+	deadline := time.Now().Add(5 * time.Second)
+	for math.Abs(share(0)-0.8) > 0.05 {
+		if time.Now().After(deadline) {
+			t.Fatalf("shares %v and %v after 5s, want about 0.8 and 0.2", share(0), share(1))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	worst, least := 0.0, 1.0
+	watch := func(d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			worst, least = max(worst, share(0)+share(1)), min(least, share(0))
+		}
+	}
+	link.Shut()
+	watch(6 * interval)
+	link.Open()
+	watch(3 * interval / 2)
+	link.Shut()
+	watch(10 * interval)
+	t.Logf("the busiest router held at least %.4f (%s); the shares added up to %.4f at worst", least, cs[0].Shares()[0].Source, worst)
+	if least < 0.7 {
+		t.Errorf("the busiest router's share fell to %v while the store came and went, want its 0.8 held", least)
+	}
+	if worst > 1+1e-9 {
+		t.Errorf("the shares added up to %v", worst)
+	}
 }
 
 // TestMeterLeavesTheCutOffRouterItsShare: of two routers split 80/20 with
