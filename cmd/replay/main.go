@@ -114,9 +114,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		cols := forScenario(policies, sc.Name, cfg.pkScens)
 		if sc.Name == replay.ScenarioManyRouters && cfg.routers > 1 {
-			// Several routers on the same regions: the store is killed, or
-			// the busiest router cut off from it, in the middle of the
-			// provisioned region's outage.
+			// Several routers on the same regions: the store is killed in the
+			// middle of the provisioned region's outage.
 			for _, o := range replay.ReplicaColumns(cfg.routers, sc.Duration.Duration/2) {
 				cols = append(cols, replay.Replicas(o))
 			}
