@@ -194,32 +194,11 @@ func TestDemandShareAndStoreLoss(t *testing.T) {
 // at once.
 func TestHeldShareEndsWhenTheCountMoves(t *testing.T) {
 	srv := redisserver.ForTest(t)
-	const interval = 50 * time.Millisecond
-	pool := testPool()
-	key := pool.Key()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	var cs []*Controller
-	var ns []*counter
-	for _, id := range []string{"a", "b"} {
-		x, err := NewExchange(ExchangeOptions{URL: srv.URL(), ID: id, Epoch: 2 * interval})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = x.Close() })
-		n := &counter{}
-		n.n.Store(2)
-		var a applied
-		c := New(Options{Apply: a.apply, Replicas: n, Store: x, Interval: interval, MaxAge: 3 * interval, GrowDelay: 6 * interval})
-		if err := c.SetTable(&table.Table{Version: table.Version, Pools: []table.Pool{pool}}); err != nil {
-			t.Fatal(err)
-		}
-		cs, ns = append(cs, c), append(ns, n)
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = c.Run(ctx) }()
-	}
-	drive(ctx, &wg, key, cs, 8, 2)
+	ns := []*counter{{}, {}}
+	cs, _ := twoRouters(t, srv.URL(), testPool(), func(i int) Options {
+		ns[i].n.Store(2)
+		return Options{Replicas: ns[i]}
+	})
 	share := func(i int) float64 { return cs[i].Shares()[0].Share }
 	waitFor := func(what string, within time.Duration, ok func() bool) {
 		t.Helper()
@@ -245,8 +224,8 @@ func TestHeldShareEndsWhenTheCountMoves(t *testing.T) {
 	}
 	cs[0].Changed()
 	cs[1].Changed()
-	waitFor("the busiest takes its static third", 3*interval, func() bool { return math.Abs(share(0)-1.0/3) < 1e-9 })
-	waitFor("the other takes its static third", 6*interval+3*interval, func() bool { return math.Abs(share(1)-1.0/3) < 1e-9 })
+	waitFor("the busiest takes its static third", 3*twoInterval, func() bool { return math.Abs(share(0)-1.0/3) < 1e-9 })
+	waitFor("the other takes its static third", 6*twoInterval+3*twoInterval, func() bool { return math.Abs(share(1)-1.0/3) < 1e-9 })
 	t.Logf("count moved: both on their static third after %v", time.Since(moved))
 }
 
@@ -258,29 +237,7 @@ func TestHeldShareEndsWhenTheCountMoves(t *testing.T) {
 func TestHeldShareOutlastsAFlappingStore(t *testing.T) {
 	srv := redisserver.ForTest(t)
 	link := proxytest.Start(t, srv.Addr)
-	const interval = 50 * time.Millisecond
-	pool := testPool()
-	key := pool.Key()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	var cs []*Controller
-	for _, id := range []string{"a", "b"} {
-		x, err := NewExchange(ExchangeOptions{URL: "redis://" + link.Addr() + "/0", ID: id, Epoch: 2 * interval, Timeout: interval / 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = x.Close() })
-		var a applied
-		c := New(Options{Apply: a.apply, Replicas: Static(2), Store: x, Interval: interval, MaxAge: 3 * interval, GrowDelay: 6 * interval})
-		if err := c.SetTable(&table.Table{Version: table.Version, Pools: []table.Pool{pool}}); err != nil {
-			t.Fatal(err)
-		}
-		cs = append(cs, c)
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = c.Run(ctx) }()
-	}
-	drive(ctx, &wg, key, cs, 8, 2)
+	cs, _ := twoRouters(t, "redis://"+link.Addr()+"/0", testPool(), func(int) Options { return Options{Replicas: Static(2)} })
 	share := func(i int) float64 { return cs[i].Shares()[0].Share }
 	deadline := time.Now().Add(5 * time.Second)
 	for math.Abs(share(0)-0.8) > 0.05 {
@@ -296,11 +253,11 @@ func TestHeldShareOutlastsAFlappingStore(t *testing.T) {
 		}
 	}
 	link.Shut()
-	watch(6 * interval)
+	watch(6 * twoInterval)
 	link.Open()
-	watch(3 * interval / 2)
+	watch(3 * twoInterval / 2)
 	link.Shut()
-	watch(10 * interval)
+	watch(10 * twoInterval)
 	t.Logf("the busiest router held at least %.4f (%s); the shares added up to %.4f at worst", least, cs[0].Shares()[0].Source, worst)
 	if least < 0.7 {
 		t.Errorf("the busiest router's share fell to %v while the store came and went, want its 0.8 held", least)
@@ -316,34 +273,16 @@ func TestHeldShareOutlastsAFlappingStore(t *testing.T) {
 // the other's windows in the store then leave it the share it holds.
 func TestMeterLeavesTheCutOffRouterItsShare(t *testing.T) {
 	srv := redisserver.ForTest(t)
-	const interval = 50 * time.Millisecond
 	tp := meterPool(100)
 	key := tp.Key()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	var cs []*Controller
-	var stops []context.CancelFunc
-	for _, id := range []string{"a", "b"} {
-		x, err := NewExchange(ExchangeOptions{URL: srv.URL(), ID: id, Epoch: 2 * interval})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = x.Close() })
-		c := New(Options{Apply: func(*table.Table) error { return nil }, Replicas: Static(2), Store: x, Meter: newTestMeter(t, srv.URL(), id), Interval: interval, MaxAge: 3 * interval, GrowDelay: 6 * interval})
-		if err := c.SetTable(&table.Table{Version: table.Version, Pools: []table.Pool{tp}}); err != nil {
-			t.Fatal(err)
-		}
-		run, stop := context.WithCancel(ctx)
-		cs, stops = append(cs, c), append(stops, stop)
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = c.Run(run) }()
-	}
-	drive(ctx, &wg, key, cs, 8, 2)
+	ids := []string{"a", "b"}
+	cs, stops := twoRouters(t, srv.URL(), tp, func(i int) Options {
+		return Options{Replicas: Static(2), Meter: newTestMeter(t, srv.URL(), ids[i])}
+	})
 	absent := func() *absentReserves { return cs[1].SharedMeter(key).(*poolMeter).absent.Load() }
 	// Demand counted over a few epochs: the request quotas are metered in
 	// the store, so the shares scale only what the store does not meter.
-	time.Sleep(20 * interval)
+	time.Sleep(20 * twoInterval)
 	if a := absent(); a != nil {
 		t.Fatalf("reserves %+v with both routers exchanging, want none", *a)
 	}
@@ -441,6 +380,41 @@ func TestAbsentRouterKeepsItsReserve(t *testing.T) {
 	if s, _ := allocate(got[1], "b"); math.Abs(s-20.0/30) > 1e-9 {
 		t.Errorf("b's share %v with a counted out, want its demand's part of all (peers %+v)", s, got[1])
 	}
+}
+
+// twoInterval is the exchange interval of twoRouters: epochs of two.
+const twoInterval = 50 * time.Millisecond
+
+// twoRouters starts routers "a" and "b" on pool, exchanging through the
+// store at url with the options o gives each, on top of an Apply of its
+// own, the store, twoInterval, a MaxAge of three intervals and a GrowDelay
+// of six, and counts their demand 80/20 until the test ends. stops[i] stops
+// router i, as a router that the store no longer answers.
+func twoRouters(t *testing.T, url string, pool table.Pool, o func(i int) Options) (cs []*Controller, stops []context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for i, id := range []string{"a", "b"} {
+		x, err := NewExchange(ExchangeOptions{URL: url, ID: id, Epoch: 2 * twoInterval})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = x.Close() })
+		opts := o(i)
+		opts.Apply, opts.Store = (&applied{}).apply, x
+		opts.Interval, opts.MaxAge, opts.GrowDelay = twoInterval, 3*twoInterval, 6*twoInterval
+		c := New(opts)
+		if err := c.SetTable(&table.Table{Version: table.Version, Pools: []table.Pool{pool}}); err != nil {
+			t.Fatal(err)
+		}
+		run, stop := context.WithCancel(ctx)
+		cs, stops = append(cs, c), append(stops, stop)
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = c.Run(run) }()
+	}
+	drive(ctx, &wg, pool.Key(), cs, 8, 2)
+	return cs, stops
 }
 
 // drive counts calls[i] calls of pool key to router cs[i] every 10 ms until
