@@ -71,9 +71,10 @@ type ExchangeOptions struct {
 //
 // Keys expire after four epochs: a router that stops publishing drops out of
 // the next epoch by itself; the last share it published stays in the pool's
-// roster for Keep, for the others to reserve (Allocate). The keys are not declared to the script, so the
-// store must not be a Redis Cluster (a single server, or a primary with
-// replicas, as LiteLLM and Envoy's rate-limit service use it).
+// roster for Keep, for the others to reserve (Allocate). The keys are not
+// declared to the script, so the store must not be a Redis Cluster (a single
+// server, or a primary with replicas, as LiteLLM and Envoy's rate-limit
+// service use it).
 type Exchange struct {
 	rdb     *redis.Client
 	id      string
