@@ -67,7 +67,7 @@ type Options struct {
 	// store's shares: it then holds the least its last epochs gave it, for
 	// Hold, and takes its static share after that. Default DefaultMaxAge.
 	MaxAge time.Duration
-	// Hold is how long after the last good exchange the router holds its
+	// Hold is how long after the last epoch it was in the router holds its
 	// share when the store stops answering (see holdPart); the store's
 	// ExchangeOptions.Keep must be longer by GrowDelay and more. Default
 	// DefaultHold.
