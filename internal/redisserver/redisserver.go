@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -142,76 +141,4 @@ func ForTest(t TB) *Server {
 	}
 	t.Cleanup(s.Kill)
 	return s
-}
-
-// Link is a way to the server that can be cut, as a network policy or a
-// partition cuts one client off while the others still reach the server: it
-// forwards every connection made to it until Cut, which drops them all and
-// refuses new ones.
-type Link struct {
-	ln    net.Listener
-	to    string
-	mu    sync.Mutex
-	cut   bool
-	conns []net.Conn
-}
-
-// Link opens a link to the server on a free 127.0.0.1 port.
-func (s *Server) Link() (*Link, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	l := &Link{ln: ln, to: s.Addr}
-	go l.serve()
-	return l, nil
-}
-
-// URL is the server's redis:// URL through the link, database 0.
-func (l *Link) URL() string { return "redis://" + l.ln.Addr().String() + "/0" }
-
-// Cut drops every connection through the link and refuses new ones. Safe to
-// call more than once.
-func (l *Link) Cut() {
-	_ = l.ln.Close()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.cut = true
-	for _, c := range l.conns {
-		_ = c.Close()
-	}
-	l.conns = nil
-}
-
-func (l *Link) serve() {
-	for {
-		c, err := l.ln.Accept()
-		if err != nil {
-			return
-		}
-		go l.forward(c)
-	}
-}
-
-// forward copies both ways between c and a new connection to the server
-// until either side closes or the link is cut.
-func (l *Link) forward(c net.Conn) {
-	s, err := net.Dial("tcp", l.to)
-	if err != nil {
-		_ = c.Close()
-		return
-	}
-	l.mu.Lock()
-	if l.cut {
-		l.mu.Unlock()
-		_, _ = c.Close(), s.Close()
-		return
-	}
-	l.conns = append(l.conns, c, s)
-	l.mu.Unlock()
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(s, c); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(c, s); done <- struct{}{} }()
-	<-done
-	_, _ = c.Close(), s.Close()
 }

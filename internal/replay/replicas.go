@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/regionwarden/regionwarden/internal/redisserver"
+	"github.com/regionwarden/regionwarden/internal/tcpproxy"
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/share"
 	"github.com/regionwarden/regionwarden/router/table"
@@ -102,7 +103,7 @@ type replicated struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	store  *redisserver.Server
-	link   *redisserver.Link // the first router's way to the store; nil unless CutOffAt
+	link   *tcpproxy.Proxy // the first router's way to the store; nil unless CutOffAt
 	closed []func() error
 	tally  *tally // nil without diagnostics
 	name   string
@@ -183,11 +184,11 @@ func newReplicated(env *Env, o ReplicaOptions) (_ *replicated, err error) {
 		if r.store != nil {
 			url := r.store.URL()
 			if i == 0 && o.CutOffAt > 0 {
-				l, err := r.store.Link()
+				l, err := tcpproxy.New(r.store.Addr)
 				if err != nil {
 					return nil, err
 				}
-				r.link, url = l, l.URL()
+				r.link, url = l, "redis://"+l.Addr()+"/0"
 			}
 			x, err := share.NewExchange(share.ExchangeOptions{
 				URL: url, ID: fmt.Sprintf("router-%d", i),
@@ -225,7 +226,7 @@ func newReplicated(env *Env, o ReplicaOptions) (_ *replicated, err error) {
 	if r.link != nil {
 		r.at(ctx, o.CutOffAt, func() {
 			env.logger().Info("router 1 cut off from the share store", "at", env.Clock.Elapsed())
-			r.link.Cut()
+			r.link.Close()
 		})
 	}
 	return r, nil
@@ -290,7 +291,7 @@ func (r *replicated) Close() error {
 		errs = append(errs, c())
 	}
 	if r.link != nil {
-		r.link.Cut()
+		r.link.Close()
 	}
 	if r.store != nil {
 		r.store.Kill()
