@@ -290,12 +290,13 @@ func (c *Controller) exchangeOnce(ctx context.Context) {
 	c.exchanged, c.moved = replicas, false
 	static := staticPart(c.o.Replicas).Share
 	for k, l := range c.labels {
-		ps, e := c.pools[k], demand[l]
-		if ps == nil {
+		ps := c.pools[k]
+		e, sent := demand[l]
+		if ps == nil || !sent {
 			continue
 		}
-		if _, sent := demand[l]; !sent {
-			continue
+		if pm := c.poolMeter(k); pm != nil {
+			pm.setAbsent(reservesOf(peers[l]))
 		}
 		// What the others read for this router: its share, or a static one
 		// (the floor of their reserve) where it published none.
@@ -413,9 +414,6 @@ func (c *Controller) recompute(now time.Time, force bool) bool {
 		}
 		target, src := staticPart(c.o.Replicas), c.o.Replicas.Source()
 		ps.taken = 0
-		if pm := c.poolMeter(k); pm != nil && fresh {
-			pm.setAbsent(reservesOf(c.peers[c.labels[k]]))
-		}
 		if fresh {
 			if p, ok := DemandPart(c.peers[c.labels[k]], c.o.Store.ID()); ok {
 				target, src = p, "demand exchanged through the share store"
