@@ -62,6 +62,10 @@ type Options struct {
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Interval between exchanges and recomputations. Default DefaultInterval.
+	// With a Store, at most its epoch (on the same clock): the bound on the
+	// shares held when the store goes away rests on every router's last
+	// three reads holding one common epoch (holdPart), which the default,
+	// half an epoch, gives.
 	Interval time.Duration
 	// MaxAge of the last good exchange before the router stops taking the
 	// store's shares: it then holds the least its last epochs gave it, for

@@ -2,6 +2,8 @@ package share
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -183,5 +185,75 @@ func TestHeldCallsAddUp(t *testing.T) {
 	t.Logf("held calls %v (%v in all), rounded down %v (%v)", held, sumHeld, floored, sumFloored)
 	if sumHeld <= sumFloored {
 		t.Errorf("held calls %v in all, no more than the %v of shares rounded down", sumHeld, sumFloored)
+	}
+}
+
+// TestHeldCallsAddUpForAnyCount is TestHeldCallsAddUp over random counts of
+// routers (2 to 6), demands, capacities and moments at which each router's
+// last three reads saw the allocation move, one epoch being among every
+// router's reads: the held calls never add up to more than a region's, nor
+// the held shares to more than one.
+func TestHeldCallsAddUpForAnyCount(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(5, 6))
+	for range 3000 {
+		n := 2 + rnd.IntN(5)
+		epoch := func() []Peer {
+			var ps []Peer
+			for i := range n {
+				ps = append(ps, Peer{ID: fmt.Sprintf("r%d", i), Replicas: n, Demand: rnd.ExpFloat64() * 10})
+			}
+			return ps
+		}
+		before, after := epoch(), epoch()
+		// How many of each router's last three reads saw the new
+		// allocation: all at most two (the old one is common), or all at
+		// least one (the new one is).
+		lo, hi := 0, 2
+		if rnd.IntN(2) == 0 {
+			lo, hi = 1, 3
+		}
+		pool := table.Pool{Project: "p", Model: "m", Policy: table.DefaultPolicy()}
+		for j := range 3 {
+			pool.Regions = append(pool.Regions, table.Region{Name: fmt.Sprintf("q%d", j), Capacity: table.Capacity{RequestsPerSecond: float64(1 + rnd.IntN(12))}})
+		}
+		pool.Default()
+		held := make([]float64, len(pool.Regions))
+		shares := 0.0
+		for i := range n {
+			seen := lo + rnd.IntN(hi-lo+1)
+			ps := &poolShare{published: [2]float64{-1, -1}}
+			for j := range 3 {
+				peers := before
+				if j >= 3-seen {
+					peers = after
+				}
+				r, ok := DemandPart(peers, fmt.Sprintf("r%d", i))
+				if !ok {
+					t.Fatal("router missing from its epoch")
+				}
+				if ps.nreads > 0 {
+					ps.published = [2]float64{ps.published[1], ps.reads[2].Share}
+				}
+				ps.reads = [3]Part{ps.reads[1], ps.reads[2], r}
+				ps.nreads++
+			}
+			hp, ok := ps.holdPart(StaticPart(n))
+			if !ok {
+				t.Fatal("no part held")
+			}
+			shares += hp.Share
+			got := Scale(pool, hp)
+			for j := range held {
+				held[j] += math.Floor(got.Regions[j].Capacity.RequestsPerSecond + 1e-9)
+			}
+		}
+		if shares > 1+1e-9 {
+			t.Fatalf("%d routers hold shares adding up to %v", n, shares)
+		}
+		for j, r := range pool.Regions {
+			if held[j] > r.Capacity.RequestsPerSecond {
+				t.Fatalf("%d routers hold %v calls of region %s's %v", n, held[j], r.Name, r.Capacity.RequestsPerSecond)
+			}
+		}
 	}
 }
