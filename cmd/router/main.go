@@ -305,7 +305,10 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
-	servers := []*http.Server{}
+	// servers is complete before any of them serves: drain and shutdown read
+	// it while they serve, and each must see every server (one missing would
+	// keep its connections alive through the drain and be closed unshut).
+	var servers []*http.Server
 	newServer := func(h http.Handler) *http.Server {
 		hs := &http.Server{
 			Handler:           h,
@@ -317,9 +320,10 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 		return hs
 	}
 	serveErr := make(chan error, 3)
+	serve := func(hs *http.Server, ln net.Listener) { go func() { serveErr <- hs.Serve(ln) }() }
 	opsAddr := apiLn.Addr().String()
 	if c.opsListen == "" {
-		go func() { serveErr <- newServer(srv.Handler()).Serve(apiLn) }()
+		serve(newServer(srv.Handler()), apiLn)
 	} else {
 		opsLn, err := net.Listen("tcp", c.opsListen)
 		if err != nil {
@@ -327,8 +331,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 			return fmt.Errorf("--ops-listen: %w", err)
 		}
 		opsAddr = opsLn.Addr().String()
-		go func() { serveErr <- newServer(srv.APIHandler()).Serve(apiLn) }()
-		go func() { serveErr <- newServer(srv.OpsHandler()).Serve(opsLn) }()
+		api, ops := newServer(srv.APIHandler()), newServer(srv.OpsHandler())
+		serve(api, apiLn)
+		serve(ops, opsLn)
 	}
 	addrs := addresses{api: apiLn.Addr().String(), ops: opsAddr}
 	var gs *grpc.Server
