@@ -29,10 +29,16 @@ const (
 // allocation. The zero value is ready to use.
 type Demand struct {
 	b [demandBuckets]atomic.Uint64
+	// first is when the first call was counted (nanoseconds since the Unix
+	// epoch), 0 before: the window covers no time before it (Rate).
+	first atomic.Int64
 }
 
 // Add counts one call at now (nanoseconds since the Unix epoch).
 func (d *Demand) Add(now int64) {
+	if d.first.Load() == 0 {
+		d.first.CompareAndSwap(0, now)
+	}
 	idx := uint64(now) / uint64(demandWidth)
 	tag := idx & demandTagMask
 	slot := &d.b[idx%demandBuckets]
@@ -53,6 +59,14 @@ func (d *Demand) Add(now int64) {
 
 // Rate is the calls per second of the window that ends at now: the calls of
 // the current bucket and the nine before it, over the time they cover.
+//
+// A window younger than DemandWindow (a router or a pool that just started)
+// covers only the time since its first call, and at least one bucket: over
+// the whole window, a router started a second ago would count a tenth of its
+// demand, and so take a tenth of its share, while one that has run longer,
+// sampled at the same moment, counts all of its own. Routers that sample at
+// different moments then still agree on each other's rates, as the shares
+// computed from them must.
 func (d *Demand) Rate(now int64) float64 {
 	idx := uint64(now) / uint64(demandWidth)
 	var n uint64
@@ -63,5 +77,8 @@ func (d *Demand) Rate(now int64) float64 {
 		}
 	}
 	span := (demandBuckets-1)*demandWidth + now%demandWidth
+	if first := d.first.Load(); first != 0 {
+		span = min(span, max(now-first, demandWidth))
+	}
 	return float64(n) / time.Duration(span).Seconds()
 }

@@ -20,3 +20,29 @@ func TestDemandRate(t *testing.T) {
 		t.Errorf("rate a window later = %v, want 0", got)
 	}
 }
+
+// TestDemandRateOfAYoungWindow: a router counting for less than DemandWindow
+// reports the rate of the time it has counted, at any moment it samples,
+// and not that rate diluted over the whole window.
+func TestDemandRateOfAYoungWindow(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	for _, started := range []time.Duration{1500 * time.Millisecond, 3 * time.Second, 7300 * time.Millisecond} {
+		var d Demand
+		// 20 calls a second since started.
+		end := int64(started)
+		for at := int64(0); at < end; at += int64(50 * time.Millisecond) {
+			d.Add(t0 + at)
+		}
+		for _, after := range []time.Duration{0, 10 * time.Millisecond, 40 * time.Millisecond} {
+			if got := d.Rate(t0 + end + int64(after)); got < 19 || got > 21 {
+				t.Errorf("%v after the first call, %v after the last: rate = %.2f, want about 20", started, after, got)
+			}
+		}
+	}
+	// The first call alone is one call over a bucket, not over a nanosecond.
+	var d Demand
+	d.Add(t0)
+	if got, want := d.Rate(t0), 1/time.Duration(demandWidth).Seconds(); got != want {
+		t.Errorf("rate right after the first call = %v, want %v", got, want)
+	}
+}
