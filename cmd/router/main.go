@@ -246,10 +246,13 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 	// The source is made below, before anything is served.
 	var src tableSource
 	var srv *server.Server
-	shares, counter, err := newShares(c, kube, func(t *table.Table) error { return srv.Apply(t) }, m, log)
+	shares, counter, closeStore, err := newShares(c, kube, func(t *table.Table) error { return srv.Apply(t) }, m, log)
 	if err != nil {
 		return err
 	}
+	// The share store's connections close last, once the calls that meter
+	// in it have ended and the controller exchanges no more (below).
+	defer closeStore()
 	srv, err = server.New(server.Options{
 		Refusals:             func() []source.Refusal { return src.Refusals() },
 		Shares:               shares,
@@ -292,7 +295,15 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 	defer stopSource()
 	srcErr := make(chan error, 1)
 	go func() { srcErr <- src.Run(srcCtx) }()
-	go func() { _ = shares.Run(srcCtx) }()
+	sharesDone := make(chan struct{})
+	go func() {
+		defer close(sharesDone)
+		_ = shares.Run(srcCtx)
+	}()
+	defer func() {
+		stopSource()
+		<-sharesDone
+	}()
 	if counter != nil {
 		go func() {
 			if err := counter.Run(srcCtx); err != nil {
@@ -489,9 +500,11 @@ const shareStorePasswordEnv = "REGIONWARDEN_SHARE_STORE_PASSWORD"
 // newShares makes the controller of this router's share of each pool's
 // capacity: 1/--replicas, or 1/N with N counted from the EndpointSlices of
 // --peers-service (then returned, to run), and with --share-store by demand,
-// with request quotas metered in the store.
+// with request quotas metered in the store; closeStore closes the store's
+// clients, once nothing uses them.
 // Its intervals run at the policy's clock scale.
-func newShares(c config, client kubernetes.Interface, apply func(*table.Table) error, mets *metrics.Metrics, log *slog.Logger) (*share.Controller, *share.EndpointSliceCounter, error) {
+func newShares(c config, client kubernetes.Interface, apply func(*table.Table) error, mets *metrics.Metrics, log *slog.Logger) (ctl *share.Controller, counter *share.EndpointSliceCounter, closeStore func(), err error) {
+	closeStore = func() {}
 	o := share.Options{
 		Apply:    apply,
 		Replicas: share.Static(c.replicas),
@@ -503,7 +516,7 @@ func newShares(c config, client kubernetes.Interface, apply func(*table.Table) e
 		password := os.Getenv(shareStorePasswordEnv)
 		x, err := share.NewExchange(share.ExchangeOptions{URL: c.shareStore, Password: password, Epoch: time.Duration(float64(share.DefaultEpoch) / c.clockScale), Keep: time.Duration(float64(share.DefaultKeep) / c.clockScale)})
 		if err != nil {
-			return nil, nil, fmt.Errorf("--share-store: %w", err)
+			return nil, nil, nil, fmt.Errorf("--share-store: %w", err)
 		}
 		o.Store = x
 		up := mets.ShareStoreUp()
@@ -516,18 +529,22 @@ func newShares(c config, client kubernetes.Interface, apply func(*table.Table) e
 			}
 		}})
 		if err != nil {
-			return nil, nil, fmt.Errorf("--share-store: %w", err)
+			_ = x.Close()
+			return nil, nil, nil, fmt.Errorf("--share-store: %w", err)
 		}
 		o.Meter = m
+		closeStore = func() {
+			if err := errors.Join(x.Close(), m.Close()); err != nil {
+				log.Warn("closing the share store's connections", "error", err)
+			}
+		}
 	}
-	var counter *share.EndpointSliceCounter
-	var ctl *share.Controller
 	if c.peersService != "" {
 		counter = share.NewEndpointSliceCounter(client, os.Getenv("POD_NAMESPACE"), c.peersService, os.Getenv("POD_NAME"), func() { ctl.Changed() })
 		o.Replicas = counter
 	}
 	ctl = share.New(o)
-	return ctl, counter, nil
+	return ctl, counter, closeStore, nil
 }
 
 // tracerProvider is the global provider tracing.Setup installed when tracing

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/auth"
+	"go.uber.org/goleak"
 	"google.golang.org/genai"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -26,6 +27,11 @@ import (
 	"github.com/regionwarden/regionwarden/router/upstream"
 	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
 )
+
+// TestMain fails the package's tests when goroutines outlive them: a server
+// that left one behind a call, a stream or a table would grow in a router
+// until it failed.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const (
 	project   = "demo-project"

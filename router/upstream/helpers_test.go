@@ -8,10 +8,16 @@ import (
 	"testing"
 
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
+	"go.uber.org/goleak"
 
 	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
 )
+
+// TestMain fails the package's tests when goroutines outlive them: a client
+// that left one behind a call or a connection would grow in a router until
+// it failed.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // generateBody is a generateContent body as a caller sends it.
 const generateBody = `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`
