@@ -21,6 +21,11 @@ TIMED_PKGS := github.com/regionwarden/regionwarden/internal/replay
 # machine the race build of their dependencies alone takes about 9 minutes:
 # added to make test, it would take a new machine past its 30-minute budget.
 RACE_PKGS := github.com/regionwarden/regionwarden/(router(/.*)?|cmd/router|cmd/manager|controllers)
+# Of those, the ones make test itself runs under the race detector: the
+# routing policy's lock-free windows and limits, and the table, whose
+# dependencies are the standard library's alone (their race build takes
+# under a minute on 2 cores).
+TEST_RACE_PKGS := github.com/regionwarden/regionwarden/router/(policy|table)
 
 # Build flags of vet, test, bench and demo: those of the test control plane
 # (hack/setup-envtest.sh), whose build requires this go.mod's module versions,
@@ -87,10 +92,13 @@ envtest: ## Build (once) the test control plane: kube-apiserver and etcd from Go
 .PHONY: test
 test: vet prometheus redis ## Run the tests against a real kube-apiserver and etcd (built on first use), the alert rules with promtool, and the share exchange with a real Redis server.
 	@assets="$$(hack/setup-envtest.sh)" && pkgs="$$(go list $(TEST_PKGS))" && \
-	rest="$$(echo "$$pkgs" | grep -vx '$(TIMED_PKGS)' || true)" && \
+	rest="$$(echo "$$pkgs" | grep -vx '$(TIMED_PKGS)' | grep -vxE '$(TEST_RACE_PKGS)' || true)" && \
+	raced="$$(echo "$$pkgs" | grep -xE '$(TEST_RACE_PKGS)' || true)" && \
 	timed="$$(echo "$$pkgs" | grep -x '$(TIMED_PKGS)' || true)" && \
 	if [ -n "$$rest" ]; then echo "go test $(TEST_FLAGS) <$$(echo "$$rest" | wc -l) packages>"; \
 		KUBEBUILDER_ASSETS="$$assets" go test $(GO_BUILD_FLAGS) $(TEST_FLAGS) $$rest; fi && \
+	if [ -n "$$raced" ]; then echo "go test -race $(TEST_FLAGS) $$(echo $$raced)"; \
+		CGO_ENABLED=1 go test -race $(GO_BUILD_FLAGS) $(TEST_FLAGS) $$raced; fi && \
 	if [ -n "$$timed" ]; then echo "go test $(TEST_FLAGS) $$timed (alone: its replays run on a real clock)"; \
 		KUBEBUILDER_ASSETS="$$assets" go test $(GO_BUILD_FLAGS) $(TEST_FLAGS) $$timed; fi
 
