@@ -10,6 +10,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,9 +27,18 @@ var (
 	nsCounter    atomic.Int64
 )
 
+// TestMain stops the control plane after the tests, and fails them when
+// goroutines outlive them: a source that left a watch or a timer behind
+// each table would grow in a router until it failed.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	controlPlane.Stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
