@@ -3,7 +3,14 @@ package share
 import (
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
+
+// TestMain fails the package's tests when goroutines outlive them: a share
+// controller, exchange or meter that left one behind (a store connection, an
+// extender) would grow in a router until it failed.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestDemandRate(t *testing.T) {
 	var d Demand

@@ -8,17 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/regionwarden/regionwarden/internal/proxytest"
 	"github.com/regionwarden/regionwarden/internal/redisserver"
 	"github.com/regionwarden/regionwarden/router/table"
 )
-
-// TestMain fails the package's tests when goroutines outlive them: a share
-// controller, exchange or meter that left one behind (a store connection, an
-// extender) would grow in a router until it failed.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestExchangeSnapshotIsShared has three routers exchange through a real
 // Redis server: every one of them reads the same closed epoch, and the
