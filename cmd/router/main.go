@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -251,7 +252,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 		return err
 	}
 	// The share store's connections close last, once the calls that meter
-	// in it have ended and the controller exchanges no more (below).
+	// in it have ended and the controller exchanges no more (background).
 	defer closeStore()
 	srv, err = server.New(server.Options{
 		Refusals:             func() []source.Refusal { return src.Refusals() },
@@ -294,22 +295,21 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 	srcCtx, stopSource := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSource()
 	srcErr := make(chan error, 1)
-	go func() { srcErr <- src.Run(srcCtx) }()
-	sharesDone := make(chan struct{})
-	go func() {
-		defer close(sharesDone)
-		_ = shares.Run(srcCtx)
-	}()
+	// run returns once the source, the share controller and the replica
+	// counter have stopped, and the share store's clients close after them.
+	var background sync.WaitGroup
 	defer func() {
 		stopSource()
-		<-sharesDone
+		background.Wait()
 	}()
+	background.Go(func() { srcErr <- src.Run(srcCtx) })
+	background.Go(func() { _ = shares.Run(srcCtx) })
 	if counter != nil {
-		go func() {
+		background.Go(func() {
 			if err := counter.Run(srcCtx); err != nil {
 				log.Error("counting the routers", "error", err)
 			}
-		}()
+		})
 	}
 
 	apiLn, err := net.Listen("tcp", c.listen)
