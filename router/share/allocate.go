@@ -248,7 +248,7 @@ func DemandPart(peers []Peer, id string) (Part, bool) {
 // rounded up, as in the first region Scale scales.
 func (p Part) Calls(k float64) float64 {
 	if len(p.within) > 0 && k >= 1 {
-		least := math.Ceil(k*p.Share - 1e-9)
+		least := ceil(k * p.Share)
 		for _, w := range p.within {
 			least = min(least, w.Calls(k))
 		}
@@ -332,7 +332,7 @@ func reservedCalls(k float64, reserves []float64, rostered int) float64 {
 	var sum float64
 	for i, r := range reserves {
 		if i < rostered {
-			sum += math.Ceil(k*r - 1e-9)
+			sum += ceil(k * r)
 		} else {
 			sum += floor(k * r)
 		}
@@ -355,3 +355,7 @@ func reservesOf(peers []Peer) (reserves []float64, rostered int) {
 // floor rounds down, forgiving the last bits of floating point: 6 × 1/3 is
 // two calls, not one.
 func floor(x float64) float64 { return math.Floor(x + 1e-9) }
+
+// ceil rounds up, forgiving the last bits of floating point: 3 × 1/3 is one
+// call, not two.
+func ceil(x float64) float64 { return math.Ceil(x - 1e-9) }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -573,7 +572,7 @@ func (pm *poolMeter) set(p *table.Pool) {
 	limits := make(map[string]poolLimit, len(p.Regions))
 	k := p.Key()
 	for _, r := range p.Regions {
-		n := math.Floor(r.Capacity.RequestsPerSecond*c + 1e-9)
+		n := floor(r.Capacity.RequestsPerSecond * c)
 		if n < 1 || n > 1e9 {
 			continue
 		}

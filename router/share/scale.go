@@ -108,7 +108,7 @@ func scaleWithin(p table.Pool, part Part) table.Pool {
 	for i := range out.Regions {
 		// Below one call a second the share paces the calls (Part.calls).
 		if k := p.Regions[i].Capacity.RequestsPerSecond * c; k >= 1 {
-			out.Regions[i].Capacity.RequestsPerSecond = max(min(least[i], math.Ceil(k*part.Share-1e-9)), minRate)
+			out.Regions[i].Capacity.RequestsPerSecond = max(min(least[i], ceil(k*part.Share)), minRate)
 		}
 	}
 	return out
