@@ -20,7 +20,7 @@ type Proxy struct {
 	to    string
 	mu    sync.Mutex
 	open  bool
-	conns []net.Conn
+	conns map[net.Conn]struct{} // both ends of every connection forwarded now
 	delay time.Duration
 }
 
@@ -30,7 +30,7 @@ func New(to string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, to: to, open: true}
+	p := &Proxy{ln: ln, to: to, open: true, conns: map[net.Conn]struct{}{}}
 	go p.serve()
 	return p, nil
 }
@@ -64,10 +64,10 @@ func (p *Proxy) set(open bool) {
 	defer p.mu.Unlock()
 	p.open = open
 	if !open {
-		for _, c := range p.conns {
+		for c := range p.conns {
 			_ = c.Close()
 		}
-		p.conns = nil
+		clear(p.conns)
 	}
 }
 
@@ -76,6 +76,12 @@ func (p *Proxy) serve() {
 		in, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		// While shut the server is not dialed: it sees nothing of the
+		// client, as behind a cut.
+		if !p.isOpen() {
+			_ = in.Close()
+			continue
 		}
 		out, err := net.Dial("tcp", p.to)
 		p.mu.Lock()
@@ -87,12 +93,26 @@ func (p *Proxy) serve() {
 			}
 			continue
 		}
-		p.conns = append(p.conns, in, out)
+		p.conns[in], p.conns[out] = struct{}{}, struct{}{}
 		delay := p.delay
 		p.mu.Unlock()
-		go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
-		go func() { _, _ = io.Copy(delayed{in, delay}, out); _ = in.Close() }()
+		var both sync.WaitGroup
+		both.Go(func() { _, _ = io.Copy(out, in); _ = out.Close() })
+		both.Go(func() { _, _ = io.Copy(delayed{in, delay}, out); _ = in.Close() })
+		go func() {
+			both.Wait()
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			delete(p.conns, in)
+			delete(p.conns, out)
+		}()
 	}
+}
+
+func (p *Proxy) isOpen() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.open
 }
 
 // delayed writes to w after a delay.
