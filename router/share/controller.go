@@ -418,23 +418,30 @@ func (c *Controller) recompute(now time.Time, force bool) bool {
 		}
 		target, src := staticPart(c.o.Replicas), c.o.Replicas.Source()
 		ps.taken = 0
+		// missing says why a router with a store takes no demand share of
+		// the store's last epoch: then it holds its last epochs' part while
+		// it may (holdPart), else it takes its static share.
+		missing := ""
 		if fresh {
 			if p, ok := DemandPart(c.peers[c.labels[k]], c.o.Store.ID()); ok {
 				target, src = p, "demand exchanged through the share store"
 				ps.taken = p.Share
-			} else if p, ok := ps.holdPart(target); ok && c.canHold(ps, now) {
-				target, ps.taken = p, p.Share
-				src = "held from the share store's last epochs (not in the store's last epoch)"
 			} else {
-				src += " (not in the store's last epoch)"
+				missing = "not in the store's last epoch"
 			}
-		} else if p, ok := ps.holdPart(target); ok && c.canHold(ps, now) {
-			// Published when the store answers again, so that a store that
-			// comes and goes leaves the router its held share, not 1/N.
-			target, ps.taken = p, p.Share
-			src = "held from the share store's last epochs (no exchange in " + c.o.MaxAge.String() + "; static after " + c.o.Hold.String() + ")"
 		} else if c.o.Store != nil {
-			src += " (share store: no exchange in " + c.o.MaxAge.String() + ")"
+			missing = "no exchange in " + c.o.MaxAge.String()
+		}
+		if missing != "" {
+			if p, ok := ps.holdPart(target); ok && c.canHold(ps, now) {
+				// Published when the store answers again (taken), so that a
+				// store that comes and goes leaves the router its held
+				// share, not 1/N.
+				target, ps.taken = p, p.Share
+				src = "held from the share store's last epochs (" + missing + "; static after " + c.o.Hold.String() + ")"
+			} else {
+				src += " (share store: " + missing + ")"
+			}
 		}
 		ps.source = src
 		next, share := ps.push(now, *pool, target, growDelays(pool, c.o.GrowDelay, c.o.Interval))
