@@ -53,3 +53,23 @@ func TestDemandRateOfAYoungWindow(t *testing.T) {
 		t.Errorf("rate right after the first call = %v, want %v", got, want)
 	}
 }
+
+// TestDemandOfARestartedRouter: in a rolling update a router that started
+// two seconds ago and one that has run for a minute, each at 20 calls a
+// second, report the same demand, so they get the same share; over the
+// whole window the new one would report a fifth of the old one's.
+func TestDemandOfARestartedRouter(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	now := t0 + int64(time.Minute)
+	var old, young Demand
+	for at := t0; at < now; at += int64(50 * time.Millisecond) {
+		old.Add(at)
+		if at >= now-int64(2*time.Second) {
+			young.Add(at)
+		}
+	}
+	o, y := old.Rate(now), young.Rate(now)
+	if y < 0.95*o || y > 1.05*o {
+		t.Errorf("a router running for a minute counts %.2f calls a second, one started 2 s ago %.2f; want the same", o, y)
+	}
+}
