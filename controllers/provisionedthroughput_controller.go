@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -64,23 +63,7 @@ type ProvisionedThroughputReconciler struct {
 // on the way out.
 func (r *ProvisionedThroughputReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pt := &capacityv1alpha1.ProvisionedThroughput{}
-	if err := r.Client.Get(ctx, req.NamespacedName, pt); err != nil {
-		if apierrors.IsNotFound(err) {
-			forgetPTMetrics(req.Namespace, req.Name)
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, err
-	}
-	// Nothing outside the cluster belongs to the object, so it needs no
-	// finalizer: on deletion only its metrics go.
-	if !pt.DeletionTimestamp.IsZero() {
-		forgetPTMetrics(pt.Namespace, pt.Name)
-		return ctrl.Result{}, nil
-	}
-
-	// This reconcile's events wait for its status write: it works on a copy
-	// of the reconciler that records into reconcileStatus's buffer.
-	return reconcileStatus(ctx, r.Client, r.Recorder, pt, ptStatus, func(buf events.EventRecorder) (ctrl.Result, error) {
+	return reconcileObject(ctx, r.Client, r.Client, r.Recorder, req, pt, forgetPTMetrics, ptStatus, func(buf events.EventRecorder) (ctrl.Result, error) {
 		work := *r
 		work.Recorder = buf
 		return work.reconcile(ctx, pt)

@@ -75,22 +75,7 @@ type RegionPoolReconciler struct {
 // Reconcile renders one RegionPool and writes its status, once, on the way out.
 func (r *RegionPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pool := &capacityv1alpha1.RegionPool{}
-	if err := r.reader().Get(ctx, req.NamespacedName, pool); err != nil {
-		if apierrors.IsNotFound(err) {
-			forgetDiscoveryMetrics(req.Namespace, req.Name)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	// The ConfigMap is the only thing the pool has, and it carries an owner
-	// reference: the garbage collector removes it, so no finalizer is needed.
-	if !pool.DeletionTimestamp.IsZero() {
-		forgetDiscoveryMetrics(pool.Namespace, pool.Name)
-		return ctrl.Result{}, nil
-	}
-
-	// This reconcile's events wait for its status write: it works on a copy
-	// of the reconciler that records into reconcileStatus's buffer.
-	return reconcileStatus(ctx, r.Client, r.Recorder, pool, poolStatus, func(buf events.EventRecorder) (ctrl.Result, error) {
+	return reconcileObject(ctx, r.reader(), r.Client, r.Recorder, req, pool, forgetDiscoveryMetrics, poolStatus, func(buf events.EventRecorder) (ctrl.Result, error) {
 		work := *r
 		work.Recorder = buf
 		return work.reconcile(ctx, pool)
