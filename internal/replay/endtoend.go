@@ -2,17 +2,12 @@ package replay
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
-	"syscall"
 
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -59,8 +54,7 @@ func startRouter(ctx context.Context, bin string, env *Env) (*httpCaller, error)
 	// The router's own request timeout is the call's deadline in real time,
 	// so it, not the caller hanging up, ends a call that runs out of time.
 	deadline := env.Clock.Real(env.Scenario.Load.Deadline.Duration)
-	c := &httpCaller{env: env, dir: dir, exited: make(chan struct{}), out: &tailBuffer{max: 8 << 10}}
-	c.cmd = exec.Command(bin,
+	cmd := exec.Command(bin,
 		"--table-file", tableFile,
 		"--listen", addr,
 		"--upstream-insecure",
@@ -72,16 +66,11 @@ func startRouter(ctx context.Context, bin string, env *Env) (*httpCaller, error)
 		"--shutdown-grace", "1s",
 		"--log-level", "error",
 	)
-	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
-	if err := c.cmd.Start(); err != nil {
+	c, err := startProcess(env, cmd, dir)
+	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("start router: %w", err)
 	}
-	go func() {
-		_ = c.cmd.Wait()
-		close(c.exited)
-	}()
-	c.client = newHTTPClient()
 	sc := env.Scenario
 	c.url = fmt.Sprintf("http://%s/v1/projects/%s/locations/%s/publishers/%s/models/%s:generateContent",
 		addr, sc.Project, sc.Regions[0].Name, sc.Publisher, sc.Model)
@@ -95,82 +84,4 @@ func startRouter(ctx context.Context, bin string, env *Env) (*httpCaller, error)
 		return nil, err
 	}
 	return c, nil
-}
-
-// restResult classifies a Vertex REST answer: the router's own refusals
-// (over capacity, shed, no regions) apart from a region's errors passed on.
-func restResult(code int, body []byte) CallResult {
-	if code == http.StatusOK {
-		var out struct {
-			UsageMetadata struct {
-				TrafficType string `json:"trafficType"`
-			} `json:"usageMetadata"`
-		}
-		if err := json.Unmarshal(body, &out); err != nil {
-			return CallResult{Err: Other}
-		}
-		return served(out.UsageMetadata.TrafficType)
-	}
-	var e struct {
-		Error struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal(body, &e)
-	msg := strings.ToLower(e.Error.Message)
-	switch {
-	case strings.Contains(msg, "no regions"):
-		return CallResult{Err: NoRegions}
-	case code == http.StatusTooManyRequests && (strings.HasPrefix(msg, "over capacity") || strings.HasPrefix(msg, "shed")):
-		return CallResult{Err: Shed}
-	case code == http.StatusTooManyRequests:
-		return CallResult{Err: Throttled}
-	case code == http.StatusGatewayTimeout || code == http.StatusRequestTimeout:
-		return CallResult{Err: Timeout}
-	case code >= 500:
-		return CallResult{Err: Failed}
-	default:
-		return CallResult{Err: Other}
-	}
-}
-
-// FreeAddr returns a 127.0.0.1 address with a port that was free a moment
-// ago, for a process the caller starts.
-func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := l.Addr().String()
-	return addr, l.Close()
-}
-
-// terminate asks a child process to stop.
-var terminate os.Signal = syscall.SIGTERM
-
-// tailBuffer keeps the last max bytes written to it, for error messages.
-type tailBuffer struct {
-	mu  sync.Mutex
-	b   []byte
-	max int
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = t.b[over:]
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := strings.TrimSpace(string(t.b))
-	if s == "" {
-		return "(no output)"
-	}
-	return s
 }

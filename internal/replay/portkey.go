@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,11 +11,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/regionwarden/regionwarden/internal/emulator"
 	"github.com/regionwarden/regionwarden/router/table"
-	"github.com/regionwarden/regionwarden/router/upstream"
 )
 
 // PortkeyVersion is the release of Portkey's gateway the replays install.
@@ -139,19 +136,13 @@ func startPortkey(ctx context.Context, node, dir string, env *Env) (*httpCaller,
 	}
 	_, port, _ := net.SplitHostPort(addr)
 	deadline := env.Clock.Real(env.Scenario.Load.Deadline.Duration)
-	c := &httpCaller{env: env, exited: make(chan struct{}), out: &tailBuffer{max: 8 << 10}}
-	c.cmd = exec.Command(node, portkeyServer(dir), "--port="+port, "--headless")
-	c.cmd.Dir = dir
-	c.cmd.Env = append(os.Environ(), "NODE_ENV=production")
-	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
-	if err := c.cmd.Start(); err != nil {
+	cmd := exec.Command(node, portkeyServer(dir), "--port="+port, "--headless")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "NODE_ENV=production")
+	c, err := startProcess(env, cmd, "")
+	if err != nil {
 		return nil, fmt.Errorf("start Portkey gateway: %w", err)
 	}
-	go func() {
-		_ = c.cmd.Wait()
-		close(c.exited)
-	}()
-	c.client = newHTTPClient()
 	c.url = fmt.Sprintf("http://%s/v1/%s:generateContent", addr, env.Scenario.Model)
 	c.headers = http.Header{
 		"Content-Type":              {"application/json"},
@@ -164,119 +155,4 @@ func startPortkey(ctx context.Context, node, dir string, env *Env) (*httpCaller,
 		return nil, err
 	}
 	return c, nil
-}
-
-// httpCaller calls a gateway process over Vertex REST: the router binary or
-// a peer. Its answers are classified by restResult.
-type httpCaller struct {
-	env     *Env
-	cmd     *exec.Cmd
-	dir     string // removed on Close when set
-	url     string
-	headers http.Header
-	body    []byte
-	// priority sends each call's priority in X-Regionwarden-Priority, for a
-	// gateway that reads it (the router).
-	priority bool
-	client   *http.Client
-	exited   chan struct{}
-	out      *tailBuffer
-}
-
-// Call makes one generateContent call through the gateway, waiting a little
-// past the deadline so that the gateway's answer, not a hang-up, ends it.
-func (c *httpCaller) Call(ctx context.Context, deadline time.Duration, pr table.Priority) CallResult {
-	d := c.env.Clock.Real(deadline)
-	ctx, cancel := context.WithTimeout(ctx, d+d/5+50*time.Millisecond)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(c.body))
-	if err != nil {
-		return CallResult{Err: Other}
-	}
-	for k, v := range c.headers {
-		req.Header[k] = v
-	}
-	if c.priority && pr != table.PriorityDefault && pr != "" {
-		req.Header.Set(upstream.HeaderPriority, string(pr))
-	}
-	resp, err := c.client.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return CallResult{Err: Timeout}
-		}
-		return CallResult{Err: Failed}
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return CallResult{Err: Timeout}
-	}
-	return restResult(resp.StatusCode, b)
-}
-
-// waitReady polls url until it answers below 500, the process exits, or 30 s
-// pass.
-func (c *httpCaller) waitReady(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		if resp, err := c.client.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode < 500 {
-				return nil
-			}
-		}
-		select {
-		case <-c.exited:
-			return fmt.Errorf("%s exited before it was ready: %s", filepath.Base(c.cmd.Path), c.out.String())
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready after 30 s: %s", filepath.Base(c.cmd.Path), c.out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// Close stops the process (SIGTERM, then SIGKILL after 5 s) and removes its
-// folder, if it has one.
-func (c *httpCaller) Close() error {
-	if c.dir != "" {
-		defer func() { _ = os.RemoveAll(c.dir) }()
-	}
-	if c.client != nil {
-		c.client.CloseIdleConnections()
-	}
-	if c.cmd == nil || c.cmd.Process == nil {
-		return nil
-	}
-	_ = c.cmd.Process.Signal(terminate)
-	select {
-	case <-c.exited:
-	case <-time.After(5 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.exited
-	}
-	return nil
-}
-
-// newHTTPClient is a client that keeps enough connections for the replay's
-// concurrency.
-func newHTTPClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		MaxIdleConns:        1024,
-		MaxIdleConnsPerHost: 1024,
-		IdleConnTimeout:     time.Minute,
-	}}
-}
-
-// requestBody is a generateContent body with one user turn of text.
-func requestBody(text string) []byte {
-	b, _ := json.Marshal(map[string]any{
-		"contents": []any{map[string]any{"role": "user", "parts": []any{map[string]string{"text": text}}}},
-	})
-	return b
 }
