@@ -58,12 +58,7 @@ func (a *apiServer) namespace(name string) {
 // ClusterRole. testenv.RoleUser grants in one namespace.
 func (a *apiServer) grantClusterWide(user string, rule rbacv1.PolicyRule) {
 	a.t.Helper()
-	ctx := context.Background()
-	meta := metav1.ObjectMeta{Name: user}
-	a.must(a.admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: meta, Rules: []rbacv1.PolicyRule{rule}}, metav1.CreateOptions{}))
-	a.must(a.admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: meta,
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}, metav1.CreateOptions{}))
+	testenv.ClusterRole(a.t, a.admin, user, []rbacv1.PolicyRule{rule}, testenv.User(user))
 }
 
 // user adds a user called name, of groups, to the API server.

@@ -23,11 +23,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	authnv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/regionwarden/regionwarden/internal/testenv"
 	routerauth "github.com/regionwarden/regionwarden/router/auth"
 	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
@@ -169,19 +167,14 @@ func TestForwardModeSendsTheCallersTokenOnly(t *testing.T) {
 // namespace.
 func TestKubernetesModeAdmitsListedServiceAccounts(t *testing.T) {
 	api := startAPIServer(t)
-	admin, must := api.admin, api.must
-	ctx := context.Background()
+	admin := api.admin
 	api.grantClusterWide("regionwarden-router", rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}})
 	kubeconfig := api.kubeconfig(api.user("regionwarden-router"), "")
-	api.namespace("chat")
 	tokenOf := func(name string, audiences ...string) string {
 		t.Helper()
-		must(admin.CoreV1().ServiceAccounts("chat").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}))
-		tr, err := admin.CoreV1().ServiceAccounts("chat").CreateToken(ctx, name, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{Audiences: audiences}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr.Status.Token
+		testenv.ServiceAccount(t, admin, "chat", name)
+		tok, _ := testenv.Token(t, admin, "chat", name, 0, audiences...)
+		return tok
 	}
 	frontend := tokenOf("frontend", routerauth.Audience)
 	admin2 := tokenOf("admin", routerauth.Audience)

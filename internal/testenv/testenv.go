@@ -11,9 +11,12 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -148,6 +151,59 @@ func RoleUser(t testing.TB, env *envtest.Environment, admin kubernetes.Interface
 		t.Fatalf("adding user %s: %v", name, err)
 	}
 	return user
+}
+
+// ClusterRole creates, through admin, a ClusterRole called name with rules,
+// bound to subject: a test acts as a component with exactly the cluster-wide
+// RBAC its manifests grant.
+func ClusterRole(t testing.TB, admin kubernetes.Interface, name string, rules []rbacv1.PolicyRule, subject rbacv1.Subject) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating ClusterRole %s: %v", name, err)
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects:   []rbacv1.Subject{subject},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating ClusterRoleBinding %s: %v", name, err)
+	}
+}
+
+// User is the RBAC subject of the user called name.
+func User(name string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}
+}
+
+// ServiceAccount creates, through admin, ServiceAccount ns/name, and
+// namespace ns first unless it exists.
+func ServiceAccount(t testing.TB, admin kubernetes.Interface, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating namespace %s: %v", ns, err)
+	}
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating ServiceAccount %s/%s: %v", ns, name, err)
+	}
+}
+
+// Token asks the API server, through admin, for a token of ServiceAccount
+// ns/name for audiences (none: the API server's own) that lives lifetime
+// (zero: the API server's default), and returns it with its expiry.
+func Token(t testing.TB, admin kubernetes.Interface, ns, name string, lifetime time.Duration, audiences ...string) (string, time.Time) {
+	t.Helper()
+	req := &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{Audiences: audiences}}
+	if lifetime > 0 {
+		secs := int64(lifetime / time.Second)
+		req.Spec.ExpirationSeconds = &secs
+	}
+	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), name, req, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a token of %s/%s: %v", ns, name, err)
+	}
+	return tr.Status.Token, tr.Status.ExpirationTimestamp.Time
 }
 
 // Go runs run in a goroutine until the test ends: then it cancels run's

@@ -11,12 +11,13 @@ import (
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/regionwarden/regionwarden/internal/testenv"
 )
 
 // counting counts the TokenReviews it passes on to the API server.
@@ -33,52 +34,20 @@ func (c *counting) Create(ctx context.Context, tr *authnv1.TokenReview, opts met
 var nsCounter atomic.Int64
 
 // serviceAccount creates namespace ns (once) and ServiceAccount ns/name.
-func serviceAccount(t *testing.T, ns, name string) {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
-		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
+func serviceAccount(t *testing.T, ns, name string) { testenv.ServiceAccount(t, admin, ns, name) }
 
 // token asks the API server for a token of ServiceAccount ns/name with the
 // audiences (none: the API server's own) and a lifetime.
 func token(t *testing.T, ns, name string, lifetime time.Duration, audiences ...string) (string, time.Time) {
-	t.Helper()
-	secs := int64(lifetime / time.Second)
-	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), name, &authnv1.TokenRequest{
-		Spec: authnv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: &secs},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr.Status.Token, tr.Status.ExpirationTimestamp.Time
+	return testenv.Token(t, admin, ns, name, lifetime, audiences...)
 }
 
 // routerClient is a client with the rights the router's ClusterRole in
 // config/router grants, and no more: create TokenReviews.
 func routerClient(t *testing.T) kubernetes.Interface {
 	t.Helper()
-	ctx := context.Background()
 	user := fmt.Sprintf("router-%d", nsCounter.Add(1))
-	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: user},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.ClusterRole(t, admin, user, []rbacv1.PolicyRule{{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}}}, testenv.User(user))
 	u, err := testEnv.AddUser(envtest.User{Name: user}, nil)
 	if err != nil {
 		t.Fatal(err)
