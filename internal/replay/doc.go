@@ -9,6 +9,9 @@
 // 50 to 100 calls (the scenario's sessionCalls) that runs its calls one after
 // another, as an interactive agent does; a call that arrives while every open
 // session is busy opens a new one. Every call has the scenario's deadline.
+// Arrivals, priorities and session lengths are drawn from streams of their
+// own, so every policy gets the same calls at the same moments with the same
+// priorities, however many sessions its answers keep open.
 //
 // Policies are columns: the count blocklist of the outage, the blocklist
 // with the provisioned-region allowlist, the adaptive policy in process

@@ -1,6 +1,9 @@
 package replay
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,15 +12,19 @@ import (
 
 // shortDown is the many-routers scenario cut to two minutes, the
 // provisioned region down from 20 s to the end.
-func shortDown(t *testing.T) *emulator.Scenario {
+func shortDown(t *testing.T) *emulator.Scenario { return cutDown(t, 20*time.Second, 2*time.Minute) }
+
+// cutDown is the many-routers scenario cut to end, the provisioned region
+// down from down to the end.
+func cutDown(t *testing.T, down, end time.Duration) *emulator.Scenario {
 	t.Helper()
 	sc, err := emulator.LoadScenario("../../test/scenarios/many-routers.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc.Duration = emulator.D(2 * time.Minute)
+	sc.Duration = emulator.D(end)
 	f := &sc.Regions[0].Faults[0]
-	f.From, f.To = emulator.D(20*time.Second), emulator.D(2*time.Minute)
+	f.From, f.To = emulator.D(down), emulator.D(end)
 	if err := sc.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -79,4 +86,36 @@ func TestRoutersShareQuota(t *testing.T) {
 			t.Errorf("%s: %d seconds over quota, against %d without a share", rep.Results[i].Policy, over[i], over[0])
 		}
 	}
+}
+
+// TestPoliciesGetTheSameLoad replays 40 s of the provisioned region down
+// against the count blocklist, whose calls fail fast once it ejects every
+// region, and regionwarden, whose calls wait for the quotas: they keep
+// different numbers of sessions open, and still get the same calls with the
+// same priorities, so that their columns compare policies, not loads.
+func TestPoliciesGetTheSameLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays 40 s of scenario time in about 8 seconds")
+	}
+	rep, err := runOnSchedule(t, cutDown(t, 10*time.Second, 40*time.Second), []Policy{Blocklist(), Regionwarden()}, Options{Seed: 3, Scale: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := rep.Results[0], rep.Results[1]
+	t.Logf("%s: %d calls in %d sessions; %s: %d calls in %d sessions", a.Policy, a.Requests, a.Sessions, b.Policy, b.Requests, b.Sessions)
+	if a.Requests != b.Requests || !slices.EqualFunc(a.Priorities, b.Priorities, func(x, y PriorityResult) bool {
+		return x.Priority == y.Priority && x.Requests == y.Requests
+	}) {
+		t.Errorf("the policies got different loads: %s %d calls%s, %s %d calls%s",
+			a.Policy, a.Requests, priorityCounts(a), b.Policy, b.Requests, priorityCounts(b))
+	}
+}
+
+// priorityCounts lists r's calls by priority, for a message.
+func priorityCounts(r *Result) string {
+	var b strings.Builder
+	for _, p := range r.Priorities {
+		fmt.Fprintf(&b, " %s %d", p.Priority, p.Requests)
+	}
+	return b.String()
 }
