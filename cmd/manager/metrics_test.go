@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -55,17 +56,18 @@ func TestMetricsNeedAuthorization(t *testing.T) {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var code int
+		NewWithT(t).Eventually(func() error {
 			resp, err := client.Do(req)
-			if err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				_ = resp.Body.Close()
-				return resp.StatusCode
+			if err != nil {
+				return err
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("metrics endpoint: %v", err)
-			}
-		}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			code = resp.StatusCode
+			return nil
+		}).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).Should(Succeed(), "the metrics endpoint")
+		return code
 	}
 	for _, tc := range []struct {
 		who   string

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -93,11 +94,9 @@ func TestUseClusterLeavesItAsFound(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The first subtest's CRD may still be going away.
-		for deadline := time.Now().Add(time.Minute); c.Get(ctx, client.ObjectKey{Name: pool}, &apiextensionsv1.CustomResourceDefinition{}) == nil; time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("the first subtest's CRD never went")
-			}
-		}
+		NewWithT(t).Eventually(func() error {
+			return c.Get(ctx, client.ObjectKey{Name: pool}, &apiextensionsv1.CustomResourceDefinition{})
+		}).WithTimeout(time.Minute).WithPolling(100*time.Millisecond).ShouldNot(Succeed(), "the first subtest's CRD never went")
 		if err := c.Create(ctx, installed); err != nil {
 			t.Fatal(err)
 		}

@@ -31,19 +31,6 @@ func (r *router) poolInFlight() int64 {
 	return snaps[0].InFlight
 }
 
-// eventually waits up to limit for cond, and says what it waited for if it
-// never held.
-func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", limit, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestSlowBodySenderIsCut: a client that sends 10 bytes of a 100 kB body and
 // stops is answered 408 and cut off within the body read deadline, and its
 // call gives back its place in the pool.

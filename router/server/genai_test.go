@@ -388,13 +388,9 @@ func TestCallerCancellationCancelsUpstream(t *testing.T) {
 				t.Error("canceled call returned no error")
 			}
 			// The router reports the attempt after the region's call returns.
-			deadline := time.Now().Add(10 * time.Second)
-			for r.attempts("europe-west1", "provisioned", gaveUp) != 1 && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
-			if got := r.attempts("europe-west1", "provisioned", gaveUp); got != 1 {
-				t.Errorf("attempts canceled = %v, want 1", got)
-			}
+			eventually(t, 10*time.Second, "one attempt counted canceled", func() bool {
+				return r.attempts("europe-west1", "provisioned", gaveUp) == 1
+			})
 			if n := shared.calls.Load(); n != 0 {
 				t.Errorf("a canceled call was retried: shared region got %d calls", n)
 			}

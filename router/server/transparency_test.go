@@ -66,14 +66,12 @@ func TestUnknownFieldsPassThroughREST(t *testing.T) {
 // after the router has relayed the last byte.
 func awaitAnswer(t *testing.T, f *fakeRegion) upstreamtest.Call {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		c := f.Last()
-		if c.Answer != nil || time.Now().After(deadline) {
-			return c
-		}
-		time.Sleep(time.Millisecond)
-	}
+	var c upstreamtest.Call
+	eventually(t, 5*time.Second, "the region records its answer", func() bool {
+		c = f.Last()
+		return c.Answer != nil
+	})
+	return c
 }
 
 // TestCallerHeadersPassThrough: what the caller sends beside the body goes on,

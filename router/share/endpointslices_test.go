@@ -109,21 +109,18 @@ func TestEndpointSliceShares(t *testing.T) {
 	// long it took since start; over 2 s fails the test.
 	waitShare := func(what string, want float64, start time.Time) time.Duration {
 		t.Helper()
-		for {
+		eventually(t, 2*time.Second, func() bool {
 			ok := true
 			for _, r := range routers {
 				ok = ok && r.Shares()[0].Share == want
 			}
-			took := time.Since(start)
-			if ok {
-				t.Logf("%s: every router's share is %.3f after %v", what, want, took.Round(time.Millisecond))
-				return took
-			}
-			if took > 2*time.Second {
-				t.Fatalf("%s: shares %+v %+v 2s later, want %.3f", what, routers[0].Shares(), routers[1].Shares(), want)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return ok
+		}, func() string {
+			return fmt.Sprintf("%s: shares %+v %+v 2s later, want %.3f", what, routers[0].Shares(), routers[1].Shares(), want)
+		})
+		took := time.Since(start)
+		t.Logf("%s: every router's share is %.3f after %v", what, want, took.Round(time.Millisecond))
+		return took
 	}
 	// holds checks that the share stays want for d.
 	holds := func(what string, want float64, d time.Duration) {

@@ -2,6 +2,7 @@ package share
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -122,18 +123,13 @@ func TestDemandShareAndStoreLoss(t *testing.T) {
 		return sum
 	}
 	worst := 0.0
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually(t, 5*time.Second, func() bool {
 		s := shares()
 		worst = max(worst, s[0]+s[1]+s[2])
-		if math.Abs(s[0]-0.7) < 0.05 && math.Abs(s[1]-0.2) < 0.05 && math.Abs(s[2]-0.1) < 0.05 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("shares %v after 5s, want about 0.7, 0.2, 0.1 (sources %+v)", s, cs[0].Shares())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return math.Abs(s[0]-0.7) < 0.05 && math.Abs(s[1]-0.2) < 0.05 && math.Abs(s[2]-0.1) < 0.05
+	}, func() string {
+		return fmt.Sprintf("shares %v after 5s, want about 0.7, 0.2, 0.1 (sources %+v)", shares(), cs[0].Shares())
+	})
 	for range 50 {
 		s := shares()
 		worst = max(worst, s[0]+s[1]+s[2])
@@ -207,13 +203,9 @@ func TestHeldShareEndsWhenTheCountMoves(t *testing.T) {
 	share := func(i int) float64 { return cs[i].Shares()[0].Share }
 	waitFor := func(what string, within time.Duration, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(within)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within %v (shares %v and %v; %s)", what, within, share(0), share(1), cs[0].Shares()[0].Source)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		eventually(t, within, ok, func() string {
+			return fmt.Sprintf("%s: not within %v (shares %v and %v; %s)", what, within, share(0), share(1), cs[0].Shares()[0].Source)
+		})
 	}
 	waitFor("shares follow the 80/20 split", 5*time.Second, func() bool { return math.Abs(share(0)-0.8) < 0.05 })
 	srv.Kill()
@@ -244,13 +236,9 @@ func TestHeldShareOutlastsAFlappingStore(t *testing.T) {
 	link := proxytest.Start(t, srv.Addr)
 	cs, _ := twoRouters(t, "redis://"+link.Addr()+"/0", testPool(), func(int) Options { return Options{Replicas: Static(2)} })
 	share := func(i int) float64 { return cs[i].Shares()[0].Share }
-	deadline := time.Now().Add(5 * time.Second)
-	for math.Abs(share(0)-0.8) > 0.05 {
-		if time.Now().After(deadline) {
-			t.Fatalf("shares %v and %v after 5s, want about 0.8 and 0.2", share(0), share(1))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(t, 5*time.Second, func() bool { return math.Abs(share(0)-0.8) <= 0.05 }, func() string {
+		return fmt.Sprintf("shares %v and %v after 5s, want about 0.8 and 0.2", share(0), share(1))
+	})
 	worst, least := 0.0, 1.0
 	watch := func(d time.Duration) {
 		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
@@ -292,11 +280,9 @@ func TestMeterLeavesTheCutOffRouterItsShare(t *testing.T) {
 		t.Fatalf("reserves %+v with both routers exchanging, want none", *a)
 	}
 	stops[0]()
-	for deadline := time.Now().Add(2 * time.Second); absent() == nil; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the other router's meter reserves nothing 2s after the busiest left")
-		}
-	}
+	eventually(t, 2*time.Second, func() bool { return absent() != nil }, func() string {
+		return "the other router's meter reserves nothing 2s after the busiest left"
+	})
 	if a := absent(); len(a.shares) != 1 || a.rostered != 1 || math.Abs(a.shares[0]-0.8) > 0.05 {
 		t.Errorf("the other router's meter reserves %+v for the busiest, want about its 0.8", *a)
 	}

@@ -2,6 +2,7 @@ package share
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -271,17 +272,13 @@ func TestForgottenRequestsLeaveTheStore(t *testing.T) {
 	count := func(want int64) {
 		t.Helper()
 		var n int64
-		for range 100 {
+		eventually(t, time.Second, func() bool {
 			var err error
 			if n, err = direct.ZCard(context.Background(), key).Result(); err != nil {
 				t.Fatal(err)
 			}
-			if n == want {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		t.Fatalf("%d requests in the store's window, want %d", n, want)
+			return n == want
+		}, func() string { return fmt.Sprintf("%d requests in the store's window, want %d", n, want) })
 	}
 	count(3)
 	for _, tk := range append(tickets, local) {
@@ -332,17 +329,16 @@ func TestAdmittedRequestCountsFromWhenTheRouterHeardBack(t *testing.T) {
 	key := (*pm.limits.Load())["europe-west4"].key
 	want := float64(before.Add(50 * time.Millisecond).UnixMicro())
 	var last float64
-	for range 100 {
+	eventually(t, time.Second, func() bool {
 		zs, err := direct.ZRangeWithScores(ctx, key, 0, -1).Result()
 		if err != nil || len(zs) != 1 {
 			t.Fatalf("window %v, %v; want one request", zs, err)
 		}
-		if last = zs[0].Score; last >= want {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Errorf("request counted from %.0f µs, want at least %.0f: 50 ms after the store admitted it", last, want)
+		last = zs[0].Score
+		return last >= want
+	}, func() string {
+		return fmt.Sprintf("request counted from %.0f µs, want at least %.0f: 50 ms after the store admitted it", last, want)
+	})
 }
 
 // TestShareAdmitsCountInTheStore: a router whose store answers too late
@@ -368,16 +364,15 @@ func TestShareAdmitsCountInTheStore(t *testing.T) {
 	t.Cleanup(func() { _ = direct.Close() })
 	key := (*slow.limits.Load())["europe-west4"].key
 	var n int64
-	for range 100 {
+	eventually(t, time.Second, func() bool {
 		var err error
 		if n, err = direct.ZCard(context.Background(), key).Result(); err != nil {
 			t.Fatal(err)
 		}
-		if n >= 4 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n >= 4
+	}, func() string {
+		return fmt.Sprintf("%d requests in the store's window, want the 4 the share admitted", n)
+	})
 	// 5: the store may have run the timed-out request's script too.
 	if n != 4 && n != 5 {
 		t.Fatalf("%d requests in the store's window, want the 4 the share admitted", n)
