@@ -10,8 +10,10 @@
 // another, as an interactive agent does; a call that arrives while every open
 // session is busy opens a new one. Every call has the scenario's deadline.
 // Arrivals, priorities and session lengths are drawn from streams of their
-// own, so every policy gets the same calls at the same moments with the same
-// priorities, however many sessions its answers keep open.
+// own, so every policy gets the same calls with the same priorities, however
+// many sessions its answers keep open; each policy's schedule is shifted by
+// its share of the mean gap between calls, so that policies replayed side by
+// side do not send their calls to the machine in batches.
 //
 // Policies are columns: the count blocklist of the outage, the blocklist
 // with the provisioned-region allowlist, the adaptive policy in process

@@ -277,7 +277,8 @@ func WriteMarkdown(w io.Writer, pg Page) error {
 	b.WriteString("# Incident replays\n\n")
 	b.WriteString("Each scenario in `test/scenarios` is replayed against every policy: the same open-loop load " +
 		"(Poisson arrivals, client sessions of 50 to 100 sequential calls, one deadline per call) with the same seed: " +
-		"every policy gets the same calls at the same moments, " +
+		"every policy gets the same calls (each policy's schedule shifted by a fraction of the mean gap between calls, " +
+		"so that the policies' calls do not reach the machine in batches), " +
 		"on one compressed clock, each policy against its own set of emulated regions (`internal/emulator`) called over " +
 		"gRPC with the real aiplatform client. Times are scenario time. Percentages are of calls; a shed call is one " +
 		"the policy refused early with a Retry-After; \"no regions\" is the blocklist's \"no regions to run\".\n\n")

@@ -149,13 +149,29 @@ func runPass(ctx context.Context, sc *emulator.Scenario, policies []Policy, idx 
 		runs = append(runs, pr)
 	}
 
+	// Every policy gets the same arrivals (drive), and policies of a pass
+	// run side by side on one machine: unshifted, n policies would send n
+	// calls at the same instant, a batch the machine serves one call after
+	// another, and batches queue far longer than n independent streams of
+	// the same rate (the replay's own load would arrive late, in backlogs).
+	// Each policy's schedule is shifted by its share of the mean gap between
+	// calls, so the machine sees the calls spread out while every policy
+	// sees the same arrivals, at most one gap later.
+	var driving []*policyRun
+	for _, pr := range runs {
+		if pr.caller != nil {
+			driving = append(driving, pr)
+		}
+	}
+	if rate := sc.Load.RequestsPerSecond; rate > 0 {
+		for i, pr := range driving {
+			pr.offset = time.Duration(float64(time.Second) / rate * float64(i) / float64(len(driving)))
+		}
+	}
 	begin := time.Now()
 	clock.Start()
 	var wg sync.WaitGroup
-	for _, pr := range runs {
-		if pr.caller == nil {
-			continue
-		}
+	for _, pr := range driving {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -208,7 +224,9 @@ type policyRun struct {
 	skipped string
 	seed    uint64
 	dur     time.Duration
-	rec     *recorder
+	// offset shifts the policy's arrivals (runPass).
+	offset time.Duration
+	rec    *recorder
 }
 
 // startPolicy starts a set of regions for one policy and the policy on them.
@@ -274,7 +292,8 @@ func (pr *policyRun) drive(ctx context.Context) {
 	// the policy's doing; drawn from the arrivals' stream, their lengths
 	// would shift every arrival after the first session one policy opened
 	// and another did not. Apart, every policy of a replay gets the same calls
-	// at the same moments with the same priorities (common random numbers),
+	// with the same priorities (common random numbers; runPass shifts each
+	// policy's schedule by less than the mean gap between calls),
 	// so that a difference between two columns is the policies', not the
 	// load's: a few dozen calls more in one column's outage would otherwise
 	// move its success rate by as much as the half point some targets allow.
@@ -298,12 +317,13 @@ func (pr *policyRun) drive(ctx context.Context) {
 		if t >= pr.dur {
 			return
 		}
-		if wait := t - pr.clock.Elapsed(); wait > 0 {
+		due := t + pr.offset
+		if wait := due - pr.clock.Elapsed(); wait > 0 {
 			if err := pr.clock.Sleep(ctx, wait); err != nil {
 				return
 			}
 		}
-		pr.rec.lag(pr.clock.Elapsed() - t)
+		pr.rec.lag(pr.clock.Elapsed() - due)
 		prio := table.PriorityDefault
 		if !load.Priorities.IsZero() {
 			prio = load.Priorities.Of(prios.Float64())
