@@ -8,6 +8,7 @@ import (
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 	"github.com/regionwarden/regionwarden/internal/gcp/gcpfake"
+	"github.com/regionwarden/regionwarden/internal/waittest"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -47,7 +48,7 @@ func TestGlobalIsALocationOfItsOwn(t *testing.T) {
 		{"ew4-order", metav1.ConditionFalse, capacityv1alpha1.ReasonNotFound, 0},
 		{"b-global", metav1.ConditionFalse, capacityv1alpha1.ReasonNotFound, 0},
 	} {
-		pt := waitUntil(t, poolWait, tc.pt+" verified", func() *capacityv1alpha1.ProvisionedThroughput {
+		pt := waittest.Until(t, poolWait, tc.pt+" verified", func() *capacityv1alpha1.ProvisionedThroughput {
 			pt := &capacityv1alpha1.ProvisionedThroughput{}
 			if err := e.cl.Get(t.Context(), types.NamespacedName{Namespace: e.ns, Name: tc.pt}, pt); err != nil {
 				t.Fatal(err)

@@ -32,6 +32,7 @@ import (
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 	"github.com/regionwarden/regionwarden/internal/gcp/gcpfake"
 	"github.com/regionwarden/regionwarden/internal/testenv"
+	"github.com/regionwarden/regionwarden/internal/waittest"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -268,7 +269,7 @@ func (e *healthEnv) waitCached() {
 		return out
 	}
 	live := versions(testClient)
-	waitUntil(e.t, poolWait, "the manager's cache to catch up with the API server",
+	waittest.Until(e.t, poolWait, "the manager's cache to catch up with the API server",
 		func() map[string]string { return versions(e.mgr.GetClient()) },
 		func(cached map[string]string) bool { return maps.Equal(cached, live) })
 }

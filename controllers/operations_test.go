@@ -21,6 +21,7 @@ import (
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 	"github.com/regionwarden/regionwarden/internal/gcp/gcpfake"
 	"github.com/regionwarden/regionwarden/internal/testenv"
+	"github.com/regionwarden/regionwarden/internal/waittest"
 	"github.com/regionwarden/regionwarden/router/source"
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -180,7 +181,7 @@ func TestOperatorKilledMidReconcileConverges(t *testing.T) {
 
 	second := startOperator(t, ns, facts, nil)
 	defer second.stop()
-	got := waitUntil(t, poolWait, "converged after the restart", func() *capacityv1alpha1.RegionPool {
+	got := waittest.Until(t, poolWait, "converged after the restart", func() *capacityv1alpha1.RegionPool {
 		return mustGet(t, testClient, pool.Namespace, pool.Name, &capacityv1alpha1.RegionPool{})
 	}, func(p *capacityv1alpha1.RegionPool) bool {
 		return isReconciled(p) && p.Status.TableHash == written.Annotations[table.AnnotationHash]
@@ -203,7 +204,7 @@ func TestOperatorKilledMidReconcileConverges(t *testing.T) {
 	// Each change once: waited for, then given time to be joined by a
 	// duplicate that a second announcement would bring.
 	for _, want := range []struct{ name, reason string }{{"ew1", capacityv1alpha1.ReasonObserved}, {"flash", capacityv1alpha1.ReasonRendered}} {
-		waitUntil(t, poolWait, "a "+want.reason+" event about "+want.name,
+		waittest.Until(t, poolWait, "a "+want.reason+" event about "+want.name,
 			func() int { return eventCount(t, ns, want.name, want.reason) }, func(n int) bool { return n > 0 })
 	}
 	time.Sleep(time.Second)
@@ -230,7 +231,7 @@ func routerSource(t *testing.T, ns string) *source.ConfigMapSource {
 // waitServing waits until src serves a table for which ok holds.
 func waitServing(t *testing.T, src *source.ConfigMapSource, what string, ok func(*table.Table) bool) *table.Table {
 	t.Helper()
-	return waitUntil(t, poolWait, "the router served "+what, src.Current,
+	return waittest.Until(t, poolWait, "the router served "+what, src.Current,
 		func(cur *table.Table) bool { return cur != nil && ok(cur) })
 }
 

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
+	"github.com/regionwarden/regionwarden/internal/waittest"
 )
 
 // TestPTEventsOnce checks that events tell changes, once each: reconciling an
@@ -51,7 +52,7 @@ func TestPTEventsOnce(t *testing.T) {
 
 	// The API server holds them: one Event per distinct report, none repeated
 	// as a series.
-	byReason := waitUntil(t, time.Minute, "Mismatch twice and Observed once in the API server", func() map[string]int {
+	byReason := waittest.Until(t, time.Minute, "Mismatch twice and Observed once in the API server", func() map[string]int {
 		var list eventsv1.EventList
 		if err := e.cl.List(context.Background(), &list, client.InNamespace(e.ns)); err != nil {
 			t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/regionwarden/regionwarden/internal/gcp/gcpfake"
 	"github.com/regionwarden/regionwarden/internal/metricstest"
 	"github.com/regionwarden/regionwarden/internal/testenv"
+	"github.com/regionwarden/regionwarden/internal/waittest"
 )
 
 // ptT0 is where every PT test's clock starts.
@@ -73,7 +74,7 @@ func (s *eventSpy) count(object, eventtype, reason string) int {
 // are recorded.
 func (s *eventSpy) await(t testing.TB, object, eventtype, reason string, want int) int {
 	t.Helper()
-	return waitUntil(t, poolWait, fmt.Sprintf("%d %s %s events about %s", want, eventtype, reason, object),
+	return waittest.Until(t, poolWait, fmt.Sprintf("%d %s %s events about %s", want, eventtype, reason, object),
 		func() int { return s.count(object, eventtype, reason) }, func(n int) bool { return n >= want })
 }
 
@@ -242,7 +243,7 @@ func (e *ptEnv) reconcile(name string) reconcile.Result {
 // waitFor waits until ok holds of the PT.
 func (e *ptEnv) waitFor(name string, what string, ok func(*capacityv1alpha1.ProvisionedThroughput) bool) *capacityv1alpha1.ProvisionedThroughput {
 	e.t.Helper()
-	return waitUntil(e.t, time.Minute, name+" to get "+what, func() *capacityv1alpha1.ProvisionedThroughput { return e.get(name) }, ok)
+	return waittest.Until(e.t, time.Minute, name+" to get "+what, func() *capacityv1alpha1.ProvisionedThroughput { return e.get(name) }, ok)
 }
 
 // waitReconciled waits for the manager's first reconcile of a new PT.

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/regionwarden/regionwarden/internal/metricstest"
+	"github.com/regionwarden/regionwarden/internal/waittest"
 )
 
 // TestPTMetricsDeletedWithObject checks that a deleted PT's series leave the
@@ -28,7 +29,7 @@ func TestPTMetricsDeletedWithObject(t *testing.T) {
 	if err := e.cl.Delete(context.Background(), e.get("gone")); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, time.Minute, "the deleted object's series to go", func() bool {
+	waittest.Until(t, time.Minute, "the deleted object's series to go", func() bool {
 		_, served := metricValue(t, "regionwarden_provisionedthroughput_observed_gsus", map[string]string{"namespace": e.ns, "name": "gone"})
 		return served
 	}, func(served bool) bool { return !served })
@@ -69,7 +70,7 @@ func TestPTConditionSeriesFollowStatus(t *testing.T) {
 	if err := e.cl.Delete(context.Background(), e.get("pt")); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, time.Minute, "the deleted object's condition series to go",
+	waittest.Until(t, time.Minute, "the deleted object's condition series to go",
 		func() map[string]float64 { return conditionSeries(t, e.ns, "pt", "") },
 		func(series map[string]float64) bool { return len(series) == 0 })
 }

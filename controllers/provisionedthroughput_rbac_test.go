@@ -18,6 +18,7 @@ import (
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 	"github.com/regionwarden/regionwarden/internal/gcp"
+	"github.com/regionwarden/regionwarden/internal/waittest"
 )
 
 // TestPTRBAC runs the PT controller as a user bound to nothing but the
@@ -114,7 +115,7 @@ func (e *ptEnv) waitForEventSeries(name, reason string) eventsv1.Event {
 func (e *ptEnv) waitForEventWhere(name, reason, what string, ok func(eventsv1.Event) bool) eventsv1.Event {
 	e.t.Helper()
 	var found eventsv1.Event
-	waitUntil(e.t, time.Minute, name+" to get "+what+" with reason "+reason, func() []eventsv1.Event {
+	waittest.Until(e.t, time.Minute, name+" to get "+what+" with reason "+reason, func() []eventsv1.Event {
 		var list eventsv1.EventList
 		if err := e.cl.List(context.Background(), &list, client.InNamespace(e.ns)); err != nil {
 			e.t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
+	"github.com/regionwarden/regionwarden/internal/waittest"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -226,7 +227,7 @@ func runScale(b *testing.B) {
 	b.StartTimer()
 	start := time.Now()
 	e.start()
-	converged := waitUntil(b, 5*time.Minute, "every pool to converge", func() int {
+	converged := waittest.Until(b, 5*time.Minute, "every pool to converge", func() int {
 		var pools capacityv1alpha1.RegionPoolList
 		if err := testClient.List(ctx, &pools, client.InNamespace(e.ns)); err != nil {
 			b.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 	"github.com/regionwarden/regionwarden/internal/testenv"
+	"github.com/regionwarden/regionwarden/internal/waittest"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -97,7 +98,7 @@ func TestRegionPoolDoesNotAdoptAConfigMapCreatedMeanwhile(t *testing.T) {
 	// The reconciles below read the pool from the manager's cache: one that
 	// has not seen it yet finds nothing to do and succeeds, whatever the
 	// ConfigMap (as a slow machine, or -race, showed).
-	_ = waitUntil(t, poolWait, "the manager's cache to hold the pool",
+	_ = waittest.Until(t, poolWait, "the manager's cache to hold the pool",
 		func() error { return e.mgr.GetClient().Get(ctx, key, &capacityv1alpha1.RegionPool{}) },
 		func(err error) bool { return err == nil })
 	cmKey := types.NamespacedName{Namespace: e.ns, Name: "flash-routing"}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
+	"github.com/regionwarden/regionwarden/internal/waittest"
 )
 
 // isDuplicate reports whether the pool says it stands down for an older one.
@@ -100,7 +101,7 @@ func TestOlderThan(t *testing.T) {
 // waitGone waits until ConfigMap name no longer exists.
 func waitGone(t *testing.T, e *poolEnv, name string) {
 	t.Helper()
-	waitUntil(t, poolWait, "ConfigMap "+name+" to be deleted",
+	waittest.Until(t, poolWait, "ConfigMap "+name+" to be deleted",
 		func() bool { _, found := e.readTable(name); return found },
 		func(found bool) bool { return !found })
 }

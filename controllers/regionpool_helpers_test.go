@@ -18,6 +18,7 @@ import (
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
 	"github.com/regionwarden/regionwarden/internal/testenv"
+	"github.com/regionwarden/regionwarden/internal/waittest"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -196,7 +197,7 @@ func (e *poolEnv) pool(name string) *capacityv1alpha1.RegionPool {
 // waitPool waits until ok holds of the pool.
 func (e *poolEnv) waitPool(name, what string, ok func(*capacityv1alpha1.RegionPool) bool) *capacityv1alpha1.RegionPool {
 	e.t.Helper()
-	return waitUntil(e.t, poolWait, "pool "+name+" "+what, func() *capacityv1alpha1.RegionPool { return e.pool(name) }, ok)
+	return waittest.Until(e.t, poolWait, "pool "+name+" "+what, func() *capacityv1alpha1.RegionPool { return e.pool(name) }, ok)
 }
 
 // routingTable is a routing-table ConfigMap and the table it holds.
@@ -235,7 +236,7 @@ func (e *poolEnv) readTable(name string) (routingTable, bool) {
 // waitTable waits until ConfigMap name holds a table for which ok holds.
 func (e *poolEnv) waitTable(name, what string, ok func(routingTable) bool) routingTable {
 	e.t.Helper()
-	return waitUntil(e.t, poolWait, "ConfigMap "+name+" "+what,
+	return waittest.Until(e.t, poolWait, "ConfigMap "+name+" "+what,
 		func() routingTable { rt, _ := e.readTable(name); return rt },
 		func(rt routingTable) bool { return rt.table != nil && ok(rt) })
 }

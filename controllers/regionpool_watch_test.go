@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	capacityv1alpha1 "github.com/regionwarden/regionwarden/api/v1alpha1"
+	"github.com/regionwarden/regionwarden/internal/waittest"
 )
 
 // TestRegionPoolWatchMapsExactly checks the watch mapping through the
@@ -28,7 +29,7 @@ func TestRegionPoolWatchMapsExactly(t *testing.T) {
 	e.createPool("shared-name", regions, poolWithModel("gemini-2.0-flash"), poolWithOutput("flash-routing"))
 	e.waitPool("shared-name", "is seen", func(*capacityv1alpha1.RegionPool) bool { return true })
 	// The cache may lag the API server; wait until it holds all four pools.
-	waitUntil(t, poolWait, "the cache to hold the four pools", func() int {
+	waittest.Until(t, poolWait, "the cache to hold the four pools", func() int {
 		var l capacityv1alpha1.RegionPoolList
 		if err := e.mgr.GetClient().List(context.Background(), &l, client.InNamespace(e.ns)); err != nil {
 			return -1

@@ -2,14 +2,12 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	. "github.com/onsi/gomega"
 	"go.uber.org/goleak"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -60,13 +58,7 @@ func TestMain(m *testing.M) {
 	// GVK fix-up of its metadata informers' watches (newGVKFixupWatcher)
 	// blocks on a send once the reflector that read it stops, one per
 	// stopped manager.
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction("k8s.io/apimachinery/pkg/watch.(*filteredWatch).loop")); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testenv.NoLeaks(code, goleak.IgnoreTopFunction("k8s.io/apimachinery/pkg/watch.(*filteredWatch).loop")))
 }
 
 // reconcileOnce runs r once on ns/name, as the manager would, and fails
@@ -97,24 +89,6 @@ func startManager(t testing.TB, mgr ctrl.Manager) {
 	if !mgr.GetCache().WaitForCacheSync(t.Context()) {
 		t.Fatal("the manager's cache did not sync")
 	}
-}
-
-// waitUntil polls get until ok holds of what it returns, and returns that.
-// Past timeout the test fails, saying what it waited for and what get last
-// returned. The timeout only keeps a broken controller from hanging the run:
-// nothing is asserted about time. It polls a thousandth of the timeout apart
-// (20 ms at least), so a long wait, such as a benchmark's, does not load the
-// API server it measures. It is the controller tests' one way to wait, on
-// gomega's Eventually.
-func waitUntil[T any](t testing.TB, timeout time.Duration, what string, get func() T, ok func(T) bool) T {
-	t.Helper()
-	var last T
-	NewWithT(t).Eventually(func() bool {
-		last = get()
-		return ok(last)
-	}).WithTimeout(timeout).WithPolling(max(20*time.Millisecond, timeout/1000)).Should(BeTrue(),
-		func() string { return fmt.Sprintf("never %s; last: %+v", what, last) })
-	return last
 }
 
 // newManager returns a manager for the tests of namespaces, through cfg:

@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/regionwarden/regionwarden/internal/waittest"
 )
 
 var (
@@ -37,7 +39,7 @@ func TestReconcileTraced(t *testing.T) {
 	e.waitReconciled("traced")
 	// The reconcile's span ends after its status write, which the test may
 	// see first.
-	waitUntil(t, poolWait, "the reconcile's span ended", rec.Ended, func(ended []sdktrace.ReadOnlySpan) bool {
+	waittest.Until(t, poolWait, "the reconcile's span ended", rec.Ended, func(ended []sdktrace.ReadOnlySpan) bool {
 		return slices.ContainsFunc(ended, func(s sdktrace.ReadOnlySpan) bool {
 			return s.Name() == "reconcile ProvisionedThroughput" && attr(s, "k8s.namespace.name") == e.ns
 		})

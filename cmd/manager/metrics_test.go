@@ -2,19 +2,20 @@ package main
 
 import (
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"testing"
 	"time"
 
-	. "github.com/onsi/gomega"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/regionwarden/regionwarden/internal/testenv"
+	"github.com/regionwarden/regionwarden/internal/waittest"
 )
 
 // TestMetricsNeedAuthorization runs a manager with the metrics options of
@@ -57,16 +58,17 @@ func TestMetricsNeedAuthorization(t *testing.T) {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
 		var code int
-		NewWithT(t).Eventually(func() error {
+		var last error
+		waittest.For(t, 30*time.Second, func() string { return fmt.Sprintf("the metrics endpoint: %v", last) }, func() bool {
 			resp, err := client.Do(req)
-			if err != nil {
-				return err
+			if last = err; err != nil {
+				return false
 			}
 			_, _ = io.Copy(io.Discard, resp.Body)
 			_ = resp.Body.Close()
 			code = resp.StatusCode
-			return nil
-		}).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).Should(Succeed(), "the metrics endpoint")
+			return true
+		})
 		return code
 	}
 	for _, tc := range []struct {

@@ -17,7 +17,6 @@ import (
 	aiplatform "cloud.google.com/go/aiplatform/apiv1"
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
 	"cloud.google.com/go/auth"
-	. "github.com/onsi/gomega"
 	"go.uber.org/goleak"
 	"google.golang.org/api/option"
 	"google.golang.org/genai"
@@ -25,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/regionwarden/regionwarden/internal/waittest"
 	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
 )
@@ -258,7 +258,7 @@ func (s *started) metrics(t *testing.T) string {
 // eventually polls cond until it holds: the file watch is asynchronous.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	NewWithT(t).Eventually(cond).WithTimeout(20*time.Second).WithPolling(20*time.Millisecond).Should(BeTrue(), "never: %s", what)
+	waittest.For(t, 20*time.Second, "never: "+what, cond)
 }
 
 // TestTableSwappedOnDisk: a table swapped the way the kubelet updates a

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/regionwarden/regionwarden/internal/testenv"
+	"github.com/regionwarden/regionwarden/internal/waittest"
 )
 
 // TestUseClusterLeavesItAsFound runs the demo's preparation of a cluster it
@@ -94,9 +94,9 @@ func TestUseClusterLeavesItAsFound(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The first subtest's CRD may still be going away.
-		NewWithT(t).Eventually(func() error {
-			return c.Get(ctx, client.ObjectKey{Name: pool}, &apiextensionsv1.CustomResourceDefinition{})
-		}).WithTimeout(time.Minute).WithPolling(100*time.Millisecond).ShouldNot(Succeed(), "the first subtest's CRD never went")
+		waittest.For(t, time.Minute, "the first subtest's CRD never went", func() bool {
+			return c.Get(ctx, client.ObjectKey{Name: pool}, &apiextensionsv1.CustomResourceDefinition{}) != nil
+		})
 		if err := c.Create(ctx, installed); err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -221,4 +222,19 @@ func Go(t testing.TB, what string, run func(context.Context) error) {
 			t.Errorf("%s: %v", what, err)
 		}
 	})
+}
+
+// NoLeaks is a TestMain's exit code: code, or 1 when the tests passed but
+// goroutines other than those opts ignore outlive them (goleak), said on
+// stderr. A TestMain that stops a control plane calls it after the stop,
+// whose goroutines are gone by then.
+func NoLeaks(code int, opts ...goleak.Option) int {
+	if code != 0 {
+		return code
+	}
+	if err := goleak.Find(opts...); err != nil {
+		fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+		return 1
+	}
+	return 0
 }

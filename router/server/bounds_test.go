@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regionwarden/regionwarden/internal/waittest"
 	"github.com/regionwarden/regionwarden/router/server"
 	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
@@ -91,7 +92,7 @@ func TestStalledStreamReaderIsCut(t *testing.T) {
 	if _, err := io.ReadFull(conn, make([]byte, 64)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the stalled call gives back its place", func() bool { return r.poolInFlight() == 0 })
+	waittest.For(t, 10*time.Second, "the stalled call gives back its place", func() bool { return r.poolInFlight() == 0 })
 	// The router closed the connection: once the client drains what was
 	// sent before the cut, it reads the end.
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -260,7 +261,7 @@ func TestFlowingStreamIsNotSilence(t *testing.T) {
 		}
 	}
 	r.clock.Advance(2 * time.Second)
-	eventually(t, 10*time.Second, "the region answering while its streams flow", func() bool { return !r.snapshotOf("europe-west1").Silent })
+	waittest.For(t, 10*time.Second, "the region answering while its streams flow", func() bool { return !r.snapshotOf("europe-west1").Silent })
 	cancel()
 	for range 3 {
 		<-ended

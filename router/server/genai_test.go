@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/regionwarden/regionwarden/internal/waittest"
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream"
@@ -388,7 +389,7 @@ func TestCallerCancellationCancelsUpstream(t *testing.T) {
 				t.Error("canceled call returned no error")
 			}
 			// The router reports the attempt after the region's call returns.
-			eventually(t, 10*time.Second, "one attempt counted canceled", func() bool {
+			waittest.For(t, 10*time.Second, "one attempt counted canceled", func() bool {
 				return r.attempts("europe-west1", "provisioned", gaveUp) == 1
 			})
 			if n := shared.calls.Load(); n != 0 {

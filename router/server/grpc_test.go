@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/regionwarden/regionwarden/internal/waittest"
 	"github.com/regionwarden/regionwarden/router/server"
 	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
@@ -293,7 +294,7 @@ func TestStalledGRPCStreamReaderIsCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The caller reads nothing more.
-	eventually(t, 10*time.Second, "the stalled call gives back its place", func() bool { return r.poolInFlight() == 0 })
+	waittest.For(t, 10*time.Second, "the stalled call gives back its place", func() bool { return r.poolInFlight() == 0 })
 	if got := r.attempts("europe-west1", "provisioned", gaveUp); got != 1 {
 		t.Errorf("attempts cancelled = %v, want 1 (the caller went, not the region)", got)
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/auth"
-	. "github.com/onsi/gomega"
 	"go.uber.org/goleak"
 	"google.golang.org/genai"
 	"google.golang.org/grpc/codes"
@@ -288,11 +287,4 @@ func counter(t testing.TB, m *metrics.Metrics, name string, labels map[string]st
 	t.Helper()
 	v, _ := metricstest.Value(t, m.Registry(), name, labels)
 	return v
-}
-
-// eventually waits up to limit for cond, and says what it waited for if it
-// never held.
-func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	NewWithT(t).Eventually(cond).WithTimeout(limit).WithPolling(5*time.Millisecond).Should(BeTrue(), "not within %s: %s", limit, what)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regionwarden/regionwarden/internal/waittest"
 	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
 )
@@ -67,7 +68,7 @@ func TestUnknownFieldsPassThroughREST(t *testing.T) {
 func awaitAnswer(t *testing.T, f *fakeRegion) upstreamtest.Call {
 	t.Helper()
 	var c upstreamtest.Call
-	eventually(t, 5*time.Second, "the region records its answer", func() bool {
+	waittest.For(t, 5*time.Second, "the region records its answer", func() bool {
 		c = f.Last()
 		return c.Answer != nil
 	})

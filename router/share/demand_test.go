@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onsi/gomega"
 	"go.uber.org/goleak"
 )
 
@@ -12,13 +11,6 @@ import (
 // controller, exchange or meter that left one behind (a store connection, an
 // extender) would grow in a router until it failed.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// eventually polls cond every 5 ms until it holds, and fails the test once
-// within has passed, with what msg says then.
-func eventually(t testing.TB, within time.Duration, cond func() bool, msg func() string) {
-	t.Helper()
-	gomega.NewWithT(t).Eventually(cond).WithTimeout(within).WithPolling(5*time.Millisecond).Should(gomega.BeTrue(), msg)
-}
 
 func TestDemandRate(t *testing.T) {
 	var d Demand

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/regionwarden/regionwarden/internal/testenv"
+	"github.com/regionwarden/regionwarden/internal/waittest"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -109,14 +110,14 @@ func TestEndpointSliceShares(t *testing.T) {
 	// long it took since start; over 2 s fails the test.
 	waitShare := func(what string, want float64, start time.Time) time.Duration {
 		t.Helper()
-		eventually(t, 2*time.Second, func() bool {
+		waittest.For(t, 2*time.Second, func() string {
+			return fmt.Sprintf("%s: shares %+v %+v 2s later, want %.3f", what, routers[0].Shares(), routers[1].Shares(), want)
+		}, func() bool {
 			ok := true
 			for _, r := range routers {
 				ok = ok && r.Shares()[0].Share == want
 			}
 			return ok
-		}, func() string {
-			return fmt.Sprintf("%s: shares %+v %+v 2s later, want %.3f", what, routers[0].Shares(), routers[1].Shares(), want)
 		})
 		took := time.Since(start)
 		t.Logf("%s: every router's share is %.3f after %v", what, want, took.Round(time.Millisecond))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/regionwarden/regionwarden/internal/proxytest"
 	"github.com/regionwarden/regionwarden/internal/redisserver"
+	"github.com/regionwarden/regionwarden/internal/waittest"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -123,12 +124,12 @@ func TestDemandShareAndStoreLoss(t *testing.T) {
 		return sum
 	}
 	worst := 0.0
-	eventually(t, 5*time.Second, func() bool {
+	waittest.For(t, 5*time.Second, func() string {
+		return fmt.Sprintf("shares %v after 5s, want about 0.7, 0.2, 0.1 (sources %+v)", shares(), cs[0].Shares())
+	}, func() bool {
 		s := shares()
 		worst = max(worst, s[0]+s[1]+s[2])
 		return math.Abs(s[0]-0.7) < 0.05 && math.Abs(s[1]-0.2) < 0.05 && math.Abs(s[2]-0.1) < 0.05
-	}, func() string {
-		return fmt.Sprintf("shares %v after 5s, want about 0.7, 0.2, 0.1 (sources %+v)", shares(), cs[0].Shares())
 	})
 	for range 50 {
 		s := shares()
@@ -203,9 +204,9 @@ func TestHeldShareEndsWhenTheCountMoves(t *testing.T) {
 	share := func(i int) float64 { return cs[i].Shares()[0].Share }
 	waitFor := func(what string, within time.Duration, ok func() bool) {
 		t.Helper()
-		eventually(t, within, ok, func() string {
+		waittest.For(t, within, func() string {
 			return fmt.Sprintf("%s: not within %v (shares %v and %v; %s)", what, within, share(0), share(1), cs[0].Shares()[0].Source)
-		})
+		}, ok)
 	}
 	waitFor("shares follow the 80/20 split", 5*time.Second, func() bool { return math.Abs(share(0)-0.8) < 0.05 })
 	srv.Kill()
@@ -236,9 +237,9 @@ func TestHeldShareOutlastsAFlappingStore(t *testing.T) {
 	link := proxytest.Start(t, srv.Addr)
 	cs, _ := twoRouters(t, "redis://"+link.Addr()+"/0", testPool(), func(int) Options { return Options{Replicas: Static(2)} })
 	share := func(i int) float64 { return cs[i].Shares()[0].Share }
-	eventually(t, 5*time.Second, func() bool { return math.Abs(share(0)-0.8) <= 0.05 }, func() string {
+	waittest.For(t, 5*time.Second, func() string {
 		return fmt.Sprintf("shares %v and %v after 5s, want about 0.8 and 0.2", share(0), share(1))
-	})
+	}, func() bool { return math.Abs(share(0)-0.8) <= 0.05 })
 	worst, least := 0.0, 1.0
 	watch := func(d time.Duration) {
 		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
@@ -280,9 +281,7 @@ func TestMeterLeavesTheCutOffRouterItsShare(t *testing.T) {
 		t.Fatalf("reserves %+v with both routers exchanging, want none", *a)
 	}
 	stops[0]()
-	eventually(t, 2*time.Second, func() bool { return absent() != nil }, func() string {
-		return "the other router's meter reserves nothing 2s after the busiest left"
-	})
+	waittest.For(t, 2*time.Second, "the other router's meter reserves nothing 2s after the busiest left", func() bool { return absent() != nil })
 	if a := absent(); len(a.shares) != 1 || a.rostered != 1 || math.Abs(a.shares[0]-0.8) > 0.05 {
 		t.Errorf("the other router's meter reserves %+v for the busiest, want about its 0.8", *a)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/regionwarden/regionwarden/internal/proxytest"
 	"github.com/regionwarden/regionwarden/internal/redisserver"
+	"github.com/regionwarden/regionwarden/internal/waittest"
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
 )
@@ -272,13 +273,13 @@ func TestForgottenRequestsLeaveTheStore(t *testing.T) {
 	count := func(want int64) {
 		t.Helper()
 		var n int64
-		eventually(t, time.Second, func() bool {
+		waittest.For(t, time.Second, func() string { return fmt.Sprintf("%d requests in the store's window, want %d", n, want) }, func() bool {
 			var err error
 			if n, err = direct.ZCard(context.Background(), key).Result(); err != nil {
 				t.Fatal(err)
 			}
 			return n == want
-		}, func() string { return fmt.Sprintf("%d requests in the store's window, want %d", n, want) })
+		})
 	}
 	count(3)
 	for _, tk := range append(tickets, local) {
@@ -329,15 +330,15 @@ func TestAdmittedRequestCountsFromWhenTheRouterHeardBack(t *testing.T) {
 	key := (*pm.limits.Load())["europe-west4"].key
 	want := float64(before.Add(50 * time.Millisecond).UnixMicro())
 	var last float64
-	eventually(t, time.Second, func() bool {
+	waittest.For(t, time.Second, func() string {
+		return fmt.Sprintf("request counted from %.0f µs, want at least %.0f: 50 ms after the store admitted it", last, want)
+	}, func() bool {
 		zs, err := direct.ZRangeWithScores(ctx, key, 0, -1).Result()
 		if err != nil || len(zs) != 1 {
 			t.Fatalf("window %v, %v; want one request", zs, err)
 		}
 		last = zs[0].Score
 		return last >= want
-	}, func() string {
-		return fmt.Sprintf("request counted from %.0f µs, want at least %.0f: 50 ms after the store admitted it", last, want)
 	})
 }
 
@@ -364,14 +365,14 @@ func TestShareAdmitsCountInTheStore(t *testing.T) {
 	t.Cleanup(func() { _ = direct.Close() })
 	key := (*slow.limits.Load())["europe-west4"].key
 	var n int64
-	eventually(t, time.Second, func() bool {
+	waittest.For(t, time.Second, func() string {
+		return fmt.Sprintf("%d requests in the store's window, want the 4 the share admitted", n)
+	}, func() bool {
 		var err error
 		if n, err = direct.ZCard(context.Background(), key).Result(); err != nil {
 			t.Fatal(err)
 		}
 		return n >= 4
-	}, func() string {
-		return fmt.Sprintf("%d requests in the store's window, want the 4 the share admitted", n)
 	})
 	// 5: the store may have run the timed-out request's script too.
 	if n != 4 && n != 5 {
