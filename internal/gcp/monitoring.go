@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -243,16 +242,13 @@ func (s *MonitoringSource) list(ctx context.Context, project, metricType string,
 	}
 	it := s.client.ListTimeSeries(ctx, req, gax.WithRetry(nil))
 	var out []*monitoringpb.TimeSeries
-	for {
-		ts, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			return out, nil
-		}
+	for ts, err := range it.All() {
 		if err != nil {
 			return nil, fmt.Errorf("gcp: list %s for project %s: %w", metricType[strings.LastIndexByte(metricType, '/')+1:], project, err)
 		}
 		out = append(out, ts)
 	}
+	return out, nil
 }
 
 func seriesKey(ts *monitoringpb.TimeSeries) factsKey {

@@ -2,14 +2,12 @@ package gcpfake_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	monitoring "cloud.google.com/go/monitoring/apiv3/v2"
 	"cloud.google.com/go/monitoring/apiv3/v2/monitoringpb"
 	"github.com/googleapis/gax-go/v2"
-	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -49,16 +47,13 @@ func list(c *monitoring.MetricClient, project, filter string, start, end time.Ti
 		PageSize: pageSize,
 	}, gax.WithRetry(nil))
 	var out []*monitoringpb.TimeSeries
-	for {
-		ts, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			return out, nil
-		}
+	for ts, err := range it.All() {
 		if err != nil {
 			return out, err
 		}
 		out = append(out, ts)
 	}
+	return out, nil
 }
 
 func newServer() *gcpfake.MetricServer {
