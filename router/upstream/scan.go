@@ -70,6 +70,7 @@ type AnswerScanner struct {
 	capture   int // the field being captured into buf
 	buf       []byte
 	small     [512]byte // buf's first backing: a usageMetadata fits
+	output    int64     // the output's parts of the usage object being read
 }
 
 // NewAnswerScanner returns a scanner for an answer of the given framing.
@@ -223,22 +224,9 @@ func (s *AnswerScanner) field() int {
 func (s *AnswerScanner) finish() {
 	switch s.capture {
 	case fieldUsage:
-		var output int64
-		members(s.buf, func(k, v []byte) {
-			switch string(k) {
-			case "totalTokenCount":
-				keepMax(&s.Tokens, v)
-			case "promptTokenCount":
-				keepMax(&s.InputTokens, v)
-			case "candidatesTokenCount", "thoughtsTokenCount":
-				add(&output, v)
-			case "trafficType":
-				s.setTrafficType(v)
-			}
-		})
-		s.OutputTokens = max(s.OutputTokens, output)
+		s.usage(&vertexUsage)
 	case fieldChatUsage:
-		s.chatUsage()
+		s.usage(&chatUsage)
 	case fieldError:
 		code, httpStatus := codes.Unknown, 0
 		members(s.buf, func(k, v []byte) {
@@ -261,25 +249,45 @@ func (s *AnswerScanner) finish() {
 	s.capture, s.buf = fieldNone, s.buf[:0]
 }
 
-// chatUsage reads the captured usage of an OpenAI-compatible chat
-// completion (or its last chunk), as Vertex writes it: prompt_tokens,
-// completion_tokens (the answer), completion_tokens_details.reasoning_tokens
-// (thoughts, counted in total_tokens beside completion_tokens), total_tokens,
-// and the traffic type in extra_properties.google.traffic_type.
-func (s *AnswerScanner) chatUsage() {
-	var output int64
-	members(s.buf, func(k, v []byte) {
+// usageFormat names the members of one wire format's usage object.
+type usageFormat struct {
+	// total and prompt name the counts of all tokens and of the prompt's.
+	total, prompt string
+	// other reads any other member: the output's parts into s.output, the
+	// traffic type into s.TrafficType.
+	other func(s *AnswerScanner, k, v []byte)
+}
+
+// vertexUsage is Vertex's usageMetadata: candidatesTokenCount (the answer)
+// and thoughtsTokenCount (thoughts) are the output, and trafficType says
+// which capacity served the call.
+var vertexUsage = usageFormat{
+	total: "totalTokenCount", prompt: "promptTokenCount",
+	other: func(s *AnswerScanner, k, v []byte) {
 		switch string(k) {
-		case "total_tokens":
-			keepMax(&s.Tokens, v)
-		case "prompt_tokens":
-			keepMax(&s.InputTokens, v)
+		case "candidatesTokenCount", "thoughtsTokenCount":
+			add(&s.output, v)
+		case "trafficType":
+			s.setTrafficType(v)
+		}
+	},
+}
+
+// chatUsage is the usage of an OpenAI-compatible chat completion (or its
+// last chunk), as Vertex writes it: completion_tokens (the answer) and
+// completion_tokens_details.reasoning_tokens (thoughts, counted in
+// total_tokens beside completion_tokens) are the output, and
+// extra_properties.google.traffic_type is the traffic type.
+var chatUsage = usageFormat{
+	total: "total_tokens", prompt: "prompt_tokens",
+	other: func(s *AnswerScanner, k, v []byte) {
+		switch string(k) {
 		case "completion_tokens":
-			add(&output, v)
+			add(&s.output, v)
 		case "completion_tokens_details":
 			members(v, func(k, v []byte) {
 				if string(k) == "reasoning_tokens" {
-					add(&output, v)
+					add(&s.output, v)
 				}
 			})
 		case "extra_properties":
@@ -293,8 +301,27 @@ func (s *AnswerScanner) chatUsage() {
 				}
 			})
 		}
+	},
+}
+
+// usage reads a captured usage object of format f. The output's parts add up
+// within one object, and every count keeps its largest value across
+// objects: a stream repeats its usage in every chunk, and the counts only
+// grow. The sum is a field of s, not a local: a local whose address went to
+// f.other would be moved to the heap, an allocation a usage object.
+func (s *AnswerScanner) usage(f *usageFormat) {
+	s.output = 0
+	members(s.buf, func(k, v []byte) {
+		switch string(k) {
+		case f.total:
+			keepMax(&s.Tokens, v)
+		case f.prompt:
+			keepMax(&s.InputTokens, v)
+		default:
+			f.other(s, k, v)
+		}
 	})
-	s.OutputTokens = max(s.OutputTokens, output)
+	s.OutputTokens = max(s.OutputTokens, s.output)
 }
 
 // keepMax sets *n to the integer v holds where that is larger: a stream
