@@ -21,21 +21,38 @@ import (
 const tracerName = "github.com/regionwarden/regionwarden/router/server"
 
 // The router's own span attributes, beside the OpenTelemetry GenAI semantic
-// conventions' (gen_ai.*, error.type).
+// conventions' (gen_ai.*, error.type); docs/observability.md lists them.
+//
+// On the call's server span: the pool, the region that answered, how many
+// attempts it took, the answer's traffic type and the call's priority.
 const (
-	attrPool          = attribute.Key("regionwarden.pool")
-	attrRegion        = attribute.Key("regionwarden.region")
-	attrTier          = attribute.Key("regionwarden.tier")
-	attrAttempt       = attribute.Key("regionwarden.attempt")
-	attrAttempts      = attribute.Key("regionwarden.attempts")
-	attrTrafficType   = attribute.Key("regionwarden.traffic_type")
-	attrOutcome       = attribute.Key("regionwarden.outcome")
-	attrPriority      = attribute.Key("regionwarden.priority")
-	attrRetried       = attribute.Key("regionwarden.retried")
-	attrRetryReason   = attribute.Key("regionwarden.retry_reason")
-	attrRetryRefused  = attribute.Key("regionwarden.retry_refused")
-	attrShed          = attribute.Key("regionwarden.shed")
-	attrShedReason    = attribute.Key("regionwarden.shed_reason")
+	attrPool        = attribute.Key("regionwarden.pool")
+	attrRegion      = attribute.Key("regionwarden.region")
+	attrAttempts    = attribute.Key("regionwarden.attempts")
+	attrTrafficType = attribute.Key("regionwarden.traffic_type")
+	attrPriority    = attribute.Key("regionwarden.priority")
+)
+
+// On each attempt's client span, beside the pool, region and traffic type:
+// the region's tier, the attempt's number and the policy's outcome.
+const (
+	attrTier    = attribute.Key("regionwarden.tier")
+	attrAttempt = attribute.Key("regionwarden.attempt")
+	attrOutcome = attribute.Key("regionwarden.outcome")
+)
+
+// Where the policy stepped in: an attempt that another followed, and why; a
+// retry it refused, and why; a call shed before any attempt, and why.
+const (
+	attrRetried      = attribute.Key("regionwarden.retried")
+	attrRetryReason  = attribute.Key("regionwarden.retry_reason")
+	attrRetryRefused = attribute.Key("regionwarden.retry_refused")
+	attrShed         = attribute.Key("regionwarden.shed")
+	attrShedReason   = attribute.Key("regionwarden.shed_reason")
+)
+
+// The gen_ai.operation.name of each method.
+const (
 	operationCount    = "count_tokens"
 	operationGenerate = "generate_content"
 	operationChat     = "chat"
