@@ -14,37 +14,37 @@ import (
 
 // goodPT is a valid ProvisionedThroughput that each bad case breaks in one place.
 func goodPT(ns string) map[string]any {
-	return map[string]any{
-		"apiVersion": "capacity.regionwarden.io/v1alpha1",
-		"kind":       "ProvisionedThroughput",
-		"metadata":   map[string]any{"generateName": "pt-", "namespace": ns},
-		"spec": map[string]any{
-			"project":  "demo-project",
-			"location": "europe-west1",
-			"model":    "gemini-2.5-flash-lite",
-			"gsus":     int64(10),
-			"term": map[string]any{
-				"start": "2026-01-01T00:00:00Z",
-				"end":   "2027-01-01T00:00:00Z",
-			},
+	return object("ProvisionedThroughput", "pt-", ns, map[string]any{
+		"project":  "demo-project",
+		"location": "europe-west1",
+		"model":    "gemini-2.5-flash-lite",
+		"gsus":     int64(10),
+		"term": map[string]any{
+			"start": "2026-01-01T00:00:00Z",
+			"end":   "2027-01-01T00:00:00Z",
 		},
-	}
+	})
 }
 
 // goodPool is a valid RegionPool that each bad case breaks in one place.
 func goodPool(ns string) map[string]any {
+	return object("RegionPool", "pool-", ns, map[string]any{
+		"project": "demo-project",
+		"model":   "gemini-2.5-flash-lite",
+		"regions": []any{
+			map[string]any{"name": "europe-west1"},
+			map[string]any{"name": "europe-west4", "requestsPerSecond": int64(8)},
+		},
+	})
+}
+
+// object is an object of the API's kind with a generated name in ns.
+func object(kind, generateName, ns string, spec map[string]any) map[string]any {
 	return map[string]any{
 		"apiVersion": "capacity.regionwarden.io/v1alpha1",
-		"kind":       "RegionPool",
-		"metadata":   map[string]any{"generateName": "pool-", "namespace": ns},
-		"spec": map[string]any{
-			"project": "demo-project",
-			"model":   "gemini-2.5-flash-lite",
-			"regions": []any{
-				map[string]any{"name": "europe-west1"},
-				map[string]any{"name": "europe-west4", "requestsPerSecond": int64(8)},
-			},
-		},
+		"kind":       kind,
+		"metadata":   map[string]any{"generateName": generateName, "namespace": ns},
+		"spec":       spec,
 	}
 }
 
