@@ -94,8 +94,8 @@ func (s *latencySampler) sample() time.Duration {
 	return time.Duration(math.Exp(s.mu + s.sigma*s.rng.NormFloat64()))
 }
 
-// addedLatency is the latency a fault adds at scenario time t inside its window.
-func (f *Fault) addedLatency(t time.Duration) time.Duration {
+// AddedLatencyAt is the latency the fault adds at scenario time t inside its window.
+func (f *Fault) AddedLatencyAt(t time.Duration) time.Duration {
 	if f.AddedLatencyEnd.Duration == 0 {
 		return f.AddedLatency.Duration
 	}
@@ -106,7 +106,7 @@ func (f *Fault) addedLatency(t time.Duration) time.Duration {
 	return time.Duration(a + (b-a)*frac)
 }
 
-// active reports whether t falls in the fault's window.
-func (f *Fault) active(t time.Duration) bool {
+// Active reports whether t falls in the fault's window.
+func (f *Fault) Active(t time.Duration) bool {
 	return t >= f.From.Duration && t < f.To.Duration
 }

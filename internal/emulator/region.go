@@ -189,7 +189,7 @@ type admission struct {
 func (r *region) refusing() bool {
 	t := r.clock.Elapsed()
 	for _, fs := range r.faults {
-		if fs.f.Outage == OutageRefused && fs.f.active(t) {
+		if fs.f.Outage == OutageRefused && fs.f.Active(t) {
 			return true
 		}
 	}
@@ -200,7 +200,7 @@ func (r *region) refusing() bool {
 // active outage's error, or nil when there is none.
 func (r *region) outage(t time.Duration) *apiError {
 	for _, fs := range r.faults {
-		if fs.f.Outage == "" || !fs.f.active(t) {
+		if fs.f.Outage == "" || !fs.f.Active(t) {
 			continue
 		}
 		if fs.f.Outage == OutageRefused {
@@ -247,10 +247,10 @@ func (r *region) begin(c call) admission {
 
 	a.latency = r.latency.sample()
 	for _, fs := range r.faults {
-		if !fs.f.active(t) {
+		if !fs.f.Active(t) {
 			continue
 		}
-		a.latency += fs.f.addedLatency(t)
+		a.latency += fs.f.AddedLatencyAt(t)
 		if a.err == nil && fs.f.ErrorRate > 0 && fs.proc.fail() {
 			code := faultCodes[fs.f.Code]
 			a.err = &apiError{code: code, msg: faultMessage(code)}

@@ -25,6 +25,8 @@ const (
 	ScenarioSmallPTBursts        = "small-pt-bursts"
 	ScenarioPriorityPayGo        = "priority-paygo"
 	ScenarioSpillFailing         = "spill-regions-failing"
+	ScenarioProvisionedFlapping  = "provisioned-region-flapping"
+	ScenarioSharedHangs          = "shared-region-hangs"
 )
 
 // Targets of the scenarios.
@@ -156,12 +158,20 @@ func Checks(rep *Report) []Check {
 			return c
 		})
 	case ScenarioProvisionedDown:
-		each(regionwardenPolicies, func(r *Result) Check { return downCheck(r, rep, "is down") })
+		each(regionwardenPolicies, func(r *Result) Check { return downCheck(r, rep, "the provisioned region is down") })
+	case ScenarioProvisionedFlapping:
+		// The carry is judged moment by moment (faultSpan): all of the
+		// load while the region answers, the quotas' while it fails.
+		each(regionwardenPolicies, func(r *Result) Check { return downCheck(r, rep, "the provisioned region fails by turns") })
+	case ScenarioSharedHangs:
+		each(regionwardenPolicies, func(r *Result) Check {
+			return downCheck(r, rep, "a pay-as-you-go region answers after every deadline and, for two minutes of it, the provisioned region is down")
+		})
 	case ScenarioUnreachable:
 		// The same target as the region down, and then its paid capacity
 		// back: success at its baseline soon after the region answers again.
 		each(regionwardenPolicies, func(r *Result) Check {
-			c := downCheck(r, rep, "refuses connections")
+			c := downCheck(r, rep, "the provisioned region refuses connections")
 			back, ok := backWithin(r.Fault, MaxRecovery)
 			c.Target += fmt.Sprintf(", and its success is back to its baseline within %s after", fmtDuration(MaxRecovery))
 			c.Measured += fmt.Sprintf("; success %s (baseline %s)", back, pct(r.Fault.Baseline))
@@ -169,7 +179,7 @@ func Checks(rep *Report) []Check {
 			return c
 		})
 	case ScenarioDownPriorities:
-		each(regionwardenPolicies, func(r *Result) Check { return downCheck(r, rep, "is down") })
+		each(regionwardenPolicies, func(r *Result) Check { return downCheck(r, rep, "the provisioned region is down") })
 		each(regionwardenPolicies, func(r *Result) Check { return shortageCheck(r, rep) })
 	case ScenarioProvisionedSlow:
 		each(regionwardenPolicies, func(r *Result) Check {
@@ -232,13 +242,13 @@ func Checks(rep *Report) []Check {
 	return cs
 }
 
-// downCheck is the target while the provisioned region fails every call
-// (what it does, "is down"): the other regions' quotas carried, within
-// MaxDownAttempts, no "no regions".
+// downCheck is the target while regions fail every call (what, "the
+// provisioned region is down"): what the regions can carry (faultSpan)
+// carried, within MaxDownAttempts, no "no regions".
 func downCheck(r *Result, rep *Report, what string) Check {
 	f, want := r.Fault, MinShareOfCarry*rep.FaultCarry
 	return Check{
-		Target: fmt.Sprintf("while the provisioned region %s (%s to %s), %s serves at least %s of what the other regions can carry (%s of calls, so %s) with at most %.1f attempts per call and no \"no regions\"",
+		Target: fmt.Sprintf("while %s (%s to %s), %s serves at least %s of what the regions can carry (%s of calls, so %s) with at most %.1f attempts per call and no \"no regions\"",
 			what, fmtDuration(rep.Fault.From), fmtDuration(rep.Fault.To), r.Policy, pct(MinShareOfCarry), pct(rep.FaultCarry), pct(want), MaxDownAttempts),
 		Measured: fmt.Sprintf("%s served (%s of what they can carry), %.3f attempts per call, %d \"no regions\"",
 			pct(f.Success), pct(shareOf(f.Success, rep.FaultCarry)), f.AttemptsPerRequest, r.NoRegions),

@@ -167,7 +167,8 @@ func TestWriteMarkdown(t *testing.T) {
 	}
 }
 
-// TestFaultSpan finds a scenario's faults and what the regions can carry: the
+// TestFaultSpan finds a scenario's faults and what the regions can carry,
+// moment by moment where the faults come and go by turns: the
 // shared quotas' 18 of 40 calls a second while the provisioned region is
 // down, nothing when every region is, all of it while the provisioned region
 // answers 55% of its calls and the shared quotas take the rest; of a region
@@ -197,6 +198,15 @@ func TestFaultSpan(t *testing.T) {
 		// 40% of the PT's 33 calls/s and the quotas' 15 carry the 25; sent
 		// once, the quotas' 15 and 40% of the other 10.
 		{ScenarioProvisionedBrownout, 5 * time.Minute, Span{time.Minute, 4 * time.Minute}, 1, 0.76},
+		// Moment by moment: all of the load for the 60 s the PT answers,
+		// the quotas' 45% for the 80 s it fails.
+		{ScenarioProvisionedFlapping, 5 * time.Minute, Span{time.Minute, 200 * time.Second}, 96.0 / 140, 96.0 / 140},
+		// The PT's all for the 60 s it answers; two quotas' 12 of 40 for
+		// the 120 s it is down and the third one hangs.
+		{ScenarioSharedHangs, 5 * time.Minute, Span{time.Minute, 4 * time.Minute}, 96.0 / 180, 96.0 / 180},
+		// The PT's all until its ramp reaches the deadline, 40 s in; the
+		// quotas' 45% for the 80 s after.
+		{"provisioned-region-backing-up", 5 * time.Minute, Span{time.Minute, 3 * time.Minute}, 76.0 / 120, 76.0 / 120},
 	} {
 		sc, err := emulator.LoadScenario("../../test/scenarios/" + tc.name + ".yaml")
 		if err != nil {
@@ -211,8 +221,9 @@ func TestFaultSpan(t *testing.T) {
 		}
 	}
 	// 20 calls/s: half of europe-west1's 10 answered, none of
-	// europe-west4's (slower than the deadline) nor of europe-west2's
-	// (backing up past it), europe-north1's 4: 9 of 20.
+	// europe-west4's (slower than the deadline), europe-north1's 4, and
+	// europe-west2's 4 until its ramp reaches the deadline 50 s into the
+	// minute: 13 of 20 for 50 s, then 9 for 10 s, 740 of 1,200.
 	sc, err := emulator.ParseScenario([]byte(`
 name: partial
 project: p
@@ -240,15 +251,15 @@ regions:
 		t.Fatal(err)
 	}
 	sp, carry := faultSpan(sc, 2*time.Minute)
-	if math.Abs(carry-0.45) > 1e-9 {
-		t.Errorf("errors and latency: carrying %v, want 0.45", carry)
+	if want := 740.0 / 1200; math.Abs(carry-want) > 1e-9 {
+		t.Errorf("errors and latency: carrying %v, want %v", carry, want)
 	}
 	// Sent once, in the table's order europe-west1 would take 10 and answer
 	// 5, europe-west4 the other 10 and answer none: a quarter. The regions
-	// that answer most take first: europe-north1's 4, then half of
-	// europe-west1's 10.
-	if once := carryOnce(sc, sp); math.Abs(once-0.45) > 1e-9 {
-		t.Errorf("errors and latency: %v carried once, want 0.45", once)
+	// that answer most take first: europe-north1's 4 and europe-west2's
+	// while it answers, then half of europe-west1's 10: the same.
+	if once, want := carryOnce(sc, sp), 740.0/1200; math.Abs(once-want) > 1e-9 {
+		t.Errorf("errors and latency: %v carried once, want %v", once, want)
 	}
 }
 

@@ -628,11 +628,15 @@ func ratio(a, b int64) float64 {
 }
 
 // faultSpan is the span of sc's faults within dur, from the first one's start
-// to the last one's end (zero when it has none), and the share of the load
-// there that the regions can carry: each region's capacity in calls per
-// second (a region without one carries anything), and of a region with a
-// fault in the span what it answers of the calls it is sent up to that
-// capacity (answered), over the load's rate at the span's start, at most 1.
+// to the last one's end (zero when it has none), and the share of the calls
+// sent in it that the regions can carry (overSpan): at each moment, each
+// region's capacity in calls per second (a region without one carries
+// anything), and of a region with a fault then what it answers of the calls
+// it is sent up to that capacity (answeredAt), over the load's rate then, at
+// most 1. Judged moment by moment, a span in which the regions fail by turns
+// (a region that flaps, a second one failing as the first recovers) carries
+// what each moment does, not what it would if every fault lasted the whole
+// span.
 func faultSpan(sc *emulator.Scenario, dur time.Duration) (Span, float64) {
 	var sp Span
 	for _, r := range sc.Regions {
@@ -649,24 +653,18 @@ func faultSpan(sc *emulator.Scenario, dur time.Duration) (Span, float64) {
 	if sp.To == 0 {
 		return Span{}, 0
 	}
-	rate := sc.Load.RateAt(sp.From)
-	if rate <= 0 {
-		return sp, 1
-	}
-	var carry float64
-	for i := range sc.Regions {
-		r := &sc.Regions[i]
-		share := answered(r, sp, sc.Load.Deadline.Duration)
-		c := sc.RequestsPerSecond(r)
-		if c == 0 {
-			if share == 1 {
-				return sp, 1
+	return sp, overSpan(sc, sp, 1, func(t time.Duration, rate float64) float64 {
+		var carry float64
+		for i := range sc.Regions {
+			r := &sc.Regions[i]
+			c := sc.RequestsPerSecond(r)
+			if c == 0 {
+				c = rate
 			}
-			c = rate
+			carry += answeredAt(r, t, sc.Load.Deadline.Duration) * min(c, rate)
 		}
-		carry += share * min(c, rate)
-	}
-	return sp, min(carry/rate, 1)
+		return min(carry/rate, 1)
+	})
 }
 
 // priorityCarry is, for a load of mix m, the share of each priority's calls
@@ -693,48 +691,77 @@ func priorityCarry(m emulator.PriorityMix, carry float64) map[table.Priority]flo
 	return out
 }
 
-// carryOnce is the share of the load during sp that sc's regions serve
-// when every call is sent once, and not retried: to the regions that answer
-// most of what they are sent first, each up to its capacity in calls per
-// second (a region without one takes the rest), each answering its share
-// (answered) of the calls it takes, over the load's rate at the span's
-// start. Zero without a span.
+// carryOnce is the share of the calls sent during sp that sc's regions
+// serve when every call is sent once, and not retried (overSpan): at each
+// moment, to the regions that answer most of what they are sent first, each
+// up to its capacity in calls per second (a region without one takes the
+// rest), each answering its share (answeredAt) of the calls it takes. Zero
+// without a span.
 func carryOnce(sc *emulator.Scenario, sp Span) float64 {
-	rate := sc.Load.RateAt(sp.From)
-	if sp.To == 0 || rate <= 0 {
+	if sp.To == 0 {
 		return 0
 	}
 	type room struct{ share, calls float64 }
-	rooms := make([]room, 0, len(sc.Regions))
-	for i := range sc.Regions {
-		r := &sc.Regions[i]
-		c := sc.RequestsPerSecond(r)
-		if c == 0 {
-			c = rate
+	rooms := make([]room, len(sc.Regions))
+	return overSpan(sc, sp, 0, func(t time.Duration, rate float64) float64 {
+		for i := range sc.Regions {
+			r := &sc.Regions[i]
+			c := sc.RequestsPerSecond(r)
+			if c == 0 {
+				c = rate
+			}
+			rooms[i] = room{answeredAt(r, t, sc.Load.Deadline.Duration), c}
 		}
-		rooms = append(rooms, room{answered(r, sp, sc.Load.Deadline.Duration), c})
-	}
-	slices.SortStableFunc(rooms, func(a, b room) int { return cmp.Compare(b.share, a.share) })
-	left, served := rate, 0.0
-	for _, r := range rooms {
-		sent := min(r.calls, left)
-		served += r.share * sent
-		left -= sent
-	}
-	return served / rate
+		slices.SortStableFunc(rooms, func(a, b room) int { return cmp.Compare(b.share, a.share) })
+		left, served := rate, 0.0
+		for _, r := range rooms {
+			sent := min(r.calls, left)
+			served += r.share * sent
+			left -= sent
+		}
+		return served / rate
+	})
 }
 
-// answered is the least share of its calls that region r answers within
-// deadline (zero: none) under its faults in span sp: none in an outage or
-// when the added latency reaches the deadline (at either end of a ramp),
-// else all but the error rate.
-func answered(r *emulator.Region, sp Span, deadline time.Duration) float64 {
-	share := 1.0
-	for _, f := range r.Faults {
-		if f.From.Duration >= sp.To || f.To.Duration <= sp.From {
+// carryStep is the length of the moments, in scenario time, that overSpan
+// judges a span by: a second, the window in which regions count calls.
+const carryStep = time.Second
+
+// overSpan averages carry over sp: carry(t, rate) is the share of the calls
+// sent at t, at the load's rate then, that the regions serve. It is judged at
+// the middle of each carryStep of sp, and each step weighs as the calls sent
+// in it. none is the result when the load sends nothing in sp.
+func overSpan(sc *emulator.Scenario, sp Span, none float64, carry func(t time.Duration, rate float64) float64) float64 {
+	var sent, served float64
+	for from := sp.From; from < sp.To; from += carryStep {
+		to := min(from+carryStep, sp.To)
+		t := from + (to-from)/2
+		rate := sc.Load.RateAt(t)
+		if rate <= 0 {
 			continue
 		}
-		if f.Outage != "" || (deadline > 0 && max(f.AddedLatency.Duration, f.AddedLatencyEnd.Duration) >= deadline) {
+		calls := rate * (to - from).Seconds()
+		sent += calls
+		served += calls * carry(t, rate)
+	}
+	if sent == 0 {
+		return none
+	}
+	return served / sent
+}
+
+// answeredAt is the share of its calls that region r answers within
+// deadline (zero: none) under its faults at t: none in an outage or while
+// the latency a fault adds reaches the deadline, else all but the error
+// rate.
+func answeredAt(r *emulator.Region, t, deadline time.Duration) float64 {
+	share := 1.0
+	for i := range r.Faults {
+		f := &r.Faults[i]
+		if !f.Active(t) {
+			continue
+		}
+		if f.Outage != "" || (deadline > 0 && f.AddedLatencyAt(t) >= deadline) {
 			return 0
 		}
 		share = min(share, 1-f.ErrorRate)
