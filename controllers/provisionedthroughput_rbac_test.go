@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,6 @@ import (
 // and records events, and it cannot touch a spec, delete anything or read
 // secrets.
 func TestPTRBAC(t *testing.T) {
-	ctx := context.Background()
 	var user string
 	as := func(ns string) *rest.Config {
 		user = "regionwarden-manager-" + ns
@@ -47,55 +47,43 @@ func TestPTRBAC(t *testing.T) {
 	}
 	e.waitForEventSeries("pt", capacityv1alpha1.ReasonMismatch)
 
+	pts := capacityv1alpha1.GroupVersion.Group
 	for _, tc := range []struct {
-		verb, group, resource, subresource string
-		allowed                            bool
+		group, resource, subresource string
+		allowed, denied              []string // verbs
 	}{
-		{"get", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "", true},
-		{"list", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "", true},
-		{"watch", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "", true},
-		{"patch", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "status", true},
-		{"update", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "status", true},
-		{"create", "events.k8s.io", "events", "", true},
-		{"patch", "events.k8s.io", "events", "", true},
-
-		{"create", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "", false},
-		{"update", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "", false},
-		{"patch", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "", false},
-		{"delete", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "", false},
-		{"deletecollection", capacityv1alpha1.GroupVersion.Group, "provisionedthroughputs", "", false},
-		{"delete", "events.k8s.io", "events", "", false},
-		{"get", "", "secrets", "", false},
-		{"list", "", "secrets", "", false},
+		{pts, "provisionedthroughputs", "", []string{"get", "list", "watch"}, []string{"create", "update", "patch", "delete", "deletecollection"}},
+		{pts, "provisionedthroughputs", "status", []string{"patch", "update"}, nil},
+		{"events.k8s.io", "events", "", []string{"create", "patch"}, []string{"delete"}},
+		{"", "secrets", "", nil, []string{"get", "list"}},
 	} {
-		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: user,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: e.ns, Verb: tc.verb, Group: tc.group, Resource: tc.resource, Subresource: tc.subresource,
-			},
-		}}
-		if err := testClient.Create(ctx, review); err != nil {
-			t.Fatal(err)
-		}
-		if review.Status.Allowed != tc.allowed {
-			t.Errorf("%s %s/%s %s: allowed = %v, want %v", tc.verb, tc.group, tc.resource, tc.subresource, review.Status.Allowed, tc.allowed)
+		for _, verb := range slices.Concat(tc.allowed, tc.denied) {
+			want := slices.Contains(tc.allowed, verb)
+			attrs := authorizationv1.ResourceAttributes{Namespace: e.ns, Verb: verb, Group: tc.group, Resource: tc.resource, Subresource: tc.subresource}
+			if got := allowed(t, user, attrs); got != want {
+				t.Errorf("%s %s/%s %s: allowed = %v, want %v", verb, tc.group, tc.resource, tc.subresource, got, want)
+			}
 		}
 	}
 
 	// ConfigMaps and events are granted in the operator's own namespace
 	// only: nothing cluster-wide beyond its own kinds.
 	for _, res := range []struct{ group, resource string }{{"events.k8s.io", "events"}, {"", "configmaps"}} {
-		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:               user,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "default", Verb: "create", Group: res.group, Resource: res.resource},
-		}}
-		if err := testClient.Create(ctx, review); err != nil {
-			t.Fatal(err)
-		}
-		if review.Status.Allowed {
+		attrs := authorizationv1.ResourceAttributes{Namespace: "default", Verb: "create", Group: res.group, Resource: res.resource}
+		if allowed(t, user, attrs) {
 			t.Errorf("create %s in another namespace is allowed; want it granted in the operator's namespace only", res.resource)
 		}
 	}
+}
+
+// allowed asks the API server whether user may do what attrs say.
+func allowed(t *testing.T, user string, attrs authorizationv1.ResourceAttributes) bool {
+	t.Helper()
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &attrs}}
+	if err := testClient.Create(context.Background(), review); err != nil {
+		t.Fatal(err)
+	}
+	return review.Status.Allowed
 }
 
 // waitForEvent waits until the API server holds an Event about the PT with

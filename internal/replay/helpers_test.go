@@ -61,15 +61,32 @@ func TestRegionPool(t *testing.T) {
 	}
 }
 
-// scenarioPool loads test/scenarios/<name>.yaml and renders its table, with
-// made-up loopback endpoints, as regionPool does for a replay; the pool
-// must validate.
-func scenarioPool(t *testing.T, name string) (*emulator.Scenario, table.Pool) {
+// testScenario is test/scenarios/<name>.yaml, loaded as make replay loads it.
+func testScenario(t *testing.T, name string) *emulator.Scenario {
 	t.Helper()
 	sc, err := emulator.LoadScenario("../../test/scenarios/" + name + ".yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return sc
+}
+
+// valid is sc, which a test has cut or moved, once it is checked to be a
+// scenario still.
+func valid(t *testing.T, sc *emulator.Scenario) *emulator.Scenario {
+	t.Helper()
+	if err := sc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// scenarioPool loads test/scenarios/<name>.yaml and renders its table, with
+// made-up loopback endpoints, as regionPool does for a replay; the pool
+// must validate.
+func scenarioPool(t *testing.T, name string) (*emulator.Scenario, table.Pool) {
+	t.Helper()
+	sc := testScenario(t, name)
 	var addrs []emulator.RegionAddr
 	for i, r := range sc.Regions {
 		addrs = append(addrs, emulator.RegionAddr{Name: r.Name, GRPC: fmt.Sprintf("127.0.0.1:%d", 9000+i)})
@@ -208,10 +225,7 @@ func TestFaultSpan(t *testing.T) {
 		// quotas' 45% for the 80 s after.
 		{"provisioned-region-backing-up", 5 * time.Minute, Span{time.Minute, 3 * time.Minute}, 76.0 / 120, 76.0 / 120},
 	} {
-		sc, err := emulator.LoadScenario("../../test/scenarios/" + tc.name + ".yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
+		sc := testScenario(t, tc.name)
 		sp, carry := faultSpan(sc, tc.dur)
 		if sp != tc.want || math.Abs(carry-tc.wantCarr) > 1e-9 {
 			t.Errorf("%s cut to %s: faults %+v carrying %v, want %+v carrying %v", tc.name, tc.dur, sp, carry, tc.want, tc.wantCarr)

@@ -24,10 +24,7 @@ func shortIncident(t *testing.T) *emulator.Scenario {
 // time.
 func shortScenario(t *testing.T, name string, from, dur time.Duration) *emulator.Scenario {
 	t.Helper()
-	sc, err := emulator.LoadScenario("../../test/scenarios/" + name + ".yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := testScenario(t, name)
 	first := time.Duration(-1)
 	for _, r := range sc.Regions {
 		for _, f := range r.Faults {
@@ -45,10 +42,7 @@ func shortScenario(t *testing.T, name string, from, dur time.Duration) *emulator
 			f.To = emulator.D(max(f.To.Duration-shift, 0))
 		}
 	}
-	if err := sc.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return sc
+	return valid(t, sc)
 }
 
 // TestProvisionedIncidentHeadline replays a short provisioned-region

@@ -18,17 +18,11 @@ func shortDown(t *testing.T) *emulator.Scenario { return cutDown(t, 20*time.Seco
 // down from down to the end.
 func cutDown(t *testing.T, down, end time.Duration) *emulator.Scenario {
 	t.Helper()
-	sc, err := emulator.LoadScenario("../../test/scenarios/many-routers.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := testScenario(t, "many-routers")
 	sc.Duration = emulator.D(end)
 	f := &sc.Regions[0].Faults[0]
 	f.From, f.To = emulator.D(down), emulator.D(end)
-	if err := sc.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return sc
+	return valid(t, sc)
 }
 
 // TestRoutersShareQuota replays the provisioned region down behind three

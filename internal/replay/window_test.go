@@ -17,10 +17,7 @@ func TestPTWindowAbsorbsBursts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays two and a half minutes of scenario time in about 5 seconds")
 	}
-	sc, err := emulator.LoadScenario("../../test/scenarios/small-pt-bursts.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := testScenario(t, "small-pt-bursts")
 	sc.Duration = emulator.D(150 * time.Second)
 	rep, err := runOnSchedule(t, sc, []Policy{Regionwarden(), PerSecond()}, Options{Seed: 1, Scale: 30})
 	if err != nil {
