@@ -657,11 +657,7 @@ func faultSpan(sc *emulator.Scenario, dur time.Duration) (Span, float64) {
 		var carry float64
 		for i := range sc.Regions {
 			r := &sc.Regions[i]
-			c := sc.RequestsPerSecond(r)
-			if c == 0 {
-				c = rate
-			}
-			carry += answeredAt(r, t, sc.Load.Deadline.Duration) * min(c, rate)
+			carry += answeredAt(r, t, sc.Load.Deadline.Duration) * min(callsOf(sc, r, rate), rate)
 		}
 		return min(carry/rate, 1)
 	})
@@ -706,11 +702,7 @@ func carryOnce(sc *emulator.Scenario, sp Span) float64 {
 	return overSpan(sc, sp, 0, func(t time.Duration, rate float64) float64 {
 		for i := range sc.Regions {
 			r := &sc.Regions[i]
-			c := sc.RequestsPerSecond(r)
-			if c == 0 {
-				c = rate
-			}
-			rooms[i] = room{answeredAt(r, t, sc.Load.Deadline.Duration), c}
+			rooms[i] = room{answeredAt(r, t, sc.Load.Deadline.Duration), callsOf(sc, r, rate)}
 		}
 		slices.SortStableFunc(rooms, func(a, b room) int { return cmp.Compare(b.share, a.share) })
 		left, served := rate, 0.0
@@ -721,6 +713,15 @@ func carryOnce(sc *emulator.Scenario, sp Span) float64 {
 		}
 		return served / rate
 	})
+}
+
+// callsOf is the calls per second region r can take of a load of rate: its
+// capacity, or the whole load where it has none.
+func callsOf(sc *emulator.Scenario, r *emulator.Region, rate float64) float64 {
+	if c := sc.RequestsPerSecond(r); c > 0 {
+		return c
+	}
+	return rate
 }
 
 // carryStep is the length of the moments, in scenario time, that overSpan
