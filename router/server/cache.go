@@ -26,11 +26,17 @@ import (
 // scan, not memory beyond the body budget.
 var cachedContentKey = []byte("cached")
 
-// cachedContentOf is the cached content a generateContent body names at
-// its top level, or "" (upstream.CachedContent).
-func cachedContentOf(body []byte) string {
-	if !bytes.Contains(body, cachedContentKey) {
+// cachedContent is the cached content the exchange's body names, or "":
+// at the top level of a Vertex body (upstream.CachedContent), under
+// extra_body.google of a chat completion (upstream.ChatCachedContent), where
+// Vertex AI's OpenAI-compatible API reads it.
+func (x *exchange) cachedContent() string {
+	body := x.req.Body
+	switch {
+	case !bytes.Contains(body, cachedContentKey):
 		return ""
+	case x.method == methodChat:
+		return upstream.ChatCachedContent(body)
 	}
 	return upstream.CachedContent(body)
 }

@@ -1,11 +1,15 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"google.golang.org/genai"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -111,5 +115,72 @@ func TestCachedContentIsReadAsGoogleReadsIt(t *testing.T) {
 		if regions[tc.region].calls.Load() != before+1 {
 			t.Errorf("%s: answered %s, not by %s", tc.body, body, tc.region)
 		}
+	}
+}
+
+// TestChatCachedContentGoesWhereItLives: a chat completion through the
+// OpenAI SDK that names a cached content where Vertex AI's
+// OpenAI-compatible API reads it (extra_body.google.cached_content) is
+// served by the cache's region, not the provisioned one that takes first
+// attempts, its body unchanged; one whose cache lives where the pool has no
+// region is refused with an error that names the location; a cache named
+// anywhere else in the body pins nothing.
+func TestChatCachedContentGoesWhereItLives(t *testing.T) {
+	pt, shared, r := ptAndShared(t)
+	c := openai.NewClient(
+		option.WithBaseURL(r.http.URL+"/v1/projects/"+project+"/locations/global/endpoints/openapi/"),
+		option.WithAPIKey("caller"), option.WithMaxRetries(0))
+	ask := func(text string, opts ...option.RequestOption) (string, error) {
+		resp, err := c.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
+			Model:    "google/" + model,
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(text)},
+		}, opts...)
+		if err != nil {
+			return "", err
+		}
+		return resp.Choices[0].Message.Content, nil
+	}
+	// What extra_body={"extra_body": {"google": {...}}} sends.
+	google := func(member string, loc string) option.RequestOption {
+		return option.WithJSONSet("extra_body", map[string]any{"google": map[string]any{member: cacheIn(loc)}})
+	}
+
+	for _, member := range []string{"cached_content", "cachedContent"} {
+		got, err := ask("From the cache.", google(member, "us-central1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != "us-central1 answers: From the cache." {
+			t.Errorf("%s: %q, want the cache's region's answer", member, got)
+		}
+		if body := shared.Last().Body; !bytes.Contains(body, []byte(`"extra_body":{"google":{"`+member+`":"`+cacheIn("us-central1")+`"}}`)) {
+			t.Errorf("%s: the region got %s, want the caller's extra_body unchanged", member, body)
+		}
+	}
+
+	_, err := ask("From afar.", google("cached_content", "asia-northeast1"))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !strings.Contains(apiErr.Message, `"asia-northeast1"`) {
+		t.Errorf("a cache where the pool has no region: %v, want 400 naming its location", err)
+	}
+
+	before := pt.calls.Load()
+	for _, opt := range []option.RequestOption{
+		option.WithJSONSet("cached_content", cacheIn("us-central1")),
+		option.WithJSONSet("extra_body", map[string]any{"cached_content": cacheIn("us-central1")}),
+		option.WithJSONSet("extra_body", map[string]any{"google": map[string]any{"cached_content": 17}}),
+	} {
+		if got, err := ask("Not a cache.", opt); err != nil || !strings.HasPrefix(got, "europe-west1 answers:") {
+			t.Errorf("a cache named where the API does not read it: %q, %v; want the provisioned region's answer", got, err)
+		}
+	}
+	if pt.calls.Load() != before+3 {
+		t.Errorf("the provisioned region got %d calls, want the 3 that name no cache where it is read", pt.calls.Load()-before)
+	}
+	if n := shared.calls.Load(); n != 2 {
+		t.Errorf("the cache's region got %d calls, want 2 (the cached ones)", n)
+	}
+	if s := r.snapshotOf("europe-west1"); s.InFlight != 0 {
+		t.Errorf("the provisioned region holds %d calls in flight after every call ended, want 0", s.InFlight)
 	}
 }

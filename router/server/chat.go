@@ -25,7 +25,10 @@ import (
 // the body is read (within the router's budget of body bytes, its read
 // deadline and its size limit) before the pool is found, the caller
 // authorized and the call admitted; the body's model is read without
-// decoding the rest (upstream.ChatModel).
+// decoding the rest (upstream.ChatModel). A chat completion that names a
+// cached content where the API reads Google's own fields
+// (extra_body.google.cached_content) goes to the cache's location alone, as
+// a Vertex call that names one does (cache.go).
 
 // chatRoute is what the path of a chat completion names.
 type chatRoute struct {

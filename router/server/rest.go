@@ -224,7 +224,7 @@ func (x *exchange) run(traced context.Context, timeout time.Duration, callers, b
 		x.settle(policy.Report{Outcome: gaveUp})
 		return
 	}
-	if err := x.pinTo(cachedContentOf(x.req.Body), true); err != nil {
+	if err := x.pinTo(x.cachedContent(), true); err != nil {
 		x.refusePin(err)
 		return
 	}

@@ -411,19 +411,43 @@ func ChatModel(body []byte) (string, error) {
 // Google does. A member of that name deeper in the body, or text that
 // mentions it, is not one.
 func CachedContent(body []byte) string {
-	var raw []byte
-	n := 0
-	members(body, func(k, v []byte) {
-		if string(k) == "cachedContent" || string(k) == "cached_content" {
-			raw = v
-			n++
-		}
-	})
 	var name string
-	if n != 1 || json.Unmarshal(raw, &name) != nil {
+	if json.Unmarshal(onlyMember(body, "cachedContent", "cached_content"), &name) != nil {
 		return ""
 	}
 	return name
+}
+
+// ChatCachedContent reads the cached content a chat completion request body
+// names where Vertex AI's OpenAI-compatible API reads Google's own fields:
+// extra_body.google.cached_content (what the OpenAI SDKs send for
+// extra_body={"extra_body": {"google": {...}}}), in either spelling as
+// CachedContent reads it, stepping over everything else as bytes. "" when
+// the path holds none, holds one of its members more than once, or its
+// value is not a string.
+func ChatCachedContent(body []byte) string {
+	google := onlyMember(onlyMember(body, "extra_body"), "google")
+	return CachedContent(google)
+}
+
+// onlyMember is the raw value of the member of the JSON object obj named
+// one of names, when exactly one member is; nil otherwise (none, more than
+// one, or obj is not an object).
+func onlyMember(obj []byte, names ...string) []byte {
+	var raw []byte
+	n := 0
+	members(obj, func(k, v []byte) {
+		for _, name := range names {
+			if string(k) == name {
+				raw = v
+				n++
+			}
+		}
+	})
+	if n != 1 {
+		return nil
+	}
+	return raw
 }
 
 // members calls fn with the raw key and value of each member of the JSON

@@ -149,3 +149,24 @@ func TestCachedContentReadsNothingElse(t *testing.T) {
 		}
 	}
 }
+
+// TestChatCachedContent: a chat completion names a cached content only at
+// extra_body.google, once at each level, as a string.
+func TestChatCachedContent(t *testing.T) {
+	const cache = "projects/p/locations/us-central1/cachedContents/1"
+	for _, tc := range []struct{ body, want string }{
+		{`{"model":"google/m","extra_body":{"google":{"cached_content":"` + cache + `"}}}`, cache},
+		{`{"extra_body":{"google":{"thinking_config":{},"cachedContent":"` + cache + `"}},"messages":[]}`, cache},
+		{`{"cached_content":"` + cache + `"}`, ""},
+		{`{"extra_body":{"cached_content":"` + cache + `"}}`, ""},
+		{`{"extra_body":{"google":{"cached_content":17}}}`, ""},
+		{`{"extra_body":{"google":{"cached_content":"` + cache + `","cachedContent":"` + cache + `"}}}`, ""},
+		{`{"extra_body":{"google":{"cached_content":"` + cache + `"}},"extra_body":{}}`, ""},
+		{`{"extra_body":{"google":["cached_content"]}}`, ""},
+		{`{"extra_body":{"google":{"cached_content":"` + cache, ""},
+	} {
+		if got := ChatCachedContent([]byte(tc.body)); got != tc.want {
+			t.Errorf("%s: read %q, want %q", tc.body, got, tc.want)
+		}
+	}
+}

@@ -15,6 +15,7 @@ package upstreamtest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -49,6 +50,8 @@ const (
 	MethodGenerate = "GenerateContent"
 	MethodStream   = "StreamGenerateContent"
 	MethodCount    = "CountTokens"
+	// MethodChat is a chat completion of the OpenAI-compatible API (REST).
+	MethodChat = "ChatCompletions"
 )
 
 // StreamChunks is how many chunks a streamed answer has unless Behavior.Chunks says.
@@ -385,10 +388,12 @@ func writeError(w http.ResponseWriter, err error) {
 	_, _ = w.Write(ErrorJSON(err))
 }
 
-// restHandler serves the Vertex REST surface for publisher models.
+// restHandler serves the Vertex REST surface for publisher models, and
+// unary chat completions of the OpenAI-compatible API.
 func (r *Region) restHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /{version}/projects/{project}/locations/{location}/publishers/{publisher}/models/{modelMethod}", r.serveREST)
+	mux.HandleFunc("POST /{version}/projects/{project}/locations/{location}/endpoints/openapi/chat/completions", r.serveChat)
 	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, status.Errorf(codes.NotFound, "The requested URL %s was not found on this server.", req.URL.Path))
 	})
@@ -461,6 +466,47 @@ func (r *Region) serveREST(w http.ResponseWriter, req *http.Request) {
 	case MethodStream:
 		r.restStream(w, req, b)
 	}
+}
+
+// serveChat answers a unary chat completion with the region's answer to
+// its last message ("<region> answers: <message>"), after the behavior's
+// waits and faults, as serveREST answers generateContent; the call's Model
+// is the body's ("google/{model}").
+func (r *Region) serveChat(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return
+	}
+	var in struct {
+		Model    string `json:"model"`
+		Messages []struct {
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	jerr := json.Unmarshal(body, &in)
+	c := Call{
+		Surface: REST, Method: MethodChat, Path: req.URL.Path, Model: in.Model,
+		Auth: req.Header.Values("Authorization"), Header: req.Header.Clone(),
+		Body: body, BodyLen: int64(len(body)),
+	}
+	if _, err := r.record(req.Context(), c); err != nil {
+		writeError(w, err)
+		return
+	}
+	if jerr != nil || len(in.Messages) == 0 {
+		writeError(w, status.Error(codes.InvalidArgument, "Invalid JSON payload received: a chat completion needs messages."))
+		return
+	}
+	answer, _ := json.Marshal(map[string]any{
+		"id": "chat-" + r.Name, "object": "chat.completion", "model": in.Model,
+		"choices": []any{map[string]any{
+			"index": 0, "finish_reason": "stop",
+			"message": map[string]any{"role": "assistant", "content": r.unaryText(in.Messages[len(in.Messages)-1].Content)},
+		}},
+		"usage": map[string]any{"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+	})
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(answer)
 }
 
 // quick answers a generateContent call with the answer encoded once.
