@@ -106,6 +106,10 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 	}()
 	defer x.finish()
 
+	if cr, ok := parseCachesRoute(r.URL.Path); ok {
+		x.serveCaches(cr)
+		return
+	}
 	rt, ok := parseRoute(r.URL.Path)
 	if !ok && r.Method == http.MethodPost {
 		if cr, ok := parseChatRoute(r.URL.Path); ok {

@@ -75,6 +75,9 @@ type Upstream interface {
 	// CallersCredentials reports whether calls carry their callers' own
 	// credentials (upstream.Report).
 	CallersCredentials() bool
+	// Forward sends a call outside routing to one endpoint as it came and
+	// returns its answer, whatever its status (caches.go).
+	Forward(ctx context.Context, endpoint, callerAuthorization string, p *upstream.Passthrough) (*http.Response, error)
 }
 
 // Options configures a Server. Every zero field but Upstream takes its default.

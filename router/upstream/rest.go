@@ -289,3 +289,54 @@ func (b *releasing) Close() error {
 	}
 	return err
 }
+
+// Passthrough is a REST call the router forwards to one location as it
+// came, outside routing (the cached contents of a location, which only
+// that location serves): its method, path and query are sent unchanged,
+// with the caller's headers less those that stay with the router.
+type Passthrough struct {
+	Method, Path, RawQuery string
+	// Header is the caller's header. Forward never modifies it.
+	Header http.Header
+	// Body is the caller's body; nil for none. Forward never modifies it.
+	Body []byte
+}
+
+// Forward sends p to endpoint over REST, with the credentials the
+// Authorizer gives for callerAuthorization, and returns the answer whatever
+// its status: the caller relays it and must close its body. ctx bounds the
+// whole call, body included. It goes through the endpoint's net/http
+// transport (HTTP/2 over TLS): such calls are few, and need every method.
+func (c *Clients) Forward(ctx context.Context, endpoint, callerAuthorization string, p *Passthrough) (*http.Response, error) {
+	e, err := c.acquire(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	auth, err := c.authorization(ctx, &Target{CallerAuthorization: callerAuthorization})
+	if err != nil {
+		e.release()
+		return nil, err
+	}
+	header := outHeader(p.Header, "", "", auth, deadlineOf(ctx))
+	c.opts.Propagator.Inject(ctx, propagation.HeaderCarrier(header))
+	u := &url.URL{Scheme: "https", Host: endpoint, Path: p.Path, RawQuery: p.RawQuery}
+	if e.insecure {
+		u.Scheme = "http"
+	}
+	req := (&http.Request{
+		Method: p.Method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: header, Body: http.NoBody, Host: u.Host,
+	}).WithContext(ctx)
+	if p.Body != nil {
+		body := p.Body
+		req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	resp, err := e.rest.RoundTrip(req)
+	if err != nil {
+		e.release()
+		return nil, err
+	}
+	resp.Body = &releasing{ReadCloser: resp.Body, e: e}
+	return resp, nil
+}

@@ -52,6 +52,9 @@ const (
 	MethodCount    = "CountTokens"
 	// MethodChat is a chat completion of the OpenAI-compatible API (REST).
 	MethodChat = "ChatCompletions"
+	// MethodCaches is a call of the cachedContents collection or one of
+	// its cached contents (REST); Call.Header's method says which.
+	MethodCaches = "CachedContents"
 )
 
 // StreamChunks is how many chunks a streamed answer has unless Behavior.Chunks says.
@@ -152,6 +155,9 @@ type Region struct {
 
 	quickOnce   sync.Once
 	quickAnswer []byte
+
+	caches    map[string]map[string]any // by ID: the cached contents created here
+	lastCache int
 }
 
 // Start serves a region named name of tier tier on a free loopback port
@@ -394,6 +400,8 @@ func (r *Region) restHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /{version}/projects/{project}/locations/{location}/publishers/{publisher}/models/{modelMethod}", r.serveREST)
 	mux.HandleFunc("POST /{version}/projects/{project}/locations/{location}/endpoints/openapi/chat/completions", r.serveChat)
+	mux.HandleFunc("/{version}/projects/{project}/locations/{location}/cachedContents", r.serveCaches)
+	mux.HandleFunc("/{version}/projects/{project}/locations/{location}/cachedContents/{id}", r.serveCaches)
 	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, status.Errorf(codes.NotFound, "The requested URL %s was not found on this server.", req.URL.Path))
 	})
@@ -505,6 +513,78 @@ func (r *Region) serveChat(w http.ResponseWriter, req *http.Request) {
 		}},
 		"usage": map[string]any{"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
 	})
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(answer)
+}
+
+// serveCaches keeps cached contents as a location does: create (POST on
+// the collection, the caller's members kept and a name given), list (GET on
+// it), get, update (PATCH: the members sent replace those kept) and delete.
+// The call is recorded with its method in Call.Header ("X-Http-Method").
+func (r *Region) serveCaches(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return
+	}
+	h := req.Header.Clone()
+	h.Set("X-Http-Method", req.Method)
+	c := Call{
+		Surface: REST, Method: MethodCaches, Path: req.URL.Path,
+		Auth: req.Header.Values("Authorization"), Header: h, Body: body, BodyLen: int64(len(body)),
+	}
+	if _, err := r.record(req.Context(), c); err != nil {
+		writeError(w, err)
+		return
+	}
+	var in map[string]any
+	if len(body) > 0 && json.Unmarshal(body, &in) != nil {
+		writeError(w, status.Error(codes.InvalidArgument, "Invalid JSON payload received."))
+		return
+	}
+	id := req.PathValue("id")
+	name := "projects/" + req.PathValue("project") + "/locations/" + r.Name + "/cachedContents/" + id
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.caches == nil {
+		r.caches = map[string]map[string]any{}
+	}
+	var out any
+	switch {
+	case id == "" && req.Method == http.MethodPost:
+		r.lastCache++
+		id = fmt.Sprint(r.lastCache)
+		if in == nil {
+			in = map[string]any{}
+		}
+		in["name"] = name + id // name ends in "cachedContents/" for the collection
+		r.caches[id] = in
+		out = in
+	case id == "" && req.Method == http.MethodGet:
+		list := []any{}
+		for i := 1; i <= r.lastCache; i++ {
+			if cc, ok := r.caches[fmt.Sprint(i)]; ok {
+				list = append(list, cc)
+			}
+		}
+		out = map[string]any{"cachedContents": list}
+	case r.caches[id] == nil:
+		writeError(w, status.Errorf(codes.NotFound, "CachedContent not found (or has expired): %s", name))
+		return
+	case req.Method == http.MethodGet:
+		out = r.caches[id]
+	case req.Method == http.MethodPatch:
+		for k, v := range in {
+			r.caches[id][k] = v
+		}
+		out = r.caches[id]
+	case req.Method == http.MethodDelete:
+		delete(r.caches, id)
+		out = map[string]any{}
+	default:
+		writeError(w, status.Errorf(codes.NotFound, "The requested URL %s was not found on this server.", req.URL.Path))
+		return
+	}
+	answer, _ := json.Marshal(out)
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(answer)
 }
