@@ -6,11 +6,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
+	"time"
 
+	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/regionwarden/regionwarden/router/auth"
 	"github.com/regionwarden/regionwarden/router/table"
@@ -21,7 +27,8 @@ import (
 // resource of one location (projects/P/locations/L/cachedContents/ID):
 // created there, served there, listed, updated and deleted there. An
 // application that points its SDK at the router creates, reads, lists,
-// updates and deletes them through it too (genai's client.Caches), so the
+// updates and deletes them through it too (genai's client.Caches over
+// REST, the aiplatform clients' GenAiCacheService over gRPC), so the
 // router forwards those calls, their bytes unchanged, to location L's
 // endpoint as its tables name it (any pool of project P with a region L),
 // outside routing: no policy, no retry, no other location, the answer
@@ -105,6 +112,34 @@ func (s *Server) locationPool(project, location string) (*poolEntry, *table.Regi
 	return nil, nil
 }
 
+// cachesEndpoint is the endpoint where the cached contents of project's
+// location are managed, for a caller who presented authorization; or why
+// not: the router calls Google as itself (--caller-auth=kubernetes), no pool
+// of the project has a region there, or the caller is refused.
+func (s *Server) cachesEndpoint(ctx context.Context, project, location, authorization string) (string, *auth.Error) {
+	if s.auth != nil && s.auth.Mode() == auth.ModeKubernetes {
+		return "", &auth.Error{Status: http.StatusForbidden, Code: codes.PermissionDenied, Message: "cached contents are managed through the router only with the caller's own Google credentials (--caller-auth=forward): " +
+			"this router calls Google as itself, which would let every caller of its pools manage every cache of the project; " +
+			"manage them with your own Google identity, and the router routes the calls that name them to their location"}
+	}
+	pool, region := s.locationPool(project, location)
+	if pool == nil {
+		return "", &auth.Error{Status: http.StatusNotFound, Code: codes.NotFound, Message: fmt.Sprintf(
+			"no routing pool of project %q has a region in location %q: the router manages a location's cached contents at the endpoint its pools name for it",
+			project, location)}
+	}
+	if s.auth != nil {
+		if _, err := s.auth.Authenticate(ctx, authorization, &pool.table); err != nil {
+			var refused *auth.Error
+			if !errors.As(err, &refused) {
+				refused = &auth.Error{Status: http.StatusInternalServerError, Code: codes.Internal, Message: err.Error()}
+			}
+			return "", refused
+		}
+	}
+	return region.Endpoint, nil
+}
+
 // serveCaches forwards one cachedContents call to its location.
 func (x *exchange) serveCaches(cr cachesRoute) {
 	r := x.r
@@ -116,38 +151,20 @@ func (x *exchange) serveCaches(cr cachesRoute) {
 	case !cr.allows(r.Method):
 		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("The requested URL %s was not found on this server for %s.", r.URL.Path, r.Method), 0)
 		return
-	case x.s.auth != nil && x.s.auth.Mode() == auth.ModeKubernetes:
-		x.fail(http.StatusForbidden, codes.PermissionDenied,
-			"cached contents are managed through the router only with the caller's own Google credentials (--caller-auth=forward): "+
-				"this router calls Google as itself, which would let every caller of its pools manage every cache of the project; "+
-				"manage them with your own Google identity, and the router routes the calls that name them to their location", 0)
-		return
 	}
-	pool, region := x.s.locationPool(cr.project, cr.location)
-	if pool == nil {
-		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf(
-			"no routing pool of project %q has a region in location %q: the router manages a location's cached contents at the endpoint its pools name for it",
-			cr.project, cr.location), 0)
-		return
-	}
-	x.target.Region.Name = region.Name // for the request's log line
 	authorization := r.Header.Get("Authorization")
-	if x.s.auth != nil {
-		if _, err := x.s.auth.Authenticate(r.Context(), authorization, &pool.table); err != nil {
-			var refused *auth.Error
-			if !errors.As(err, &refused) {
-				refused = &auth.Error{Status: http.StatusInternalServerError, Code: codes.Internal, Message: err.Error()}
-			}
-			x.fail(refused.Status, refused.Code, refused.Message, 0)
-			return
-		}
+	endpoint, refused := x.s.cachesEndpoint(r.Context(), cr.project, cr.location, authorization)
+	if refused != nil {
+		x.fail(refused.Status, refused.Code, refused.Message, 0)
+		return
 	}
+	x.target.Region.Name = cr.location // for the request's log line
 	if r.ContentLength != 0 && !x.readBody() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), x.s.timeout)
 	defer cancel()
-	resp, err := x.s.up.Forward(ctx, region.Endpoint, authorization, &upstream.Passthrough{
+	resp, err := x.s.up.Forward(ctx, endpoint, authorization, &upstream.Passthrough{
 		Method: r.Method, Path: cr.path(), RawQuery: r.URL.RawQuery, Header: r.Header, Body: x.req.Body,
 	})
 	if err != nil {
@@ -163,4 +180,93 @@ func (x *exchange) serveCaches(cr cachesRoute) {
 	if _, err := io.Copy(x.w, resp.Body); err != nil {
 		x.abort = true
 	}
+}
+
+// cacheService is Vertex AI's GenAiCacheService on the router's gRPC
+// surface, for the aiplatform clients: each call goes to the location its
+// resource names, as the REST calls do (serveCaches).
+type cacheService struct {
+	aiplatformpb.UnimplementedGenAiCacheServiceServer
+	s *Server
+}
+
+func (c *cacheService) CreateCachedContent(ctx context.Context, req *aiplatformpb.CreateCachedContentRequest) (*aiplatformpb.CachedContent, error) {
+	return cacheCall(c.s, ctx, req, req.GetParent(), "parent", func(svc aiplatformpb.GenAiCacheServiceClient, ctx context.Context) (*aiplatformpb.CachedContent, error) {
+		return svc.CreateCachedContent(ctx, req)
+	})
+}
+
+func (c *cacheService) GetCachedContent(ctx context.Context, req *aiplatformpb.GetCachedContentRequest) (*aiplatformpb.CachedContent, error) {
+	return cacheCall(c.s, ctx, req, req.GetName(), "name", func(svc aiplatformpb.GenAiCacheServiceClient, ctx context.Context) (*aiplatformpb.CachedContent, error) {
+		return svc.GetCachedContent(ctx, req)
+	})
+}
+
+func (c *cacheService) UpdateCachedContent(ctx context.Context, req *aiplatformpb.UpdateCachedContentRequest) (*aiplatformpb.CachedContent, error) {
+	return cacheCall(c.s, ctx, req, req.GetCachedContent().GetName(), "cached_content.name", func(svc aiplatformpb.GenAiCacheServiceClient, ctx context.Context) (*aiplatformpb.CachedContent, error) {
+		return svc.UpdateCachedContent(ctx, req)
+	})
+}
+
+func (c *cacheService) DeleteCachedContent(ctx context.Context, req *aiplatformpb.DeleteCachedContentRequest) (*emptypb.Empty, error) {
+	return cacheCall(c.s, ctx, req, req.GetName(), "name", func(svc aiplatformpb.GenAiCacheServiceClient, ctx context.Context) (*emptypb.Empty, error) {
+		return svc.DeleteCachedContent(ctx, req)
+	})
+}
+
+func (c *cacheService) ListCachedContents(ctx context.Context, req *aiplatformpb.ListCachedContentsRequest) (*aiplatformpb.ListCachedContentsResponse, error) {
+	return cacheCall(c.s, ctx, req, req.GetParent(), "parent", func(svc aiplatformpb.GenAiCacheServiceClient, ctx context.Context) (*aiplatformpb.ListCachedContentsResponse, error) {
+		return svc.ListCachedContents(ctx, req)
+	})
+}
+
+// cacheCall makes one GenAiCacheService call whose request req names
+// resource (projects/P/locations/L, or a cached content of it) in its field
+// param: at the endpoint of P's location L, with the caller's metadata but
+// for what stays with the router (forwarded), within the request timeout,
+// its request's bytes held in the router's budget until it ends. The
+// region's answer or status comes back as it gave it.
+func cacheCall[R any](s *Server, ctx context.Context, req proto.Message, resource, param string,
+	call func(aiplatformpb.GenAiCacheServiceClient, context.Context) (R, error),
+) (_ R, err error) {
+	start := time.Now()
+	defer func() { s.metrics.Request("", methodCaches, upstream.HTTPStatus(status.Code(err)), time.Since(start)) }()
+	var zero R
+	project, location, ok := cacheLocation(resource)
+	if !ok {
+		return zero, status.Errorf(codes.InvalidArgument, "%s %q is not projects/{project}/locations/{location} or a cached content of it", param, resource)
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	authorization := first(md, "authorization")
+	endpoint, refused := s.cachesEndpoint(ctx, project, location, authorization)
+	if refused != nil {
+		return zero, status.Error(refused.Code, refused.Message)
+	}
+	held := int64(proto.Size(req))
+	if !s.bodies.take(held) {
+		return zero, withRetryInfo(status.Newf(codes.ResourceExhausted,
+			"the router holds as many request bytes as it may (%d); retry shortly", s.bodies.max), time.Second).Err()
+	}
+	defer s.bodies.give(held)
+	ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, forwarded(md)), s.timeout)
+	defer cancel()
+	svc, cctx, done, err := s.up.Caches(ctx, endpoint, authorization, param+"="+url.QueryEscape(resource))
+	if err != nil {
+		return zero, status.Error(upstream.Code(err), err.Error())
+	}
+	defer done()
+	return call(svc, cctx)
+}
+
+// cacheLocation reads the project and location of
+// projects/{p}/locations/{l} and of projects/{p}/locations/{l}/cachedContents/{id}.
+func cacheLocation(resource string) (project, location string, ok bool) {
+	p := strings.Split(resource, "/")
+	if (len(p) != 4 && len(p) != 6) || p[0] != "projects" || p[1] == "" || p[2] != "locations" || p[3] == "" {
+		return "", "", false
+	}
+	if len(p) == 6 && (p[4] != "cachedContents" || p[5] == "") {
+		return "", "", false
+	}
+	return p[1], p[3], true
 }

@@ -5,11 +5,18 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
 	"google.golang.org/genai"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/regionwarden/regionwarden/router/auth"
 	"github.com/regionwarden/regionwarden/router/server"
@@ -26,18 +33,7 @@ import (
 // other region sees none of it. A location where the pool has no region is
 // refused naming it.
 func TestCachesAreManagedWhereTheyLive(t *testing.T) {
-	pt := startRegion(t, "europe-west1", table.TierProvisioned)
-	shared := startRegion(t, "us-central1", table.TierShared)
-	authn, err := auth.New(auth.ModeForward, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := startRouterWith(t, func(o *server.Options) {
-		o.Auth = authn
-		clients := upstream.New(upstream.Options{Insecure: true, Authorizer: auth.Forward{}})
-		t.Cleanup(func() { _ = clients.Close() })
-		o.Upstream = clients
-	}, poolOf(generous(), region(shared, 0), region(pt, 0)))
+	pt, shared, r := forwardingRouter(t)
 	ctx := context.Background()
 
 	for _, version := range []string{"", "v1"} {
@@ -116,15 +112,16 @@ func TestCachesAreManagedWhereTheyLive(t *testing.T) {
 // TestCachesNeedTheCallersCredentials: a router that calls Google as
 // itself (--caller-auth=kubernetes) manages no cached content, and says
 // why; a router of the callers' own credentials refuses a call without
-// one, before anything reaches the region.
+// one, before anything reaches the region; over REST and gRPC alike.
 func TestCachesNeedTheCallersCredentials(t *testing.T) {
 	for _, tc := range []struct {
 		mode   auth.Mode
 		status int
+		code   codes.Code
 		says   string
 	}{
-		{auth.ModeKubernetes, http.StatusForbidden, "--caller-auth=forward"},
-		{auth.ModeForward, http.StatusUnauthorized, "credential"},
+		{auth.ModeKubernetes, http.StatusForbidden, codes.PermissionDenied, "--caller-auth=forward"},
+		{auth.ModeForward, http.StatusUnauthorized, codes.Unauthenticated, "credential"},
 	} {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			pt := startRegion(t, "europe-west1", table.TierProvisioned)
@@ -138,6 +135,12 @@ func TestCachesNeedTheCallersCredentials(t *testing.T) {
 			if _, msg, _ := googleErr(t, body); resp.StatusCode != tc.status || !strings.Contains(msg, tc.says) {
 				t.Errorf("status %d %s, want %d saying %q", resp.StatusCode, body, tc.status, tc.says)
 			}
+			_, err = r.serveGRPC().caches.GetCachedContent(context.Background(), &aiplatformpb.GetCachedContentRequest{
+				Name: "projects/" + project + "/locations/europe-west1/cachedContents/1",
+			})
+			if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("over gRPC: %v, want %v saying %q", err, tc.code, tc.says)
+			}
 			if n := pt.Calls(); n != 0 {
 				t.Errorf("the region got %d calls, want none", n)
 			}
@@ -150,4 +153,97 @@ type refuseAll struct{}
 
 func (refuseAll) Review(context.Context, string) (auth.Identity, error) {
 	return auth.Identity{}, errors.New("no one is known here")
+}
+
+// TestCachesOverGRPC: the aiplatform client's GenAiCacheService through the
+// router's gRPC surface creates, reads, updates, lists and deletes a
+// cached content in the location its request names, at the endpoint the
+// pool names for it, with the caller's token and the request's routing
+// header; the region's NOT_FOUND comes back as it gave it, and a location
+// where the pool has no region is refused naming it.
+func TestCachesOverGRPC(t *testing.T) {
+	pt, shared, r := forwardingRouter(t)
+	g := r.serveGRPC()
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+callerTok)
+	parent := "projects/" + project + "/locations/europe-west1"
+
+	cache, err := g.caches.CreateCachedContent(ctx, &aiplatformpb.CreateCachedContentRequest{
+		Parent: parent,
+		CachedContent: &aiplatformpb.CachedContent{
+			DisplayName: "book", Model: parent + "/publishers/google/models/" + model,
+			Expiration: &aiplatformpb.CachedContent_Ttl{Ttl: durationpb.New(time.Hour)},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(cache.GetName(), parent+"/cachedContents/") || cache.GetDisplayName() != "book" {
+		t.Fatalf("created %v, want a cache of europe-west1 named as asked", cache)
+	}
+	created := pt.Last()
+	if got := created.Auth; len(got) != 1 || got[0] != "Bearer "+callerTok {
+		t.Errorf("the region got Authorization %q, want the caller's own token", got)
+	}
+	if got := created.Params; len(got) != 1 || got[0] != "parent="+url.QueryEscape(parent) {
+		t.Errorf("the region got x-goog-request-params %q, want the request's parent", got)
+	}
+
+	if got, err := g.caches.GetCachedContent(ctx, &aiplatformpb.GetCachedContentRequest{Name: cache.GetName()}); err != nil || got.GetDisplayName() != "book" {
+		t.Errorf("get: %v, %v", got, err)
+	}
+	updated, err := g.caches.UpdateCachedContent(ctx, &aiplatformpb.UpdateCachedContentRequest{
+		CachedContent: &aiplatformpb.CachedContent{Name: cache.GetName(), DisplayName: "book, second edition"},
+		UpdateMask:    &fieldmaskpb.FieldMask{Paths: []string{"display_name"}},
+	})
+	if err != nil || updated.GetDisplayName() != "book, second edition" {
+		t.Errorf("update: %v, %v", updated, err)
+	}
+	var names []string
+	for cc, err := range g.caches.ListCachedContents(ctx, &aiplatformpb.ListCachedContentsRequest{Parent: parent}).All() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, cc.GetName())
+	}
+	if len(names) != 1 || names[0] != cache.GetName() {
+		t.Errorf("listed %q, want only %s", names, cache.GetName())
+	}
+	if err := g.caches.DeleteCachedContent(ctx, &aiplatformpb.DeleteCachedContentRequest{Name: cache.GetName()}); err != nil {
+		t.Errorf("delete: %v", err)
+	}
+	if _, err := g.caches.GetCachedContent(ctx, &aiplatformpb.GetCachedContentRequest{Name: cache.GetName()}); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "CachedContent not found") {
+		t.Errorf("a deleted cache: %v, want the region's NOT_FOUND", err)
+	}
+	if n := shared.Calls(); n != 0 {
+		t.Errorf("the other region got %d calls, want none", n)
+	}
+
+	_, err = g.caches.GetCachedContent(ctx, &aiplatformpb.GetCachedContentRequest{Name: "projects/" + project + "/locations/asia-northeast1/cachedContents/1"})
+	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), `"asia-northeast1"`) {
+		t.Errorf("a location where the pool has no region: %v, want NOT_FOUND naming it", err)
+	}
+	_, err = g.caches.GetCachedContent(ctx, &aiplatformpb.GetCachedContentRequest{Name: "cachedContents/1"})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a name that is not a cached content's: %v, want INVALID_ARGUMENT", err)
+	}
+}
+
+// forwardingRouter is a router of the callers' own credentials
+// (--caller-auth=forward) in front of a pool of a shared region and a
+// provisioned one.
+func forwardingRouter(t *testing.T) (pt, shared *fakeRegion, r *router) {
+	t.Helper()
+	pt = startRegion(t, "europe-west1", table.TierProvisioned)
+	shared = startRegion(t, "us-central1", table.TierShared)
+	authn, err := auth.New(auth.ModeForward, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = startRouterWith(t, func(o *server.Options) {
+		o.Auth = authn
+		clients := upstream.New(upstream.Options{Insecure: true, Authorizer: auth.Forward{}})
+		t.Cleanup(func() { _ = clients.Close() })
+		o.Upstream = clients
+	}, poolOf(generous(), region(shared, 0), region(pt, 0)))
+	return pt, shared, r
 }

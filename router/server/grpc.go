@@ -28,7 +28,8 @@ var metadataPriority = strings.ToLower(HeaderPriority)
 // RegisterGRPC serves Vertex AI's gRPC surface for publisher models on g:
 // PredictionService's GenerateContent and StreamGenerateContent and
 // LlmUtilityService's CountTokens, so that applications using the aiplatform
-// clients point their endpoint at the router. Calls are routed by the same
+// clients point their endpoint at the router; and GenAiCacheService, whose
+// calls go to the location they name (caches.go). Calls are routed by the same
 // pools and policy as the REST surface, found by the project, publisher and
 // model of the request's model (CountTokens: endpoint) resource name, and
 // forwarded with the aiplatform clients. A request's fields this build's
@@ -38,6 +39,7 @@ var metadataPriority = strings.ToLower(HeaderPriority)
 func (s *Server) RegisterGRPC(g *grpc.Server) {
 	aiplatformpb.RegisterPredictionServiceServer(g, &predictionService{s: s})
 	aiplatformpb.RegisterLlmUtilityServiceServer(g, &llmUtilityService{s: s})
+	aiplatformpb.RegisterGenAiCacheServiceServer(g, &cacheService{s: s})
 }
 
 type predictionService struct {

@@ -30,6 +30,7 @@ import (
 type grpcClients struct {
 	prediction *aiplatform.PredictionClient
 	utility    *aiplatform.LlmUtilityClient
+	caches     *aiplatform.GenAiCacheClient
 }
 
 // serveGRPC serves the router's gRPC surface on a loopback port and returns
@@ -57,8 +58,12 @@ func (r *router) serveGRPC() grpcClients {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	r.t.Cleanup(func() { _ = pc.Close(); _ = uc.Close() })
-	return grpcClients{prediction: pc, utility: uc}
+	cc, err := aiplatform.NewGenAiCacheClient(context.Background(), opts...)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { _ = pc.Close(); _ = uc.Close(); _ = cc.Close() })
+	return grpcClients{prediction: pc, utility: uc, caches: cc}
 }
 
 // callerModel is the model as the caller names it: its own location.

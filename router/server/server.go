@@ -78,6 +78,9 @@ type Upstream interface {
 	// Forward sends a call outside routing to one endpoint as it came and
 	// returns its answer, whatever its status (caches.go).
 	Forward(ctx context.Context, endpoint, callerAuthorization string, p *upstream.Passthrough) (*http.Response, error)
+	// Caches readies a GenAiCacheService call to one endpoint, outside
+	// routing (caches.go).
+	Caches(ctx context.Context, endpoint, callerAuthorization, routing string) (aiplatformpb.GenAiCacheServiceClient, context.Context, func(), error)
 }
 
 // Options configures a Server. Every zero field but Upstream takes its default.

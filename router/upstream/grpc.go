@@ -150,3 +150,34 @@ func (c *Clients) CountTokens(ctx context.Context, req *aiplatformpb.CountTokens
 	}
 	return e.utility.CountTokens(ctx, r)
 }
+
+// Caches readies a call of Vertex AI's GenAiCacheService on endpoint,
+// outside routing (a location's cached contents, which only it serves): the
+// service on the endpoint's connection, and ctx with the credentials the
+// Authorizer gives for callerAuthorization and with routing, the resource
+// the call names as the aiplatform clients send it (x-goog-request-params,
+// "name=..." or "parent=..."). The caller's other outgoing metadata in ctx
+// goes on. done ends the call's count on the endpoint.
+func (c *Clients) Caches(ctx context.Context, endpoint, callerAuthorization, routing string) (svc aiplatformpb.GenAiCacheServiceClient, cctx context.Context, done func(), err error) {
+	e, err := c.acquire(endpoint)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	auth, err := c.authorization(ctx, &Target{CallerAuthorization: callerAuthorization})
+	if err != nil {
+		e.release()
+		return nil, nil, nil, err
+	}
+	if auth != "" {
+		ctx = context.WithValue(ctx, authKey{}, auth)
+	}
+	md, ok := metadata.FromOutgoingContext(ctx)
+	if ok {
+		md = md.Copy()
+	} else {
+		md = metadata.MD{}
+	}
+	md.Set("x-goog-request-params", routing)
+	c.opts.Propagator.Inject(ctx, MetadataCarrier(md))
+	return aiplatformpb.NewGenAiCacheServiceClient(e.conn), metadata.NewOutgoingContext(ctx, md), e.release, nil
+}

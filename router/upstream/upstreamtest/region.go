@@ -34,6 +34,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/regionwarden/regionwarden/internal/googleerror"
 	"github.com/regionwarden/regionwarden/router/table"
@@ -179,6 +180,7 @@ func StartAt(t testing.TB, name string, tier table.Tier, addr string) *Region {
 	g := grpc.NewServer()
 	aiplatformpb.RegisterPredictionServiceServer(g, &predictionServer{r: r})
 	aiplatformpb.RegisterLlmUtilityServiceServer(g, &utilityServer{r: r})
+	aiplatformpb.RegisterGenAiCacheServiceServer(g, &cacheServer{r: r})
 	rest := r.restHandler()
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
@@ -742,4 +744,101 @@ func (u *utilityServer) CountTokens(ctx context.Context, req *aiplatformpb.Count
 		return nil, err
 	}
 	return withExtra(b, &aiplatformpb.CountTokensResponse{TotalTokens: 42, TotalBillableCharacters: int32(len(u.r.Name))}), nil
+}
+
+// cacheServer keeps cached contents over gRPC as a location does (its own
+// store, apart from the REST surface's): create gives a name in the region,
+// update replaces the fields its mask names (all when it names none), and a
+// cache that is not there is NOT_FOUND. Each call is recorded with Method
+// MethodCaches.
+type cacheServer struct {
+	aiplatformpb.UnimplementedGenAiCacheServiceServer
+	r *Region
+
+	mu     sync.Mutex
+	caches map[string]*aiplatformpb.CachedContent // by name
+	order  []string                               // the names, oldest first
+}
+
+// record notes the call, and returns the region's fault for it.
+func (s *cacheServer) record(ctx context.Context, req proto.Message) error {
+	_, err := s.r.record(ctx, grpcCall(ctx, MethodCaches, "", "", req))
+	return err
+}
+
+// get is the cache named name, a copy; NOT_FOUND when it is not there.
+func (s *cacheServer) get(name string) (*aiplatformpb.CachedContent, error) {
+	cc, ok := s.caches[name]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "CachedContent not found (or has expired): %s", name)
+	}
+	return proto.Clone(cc).(*aiplatformpb.CachedContent), nil
+}
+
+func (s *cacheServer) CreateCachedContent(ctx context.Context, req *aiplatformpb.CreateCachedContentRequest) (*aiplatformpb.CachedContent, error) {
+	if err := s.record(ctx, req); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.caches == nil {
+		s.caches = map[string]*aiplatformpb.CachedContent{}
+	}
+	project, _, _ := strings.Cut(strings.TrimPrefix(req.GetParent(), "projects/"), "/")
+	cc := proto.Clone(req.GetCachedContent()).(*aiplatformpb.CachedContent)
+	cc.Name = fmt.Sprintf("projects/%s/locations/%s/cachedContents/%d", project, s.r.Name, len(s.order)+1)
+	s.caches[cc.Name] = cc
+	s.order = append(s.order, cc.Name)
+	return s.get(cc.Name)
+}
+
+func (s *cacheServer) GetCachedContent(ctx context.Context, req *aiplatformpb.GetCachedContentRequest) (*aiplatformpb.CachedContent, error) {
+	if err := s.record(ctx, req); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.get(req.GetName())
+}
+
+func (s *cacheServer) UpdateCachedContent(ctx context.Context, req *aiplatformpb.UpdateCachedContentRequest) (*aiplatformpb.CachedContent, error) {
+	if err := s.record(ctx, req); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name := req.GetCachedContent().GetName()
+	if _, err := s.get(name); err != nil {
+		return nil, err
+	}
+	proto.Merge(s.caches[name], req.GetCachedContent())
+	return s.get(name)
+}
+
+func (s *cacheServer) DeleteCachedContent(ctx context.Context, req *aiplatformpb.DeleteCachedContentRequest) (*emptypb.Empty, error) {
+	if err := s.record(ctx, req); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.get(req.GetName()); err != nil {
+		return nil, err
+	}
+	delete(s.caches, req.GetName())
+	return &emptypb.Empty{}, nil
+}
+
+func (s *cacheServer) ListCachedContents(ctx context.Context, req *aiplatformpb.ListCachedContentsRequest) (*aiplatformpb.ListCachedContentsResponse, error) {
+	if err := s.record(ctx, req); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := &aiplatformpb.ListCachedContentsResponse{}
+	for _, name := range s.order {
+		if cc, err := s.get(name); err == nil {
+			out.CachedContents = append(out.CachedContents, cc)
+		}
+	}
+	return out, nil
 }
