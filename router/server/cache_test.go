@@ -82,11 +82,20 @@ func TestCachedContentGoesWhereItLives(t *testing.T) {
 	if err != nil || !strings.HasPrefix(text, "europe-west1 answers:") {
 		t.Errorf("a prompt that mentions a cache: %q, %v; want the provisioned region's answer", text, err)
 	}
-	if pt.calls.Load() != before+1 {
-		t.Errorf("the provisioned region got %d calls, want only the one that names no cache", pt.calls.Load()-before)
+	servedBy(t, r, pt, shared, before, 1, 13)
+}
+
+// servedBy checks where the calls of a test of ptAndShared went: ptCalls to
+// the provisioned region since it had before, cached to the cache's region
+// in all; and that the provisioned region holds no call in flight, the
+// first attempts withdrawn from it given back.
+func servedBy(t *testing.T, r *router, pt, shared *fakeRegion, before, ptCalls, cached int64) {
+	t.Helper()
+	if n := pt.calls.Load() - before; n != ptCalls {
+		t.Errorf("the provisioned region got %d calls, want %d: those that name no cache where it is read", n, ptCalls)
 	}
-	if n := shared.calls.Load(); n != 13 {
-		t.Errorf("the cache's region got %d calls, want 13 (the cached ones)", n)
+	if n := shared.calls.Load(); n != cached {
+		t.Errorf("the cache's region got %d calls, want %d: the cached ones", n, cached)
 	}
 	if s := r.snapshotOf("europe-west1"); s.InFlight != 0 {
 		t.Errorf("the provisioned region holds %d calls in flight after every call ended, want 0: the withdrawn first attempts were not given back", s.InFlight)
@@ -174,13 +183,5 @@ func TestChatCachedContentGoesWhereItLives(t *testing.T) {
 			t.Errorf("a cache named where the API does not read it: %q, %v; want the provisioned region's answer", got, err)
 		}
 	}
-	if pt.calls.Load() != before+3 {
-		t.Errorf("the provisioned region got %d calls, want the 3 that name no cache where it is read", pt.calls.Load()-before)
-	}
-	if n := shared.calls.Load(); n != 2 {
-		t.Errorf("the cache's region got %d calls, want 2 (the cached ones)", n)
-	}
-	if s := r.snapshotOf("europe-west1"); s.InFlight != 0 {
-		t.Errorf("the provisioned region holds %d calls in flight after every call ended, want 0", s.InFlight)
-	}
+	servedBy(t, r, pt, shared, before, 3, 2)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -190,34 +191,27 @@ type cacheService struct {
 	s *Server
 }
 
+// Each call names its location in one field, which the routing header
+// names too, as the aiplatform clients send it.
+
 func (c *cacheService) CreateCachedContent(ctx context.Context, req *aiplatformpb.CreateCachedContentRequest) (*aiplatformpb.CachedContent, error) {
-	return cacheCall(c.s, ctx, req, req.GetParent(), "parent", func(svc aiplatformpb.GenAiCacheServiceClient, ctx context.Context) (*aiplatformpb.CachedContent, error) {
-		return svc.CreateCachedContent(ctx, req)
-	})
+	return cacheCall(c.s, ctx, req, req.GetParent(), "parent", aiplatformpb.GenAiCacheServiceClient.CreateCachedContent)
 }
 
 func (c *cacheService) GetCachedContent(ctx context.Context, req *aiplatformpb.GetCachedContentRequest) (*aiplatformpb.CachedContent, error) {
-	return cacheCall(c.s, ctx, req, req.GetName(), "name", func(svc aiplatformpb.GenAiCacheServiceClient, ctx context.Context) (*aiplatformpb.CachedContent, error) {
-		return svc.GetCachedContent(ctx, req)
-	})
+	return cacheCall(c.s, ctx, req, req.GetName(), "name", aiplatformpb.GenAiCacheServiceClient.GetCachedContent)
 }
 
 func (c *cacheService) UpdateCachedContent(ctx context.Context, req *aiplatformpb.UpdateCachedContentRequest) (*aiplatformpb.CachedContent, error) {
-	return cacheCall(c.s, ctx, req, req.GetCachedContent().GetName(), "cached_content.name", func(svc aiplatformpb.GenAiCacheServiceClient, ctx context.Context) (*aiplatformpb.CachedContent, error) {
-		return svc.UpdateCachedContent(ctx, req)
-	})
+	return cacheCall(c.s, ctx, req, req.GetCachedContent().GetName(), "cached_content.name", aiplatformpb.GenAiCacheServiceClient.UpdateCachedContent)
 }
 
 func (c *cacheService) DeleteCachedContent(ctx context.Context, req *aiplatformpb.DeleteCachedContentRequest) (*emptypb.Empty, error) {
-	return cacheCall(c.s, ctx, req, req.GetName(), "name", func(svc aiplatformpb.GenAiCacheServiceClient, ctx context.Context) (*emptypb.Empty, error) {
-		return svc.DeleteCachedContent(ctx, req)
-	})
+	return cacheCall(c.s, ctx, req, req.GetName(), "name", aiplatformpb.GenAiCacheServiceClient.DeleteCachedContent)
 }
 
 func (c *cacheService) ListCachedContents(ctx context.Context, req *aiplatformpb.ListCachedContentsRequest) (*aiplatformpb.ListCachedContentsResponse, error) {
-	return cacheCall(c.s, ctx, req, req.GetParent(), "parent", func(svc aiplatformpb.GenAiCacheServiceClient, ctx context.Context) (*aiplatformpb.ListCachedContentsResponse, error) {
-		return svc.ListCachedContents(ctx, req)
-	})
+	return cacheCall(c.s, ctx, req, req.GetParent(), "parent", aiplatformpb.GenAiCacheServiceClient.ListCachedContents)
 }
 
 // cacheCall makes one GenAiCacheService call whose request req names
@@ -226,8 +220,8 @@ func (c *cacheService) ListCachedContents(ctx context.Context, req *aiplatformpb
 // for what stays with the router (forwarded), within the request timeout,
 // its request's bytes held in the router's budget until it ends. The
 // region's answer or status comes back as it gave it.
-func cacheCall[R any](s *Server, ctx context.Context, req proto.Message, resource, param string,
-	call func(aiplatformpb.GenAiCacheServiceClient, context.Context) (R, error),
+func cacheCall[Q proto.Message, R any](s *Server, ctx context.Context, req Q, resource, param string,
+	call func(aiplatformpb.GenAiCacheServiceClient, context.Context, Q, ...grpc.CallOption) (R, error),
 ) (_ R, err error) {
 	start := time.Now()
 	defer func() { s.metrics.Request("", methodCaches, upstream.HTTPStatus(status.Code(err)), time.Since(start)) }()
@@ -255,7 +249,7 @@ func cacheCall[R any](s *Server, ctx context.Context, req proto.Message, resourc
 		return zero, status.Error(upstream.Code(err), err.Error())
 	}
 	defer done()
-	return call(svc, cctx)
+	return call(svc, cctx, req)
 }
 
 // cacheLocation reads the project and location of
