@@ -63,12 +63,19 @@ func TestGenaiSDKThroughRouter(t *testing.T) {
 			if ct.TotalTokens != 42 {
 				t.Errorf("countTokens %+v", ct)
 			}
+			comp, err := c.Models.ComputeTokens(context.Background(), model, genai.Text("count me"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(comp.TokensInfo) != 1 || string(comp.TokensInfo[0].Tokens[0]) != "europe-west1" {
+				t.Errorf("computeTokens %+v", comp)
+			}
 		})
 	}
 
 	calls := pt.saw()
-	if len(calls) != 6 {
-		t.Fatalf("provisioned region saw %d calls, want 6: %+v", len(calls), calls)
+	if len(calls) != 8 {
+		t.Fatalf("provisioned region saw %d calls, want 8: %+v", len(calls), calls)
 	}
 	for _, c := range calls {
 		if c.model != want {

@@ -27,7 +27,7 @@ var metadataPriority = strings.ToLower(HeaderPriority)
 
 // RegisterGRPC serves Vertex AI's gRPC surface for publisher models on g:
 // PredictionService's GenerateContent and StreamGenerateContent and
-// LlmUtilityService's CountTokens, so that applications using the aiplatform
+// LlmUtilityService's CountTokens and ComputeTokens, so that applications using the aiplatform
 // clients point their endpoint at the router; and GenAiCacheService, whose
 // calls go to the location they name (caches.go). Calls are routed by the same
 // pools and policy as the REST surface, found by the project, publisher and
@@ -252,6 +252,18 @@ func unary[Resp any](ctx context.Context, s *Server, method, resource string, re
 		return zero, g.fail(err, retryAfter)
 	}
 	return resp, g.end(nil)
+}
+
+// ComputeTokens routes a ComputeTokens call, found as CountTokens is.
+func (u *llmUtilityService) ComputeTokens(ctx context.Context, req *aiplatformpb.ComputeTokensRequest) (*aiplatformpb.ComputeTokensResponse, error) {
+	resource := req.GetEndpoint()
+	if resource == "" {
+		resource = req.GetModel()
+	}
+	return unary(ctx, u.s, methodCompute, resource, req, func(ctx context.Context, g *grpcCall) (*aiplatformpb.ComputeTokensResponse, policy.Report, error) {
+		r, err := u.s.up.ComputeTokens(ctx, req, g.target)
+		return r, policy.Report{Outcome: policy.Success}, err
+	})
 }
 
 // StreamGenerateContent routes a streamed call. Until the region's first

@@ -115,6 +115,13 @@ func TestAiplatformClientThroughRouter(t *testing.T) {
 	if ct.GetTotalTokens() != 42 {
 		t.Errorf("countTokens %v", ct)
 	}
+	comp, err := c.utility.ComputeTokens(ctx, &aiplatformpb.ComputeTokensRequest{Endpoint: callerModel, Contents: grpcRequest("count me").Contents})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := comp.GetTokensInfo(); len(info) != 1 || string(info[0].GetTokens()[0]) != "europe-west1" {
+		t.Errorf("computeTokens %v", comp)
+	}
 
 	want := pt.ModelName(project, "google", model)
 	for _, call := range pt.Seen() {
@@ -134,8 +141,8 @@ func TestAiplatformClientThroughRouter(t *testing.T) {
 			t.Errorf("%s: x-goog-user-project %q, want the caller's", call.Method, got)
 		}
 	}
-	if n := len(pt.Seen()); n != 3 {
-		t.Errorf("the provisioned region saw %d calls, want 3", n)
+	if n := len(pt.Seen()); n != 4 {
+		t.Errorf("the provisioned region saw %d calls, want 4", n)
 	}
 	if got := counter(t, r.metrics, "regionwarden_router_traffic_type_total", map[string]string{"region": "europe-west1", "traffic_type": "PROVISIONED_THROUGHPUT"}); got != 2 {
 		t.Errorf("traffic_type_total PROVISIONED_THROUGHPUT = %v, want 2", got)

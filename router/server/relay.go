@@ -132,7 +132,7 @@ func (x *exchange) streamError() policy.Report {
 
 // count counts the answer by the traffic type that served it.
 func (x *exchange) count() {
-	if x.method == methodCount {
+	if x.method == methodCount || x.method == methodCompute {
 		return
 	}
 	traffic := x.scan.TrafficType

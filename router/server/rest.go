@@ -24,6 +24,7 @@ const (
 	methodGenerate = "generateContent"
 	methodStream   = "streamGenerateContent"
 	methodCount    = "countTokens"
+	methodCompute  = "computeTokens"
 	// methodChat is the OpenAI-compatible chat completions (chat.go).
 	methodChat = "chatCompletions"
 )
@@ -126,10 +127,10 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch rt.method {
-	case methodGenerate, methodStream, methodCount:
+	case methodGenerate, methodStream, methodCount, methodCompute:
 		x.method = rt.method
 	default:
-		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("method %q is not served; the router serves generateContent, streamGenerateContent and countTokens", rt.method), 0)
+		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("method %q is not served; the router serves generateContent, streamGenerateContent, countTokens and computeTokens", rt.method), 0)
 		return
 	}
 	var err error

@@ -69,6 +69,8 @@ type Upstream interface {
 	GenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest, t upstream.Target) (*aiplatformpb.GenerateContentResponse, error)
 	StreamGenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest, t upstream.Target) (aiplatformpb.PredictionService_StreamGenerateContentClient, error)
 	CountTokens(ctx context.Context, req *aiplatformpb.CountTokensRequest, t upstream.Target) (*aiplatformpb.CountTokensResponse, error)
+	// ComputeTokens makes the gRPC call of that name.
+	ComputeTokens(ctx context.Context, req *aiplatformpb.ComputeTokensRequest, t upstream.Target) (*aiplatformpb.ComputeTokensResponse, error)
 	// Retain keeps the connections of the endpoints in keep and closes the
 	// others once their calls have ended.
 	Retain(keep map[string]bool)

@@ -54,6 +54,7 @@ const (
 // The gen_ai.operation.name of each method.
 const (
 	operationCount    = "count_tokens"
+	operationCompute  = "compute_tokens"
 	operationGenerate = "generate_content"
 	operationChat     = "chat"
 )
@@ -63,6 +64,8 @@ func operation(method string) string {
 	switch method {
 	case methodCount:
 		return operationCount
+	case methodCompute:
+		return operationCompute
 	case methodChat:
 		return operationChat
 	}

@@ -181,3 +181,19 @@ func (c *Clients) Caches(ctx context.Context, endpoint, callerAuthorization, rou
 	c.opts.Propagator.Inject(ctx, MetadataCarrier(md))
 	return aiplatformpb.NewGenAiCacheServiceClient(e.conn), metadata.NewOutgoingContext(ctx, md), e.release, nil
 }
+
+// ComputeTokens calls ComputeTokens on the region of t, its endpoint and
+// model set as CountTokens sets them. req is not modified.
+func (c *Clients) ComputeTokens(ctx context.Context, req *aiplatformpb.ComputeTokensRequest, t Target) (*aiplatformpb.ComputeTokensResponse, error) {
+	e, ctx, err := c.start(ctx, &t)
+	if err != nil {
+		return nil, err
+	}
+	defer e.release()
+	r := shallowCopy(req)
+	r.Endpoint = ModelName(t.Pool, t.Region)
+	if r.Model != "" {
+		r.Model = r.Endpoint
+	}
+	return e.utility.ComputeTokens(ctx, r)
+}

@@ -51,6 +51,7 @@ const (
 	MethodGenerate = "GenerateContent"
 	MethodStream   = "StreamGenerateContent"
 	MethodCount    = "CountTokens"
+	MethodCompute  = "ComputeTokens"
 	// MethodChat is a chat completion of the OpenAI-compatible API (REST).
 	MethodChat = "ChatCompletions"
 	// MethodCaches is a call of the cachedContents collection or one of
@@ -428,6 +429,8 @@ func (r *Region) serveREST(w http.ResponseWriter, req *http.Request) {
 		c.Method = MethodStream
 	case "countTokens":
 		c.Method = MethodCount
+	case "computeTokens":
+		c.Method = MethodCompute
 	default:
 		writeError(w, status.Errorf(codes.NotFound, "method %q is not served", method))
 		return
@@ -473,6 +476,8 @@ func (r *Region) serveREST(w http.ResponseWriter, req *http.Request) {
 		r.writeJSON(w, b, r.answer(r.unaryText(Prompt(in.GetContents())), true))
 	case MethodCount:
 		r.writeJSON(w, b, &aiplatformpb.CountTokensResponse{TotalTokens: 42, TotalBillableCharacters: int32(len(r.Name))})
+	case MethodCompute:
+		r.writeJSON(w, b, r.computed())
 	case MethodStream:
 		r.restStream(w, req, b)
 	}
@@ -841,4 +846,19 @@ func (s *cacheServer) ListCachedContents(ctx context.Context, req *aiplatformpb.
 		}
 	}
 	return out, nil
+}
+
+// computed is the region's ComputeTokens answer: one token, its name.
+func (r *Region) computed() *aiplatformpb.ComputeTokensResponse {
+	return &aiplatformpb.ComputeTokensResponse{TokensInfo: []*aiplatformpb.TokensInfo{{
+		Tokens: [][]byte{[]byte(r.Name)}, TokenIds: []int64{42}, Role: "user",
+	}}}
+}
+
+func (u *utilityServer) ComputeTokens(ctx context.Context, req *aiplatformpb.ComputeTokensRequest) (*aiplatformpb.ComputeTokensResponse, error) {
+	b, err := u.r.record(ctx, grpcCall(ctx, MethodCompute, req.GetModel(), req.GetEndpoint(), req))
+	if err != nil {
+		return nil, err
+	}
+	return withExtra(b, u.r.computed()), nil
 }
