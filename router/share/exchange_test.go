@@ -282,8 +282,13 @@ func TestMeterLeavesTheCutOffRouterItsShare(t *testing.T) {
 	}
 	stops[0]()
 	waittest.For(t, 2*time.Second, "the other router's meter reserves nothing 2s after the busiest left", func() bool { return absent() != nil })
-	if a := absent(); len(a.shares) != 1 || a.rostered != 1 || math.Abs(a.shares[0]-0.8) > 0.05 {
-		t.Errorf("the other router's meter reserves %+v for the busiest, want about its 0.8", *a)
+	// The busiest router's share follows the demand it measured over its
+	// last epochs, which moves with how the drive loop's ticks fall in its
+	// windows: 0.75 on a loaded machine. What the reserve must be is that
+	// share, not the static half an absent router is given without one, so
+	// the bound is the distance to the static half, not the noise.
+	if a := absent(); len(a.shares) != 1 || a.rostered != 1 || math.Abs(a.shares[0]-0.8) > 0.1 {
+		t.Errorf("the other router's meter reserves %+v for the busiest, want about its 0.8 (the static share is 0.5)", *a)
 	}
 }
 
