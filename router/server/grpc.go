@@ -26,8 +26,9 @@ import (
 var metadataPriority = strings.ToLower(HeaderPriority)
 
 // RegisterGRPC serves Vertex AI's gRPC surface for publisher models on g:
-// PredictionService's GenerateContent and StreamGenerateContent and
-// LlmUtilityService's CountTokens and ComputeTokens, so that applications using the aiplatform
+// PredictionService's GenerateContent, StreamGenerateContent, Predict and
+// EmbedContent (embeddings) and LlmUtilityService's CountTokens and
+// ComputeTokens, so that applications using the aiplatform
 // clients point their endpoint at the router; and GenAiCacheService, whose
 // calls go to the location they name (caches.go). Calls are routed by the same
 // pools and policy as the REST surface, found by the project, publisher and
@@ -262,6 +263,24 @@ func (u *llmUtilityService) ComputeTokens(ctx context.Context, req *aiplatformpb
 	}
 	return unary(ctx, u.s, methodCompute, resource, req, func(ctx context.Context, g *grpcCall) (*aiplatformpb.ComputeTokensResponse, policy.Report, error) {
 		r, err := u.s.up.ComputeTokens(ctx, req, g.target)
+		return r, policy.Report{Outcome: policy.Success}, err
+	})
+}
+
+// Predict routes a Predict call (an embedding model's), found by its
+// endpoint, the model resource name.
+func (p *predictionService) Predict(ctx context.Context, req *aiplatformpb.PredictRequest) (*aiplatformpb.PredictResponse, error) {
+	return unary(ctx, p.s, methodPredict, req.GetEndpoint(), req, func(ctx context.Context, g *grpcCall) (*aiplatformpb.PredictResponse, policy.Report, error) {
+		r, err := p.s.up.Predict(ctx, req, g.target)
+		return r, policy.Report{Outcome: policy.Success}, err
+	})
+}
+
+// EmbedContent routes an EmbedContent call (a Gemini embedding model's),
+// found by its model.
+func (p *predictionService) EmbedContent(ctx context.Context, req *aiplatformpb.EmbedContentRequest) (*aiplatformpb.EmbedContentResponse, error) {
+	return unary(ctx, p.s, methodEmbed, req.GetModel(), req, func(ctx context.Context, g *grpcCall) (*aiplatformpb.EmbedContentResponse, policy.Report, error) {
+		r, err := p.s.up.EmbedContent(ctx, req, g.target)
 		return r, policy.Report{Outcome: policy.Success}, err
 	})
 }

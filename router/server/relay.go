@@ -132,8 +132,9 @@ func (x *exchange) streamError() policy.Report {
 
 // count counts the answer by the traffic type that served it.
 func (x *exchange) count() {
-	if x.method == methodCount || x.method == methodCompute {
-		return
+	switch x.method {
+	case methodCount, methodCompute, methodPredict, methodEmbed:
+		return // no generation, no traffic type to count
 	}
 	traffic := x.scan.TrafficType
 	if traffic == "" {

@@ -25,6 +25,11 @@ const (
 	methodStream   = "streamGenerateContent"
 	methodCount    = "countTokens"
 	methodCompute  = "computeTokens"
+	// methodPredict and methodEmbed are the embedding calls (genai's
+	// EmbedContent: predict for text-embedding models, embedContent for
+	// Gemini embeddings).
+	methodPredict = "predict"
+	methodEmbed   = "embedContent"
 	// methodChat is the OpenAI-compatible chat completions (chat.go).
 	methodChat = "chatCompletions"
 )
@@ -127,10 +132,10 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch rt.method {
-	case methodGenerate, methodStream, methodCount, methodCompute:
+	case methodGenerate, methodStream, methodCount, methodCompute, methodPredict, methodEmbed:
 		x.method = rt.method
 	default:
-		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("method %q is not served; the router serves generateContent, streamGenerateContent, countTokens and computeTokens", rt.method), 0)
+		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("method %q is not served; the router serves generateContent, streamGenerateContent, countTokens, computeTokens, predict and embedContent", rt.method), 0)
 		return
 	}
 	var err error

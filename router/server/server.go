@@ -69,8 +69,11 @@ type Upstream interface {
 	GenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest, t upstream.Target) (*aiplatformpb.GenerateContentResponse, error)
 	StreamGenerateContent(ctx context.Context, req *aiplatformpb.GenerateContentRequest, t upstream.Target) (aiplatformpb.PredictionService_StreamGenerateContentClient, error)
 	CountTokens(ctx context.Context, req *aiplatformpb.CountTokensRequest, t upstream.Target) (*aiplatformpb.CountTokensResponse, error)
-	// ComputeTokens makes the gRPC call of that name.
+	// ComputeTokens, Predict and EmbedContent make the gRPC calls of those
+	// names.
 	ComputeTokens(ctx context.Context, req *aiplatformpb.ComputeTokensRequest, t upstream.Target) (*aiplatformpb.ComputeTokensResponse, error)
+	Predict(ctx context.Context, req *aiplatformpb.PredictRequest, t upstream.Target) (*aiplatformpb.PredictResponse, error)
+	EmbedContent(ctx context.Context, req *aiplatformpb.EmbedContentRequest, t upstream.Target) (*aiplatformpb.EmbedContentResponse, error)
 	// Retain keeps the connections of the endpoints in keep and closes the
 	// others once their calls have ended.
 	Retain(keep map[string]bool)

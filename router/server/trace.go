@@ -55,6 +55,7 @@ const (
 const (
 	operationCount    = "count_tokens"
 	operationCompute  = "compute_tokens"
+	operationEmbed    = "embeddings"
 	operationGenerate = "generate_content"
 	operationChat     = "chat"
 )
@@ -66,6 +67,8 @@ func operation(method string) string {
 		return operationCount
 	case methodCompute:
 		return operationCompute
+	case methodPredict, methodEmbed:
+		return operationEmbed
 	case methodChat:
 		return operationChat
 	}

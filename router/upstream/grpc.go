@@ -197,3 +197,30 @@ func (c *Clients) ComputeTokens(ctx context.Context, req *aiplatformpb.ComputeTo
 	}
 	return e.utility.ComputeTokens(ctx, r)
 }
+
+// Predict calls Predict on the region of t, its endpoint set to the
+// region's model name. req is not modified.
+func (c *Clients) Predict(ctx context.Context, req *aiplatformpb.PredictRequest, t Target) (*aiplatformpb.PredictResponse, error) {
+	e, ctx, err := c.start(ctx, &t)
+	if err != nil {
+		return nil, err
+	}
+	defer e.release()
+	r := shallowCopy(req)
+	r.Endpoint = ModelName(t.Pool, t.Region)
+	return e.prediction.Predict(ctx, r)
+}
+
+// EmbedContent calls EmbedContent on the region of t, its model set to the
+// region's model name. req is not modified.
+func (c *Clients) EmbedContent(ctx context.Context, req *aiplatformpb.EmbedContentRequest, t Target) (*aiplatformpb.EmbedContentResponse, error) {
+	e, ctx, err := c.start(ctx, &t)
+	if err != nil {
+		return nil, err
+	}
+	defer e.release()
+	r := shallowCopy(req)
+	m := ModelName(t.Pool, t.Region)
+	r.Model = &m
+	return e.prediction.EmbedContent(ctx, r)
+}

@@ -35,6 +35,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/regionwarden/regionwarden/internal/googleerror"
 	"github.com/regionwarden/regionwarden/router/table"
@@ -52,6 +53,8 @@ const (
 	MethodStream   = "StreamGenerateContent"
 	MethodCount    = "CountTokens"
 	MethodCompute  = "ComputeTokens"
+	MethodPredict  = "Predict"
+	MethodEmbed    = "EmbedContent"
 	// MethodChat is a chat completion of the OpenAI-compatible API (REST).
 	MethodChat = "ChatCompletions"
 	// MethodCaches is a call of the cachedContents collection or one of
@@ -431,6 +434,10 @@ func (r *Region) serveREST(w http.ResponseWriter, req *http.Request) {
 		c.Method = MethodCount
 	case "computeTokens":
 		c.Method = MethodCompute
+	case "predict":
+		c.Method = MethodPredict
+	case "embedContent":
+		c.Method = MethodEmbed
 	default:
 		writeError(w, status.Errorf(codes.NotFound, "method %q is not served", method))
 		return
@@ -462,6 +469,15 @@ func (r *Region) serveREST(w http.ResponseWriter, req *http.Request) {
 	w = rec
 	if err != nil {
 		writeError(w, err)
+		return
+	}
+	switch c.Method {
+	case MethodPredict:
+		// An embedding model's answer: one embedding (predicted).
+		r.writeJSON(w, b, r.predicted())
+		return
+	case MethodEmbed:
+		r.writeJSON(w, b, r.embedded())
 		return
 	}
 	var in aiplatformpb.GenerateContentRequest
@@ -861,4 +877,41 @@ func (u *utilityServer) ComputeTokens(ctx context.Context, req *aiplatformpb.Com
 		return nil, err
 	}
 	return withExtra(b, u.r.computed()), nil
+}
+
+// embedding is the region's embedding: as many values as its name has
+// letters, so that a caller can tell which region answered.
+func (r *Region) embedding() []float32 { return make([]float32, len(r.Name)) }
+
+// predicted is the region's Predict answer, that of a text embedding model.
+func (r *Region) predicted() *aiplatformpb.PredictResponse {
+	values := make([]any, len(r.embedding()))
+	for i := range values {
+		values[i] = 0.0
+	}
+	p, _ := structpb.NewValue(map[string]any{"embeddings": map[string]any{
+		"values": values, "statistics": map[string]any{"token_count": 2, "truncated": false},
+	}})
+	return &aiplatformpb.PredictResponse{Predictions: []*structpb.Value{p}, DeployedModelId: r.Name}
+}
+
+// embedded is the region's EmbedContent answer.
+func (r *Region) embedded() *aiplatformpb.EmbedContentResponse {
+	return &aiplatformpb.EmbedContentResponse{Embedding: &aiplatformpb.EmbedContentResponse_Embedding{Values: r.embedding()}}
+}
+
+func (p *predictionServer) Predict(ctx context.Context, req *aiplatformpb.PredictRequest) (*aiplatformpb.PredictResponse, error) {
+	b, err := p.r.record(ctx, grpcCall(ctx, MethodPredict, "", req.GetEndpoint(), req))
+	if err != nil {
+		return nil, err
+	}
+	return withExtra(b, p.r.predicted()), nil
+}
+
+func (p *predictionServer) EmbedContent(ctx context.Context, req *aiplatformpb.EmbedContentRequest) (*aiplatformpb.EmbedContentResponse, error) {
+	b, err := p.r.record(ctx, grpcCall(ctx, MethodEmbed, req.GetModel(), "", req))
+	if err != nil {
+		return nil, err
+	}
+	return withExtra(b, p.r.embedded()), nil
 }
