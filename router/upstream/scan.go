@@ -382,14 +382,7 @@ func trafficType(v []byte) string {
 // string "model", or has more than one: a router that read one model and a
 // region that read another would route a call by a name it does not run.
 func ChatModel(body []byte) (string, error) {
-	var model []byte
-	n := 0
-	members(body, func(k, v []byte) {
-		if string(k) == "model" {
-			model = v
-			n++
-		}
-	})
+	model, n := membersNamed(body, "model")
 	switch {
 	case n == 0:
 		return "", errors.New(`the request body has no "model"`)
@@ -434,8 +427,16 @@ func ChatCachedContent(body []byte) string {
 // one of names, when exactly one member is; nil otherwise (none, more than
 // one, or obj is not an object).
 func onlyMember(obj []byte, names ...string) []byte {
-	var raw []byte
-	n := 0
+	raw, n := membersNamed(obj, names...)
+	if n != 1 {
+		return nil
+	}
+	return raw
+}
+
+// membersNamed counts the members of the JSON object obj named one of
+// names, and returns the raw value of the last.
+func membersNamed(obj []byte, names ...string) (raw []byte, n int) {
 	members(obj, func(k, v []byte) {
 		for _, name := range names {
 			if string(k) == name {
@@ -444,10 +445,7 @@ func onlyMember(obj []byte, names ...string) []byte {
 			}
 		}
 	})
-	if n != 1 {
-		return nil
-	}
-	return raw
+	return raw, n
 }
 
 // members calls fn with the raw key and value of each member of the JSON
