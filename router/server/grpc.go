@@ -257,32 +257,19 @@ func unary[Resp any](ctx context.Context, s *Server, method, resource string, re
 
 // ComputeTokens routes a ComputeTokens call, found as CountTokens is.
 func (u *llmUtilityService) ComputeTokens(ctx context.Context, req *aiplatformpb.ComputeTokensRequest) (*aiplatformpb.ComputeTokensResponse, error) {
-	resource := req.GetEndpoint()
-	if resource == "" {
-		resource = req.GetModel()
-	}
-	return unary(ctx, u.s, methodCompute, resource, req, func(ctx context.Context, g *grpcCall) (*aiplatformpb.ComputeTokensResponse, policy.Report, error) {
-		r, err := u.s.up.ComputeTokens(ctx, req, g.target)
-		return r, policy.Report{Outcome: policy.Success}, err
-	})
+	return routed(ctx, u.s, methodCompute, endpointOr(req.GetEndpoint(), req.GetModel()), req, u.s.up.ComputeTokens)
 }
 
 // Predict routes a Predict call (an embedding model's), found by its
 // endpoint, the model resource name.
 func (p *predictionService) Predict(ctx context.Context, req *aiplatformpb.PredictRequest) (*aiplatformpb.PredictResponse, error) {
-	return unary(ctx, p.s, methodPredict, req.GetEndpoint(), req, func(ctx context.Context, g *grpcCall) (*aiplatformpb.PredictResponse, policy.Report, error) {
-		r, err := p.s.up.Predict(ctx, req, g.target)
-		return r, policy.Report{Outcome: policy.Success}, err
-	})
+	return routed(ctx, p.s, methodPredict, req.GetEndpoint(), req, p.s.up.Predict)
 }
 
 // EmbedContent routes an EmbedContent call (a Gemini embedding model's),
 // found by its model.
 func (p *predictionService) EmbedContent(ctx context.Context, req *aiplatformpb.EmbedContentRequest) (*aiplatformpb.EmbedContentResponse, error) {
-	return unary(ctx, p.s, methodEmbed, req.GetModel(), req, func(ctx context.Context, g *grpcCall) (*aiplatformpb.EmbedContentResponse, policy.Report, error) {
-		r, err := p.s.up.EmbedContent(ctx, req, g.target)
-		return r, policy.Report{Outcome: policy.Success}, err
-	})
+	return routed(ctx, p.s, methodEmbed, req.GetModel(), req, p.s.up.EmbedContent)
 }
 
 // StreamGenerateContent routes a streamed call. Until the region's first
@@ -361,12 +348,25 @@ func (s *Server) sendWithin(out grpc.ServerStream, m *aiplatformpb.GenerateConte
 // CountTokens routes a CountTokens call, found by its endpoint (the model
 // resource name), or its model when it names no endpoint.
 func (u *llmUtilityService) CountTokens(ctx context.Context, req *aiplatformpb.CountTokensRequest) (*aiplatformpb.CountTokensResponse, error) {
-	resource := req.GetEndpoint()
-	if resource == "" {
-		resource = req.GetModel()
+	return routed(ctx, u.s, methodCount, endpointOr(req.GetEndpoint(), req.GetModel()), req, u.s.up.CountTokens)
+}
+
+// endpointOr is the resource of a call that names an endpoint and may name
+// a model instead.
+func endpointOr(endpoint, model string) string {
+	if endpoint == "" {
+		return model
 	}
-	return unary(ctx, u.s, methodCount, resource, req, func(ctx context.Context, g *grpcCall) (*aiplatformpb.CountTokensResponse, policy.Report, error) {
-		r, err := u.s.up.CountTokens(ctx, req, g.target)
+	return endpoint
+}
+
+// routed routes a unary call whose answer reports no usage (the policy
+// learns a success, no tokens): send makes one attempt on a region.
+func routed[Q proto.Message, R any](ctx context.Context, s *Server, method, resource string, req Q,
+	send func(context.Context, Q, upstream.Target) (R, error),
+) (R, error) {
+	return unary(ctx, s, method, resource, req, func(ctx context.Context, g *grpcCall) (R, policy.Report, error) {
+		r, err := send(ctx, req, g.target)
 		return r, policy.Report{Outcome: policy.Success}, err
 	})
 }

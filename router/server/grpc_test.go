@@ -115,12 +115,17 @@ func TestAiplatformClientThroughRouter(t *testing.T) {
 	if ct.GetTotalTokens() != 42 {
 		t.Errorf("countTokens %v", ct)
 	}
-	comp, err := c.utility.ComputeTokens(ctx, &aiplatformpb.ComputeTokensRequest{Endpoint: callerModel, Contents: grpcRequest("count me").Contents})
+	// The model field, when the caller sets it, names the region's model
+	// too.
+	comp, err := c.utility.ComputeTokens(ctx, &aiplatformpb.ComputeTokensRequest{Endpoint: callerModel, Model: callerModel, Contents: grpcRequest("count me").Contents})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info := comp.GetTokensInfo(); len(info) != 1 || string(info[0].GetTokens()[0]) != "europe-west1" {
 		t.Errorf("computeTokens %v", comp)
+	}
+	if last, want := pt.Last(), pt.ModelName(project, "google", model); last.Endpoint != want || last.Model != want {
+		t.Errorf("computeTokens reached the region for endpoint %q and model %q, want both %q", last.Endpoint, last.Model, want)
 	}
 
 	want := pt.ModelName(project, "google", model)

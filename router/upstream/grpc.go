@@ -138,17 +138,41 @@ func (c *Clients) StreamGenerateContent(ctx context.Context, req *aiplatformpb.G
 // ModelName(t.Pool, t.Region), and so is the model field when the caller set
 // it. req is not modified.
 func (c *Clients) CountTokens(ctx context.Context, req *aiplatformpb.CountTokensRequest, t Target) (*aiplatformpb.CountTokensResponse, error) {
+	return call(c, ctx, t, req, nameEndpoint[*aiplatformpb.CountTokensRequest],
+		func(e *endpoint, ctx context.Context, r *aiplatformpb.CountTokensRequest) (*aiplatformpb.CountTokensResponse, error) {
+			return e.utility.CountTokens(ctx, r)
+		})
+}
+
+// nameEndpoint sets the endpoint field of a token request (CountTokens,
+// ComputeTokens) to name, and its model field too when the caller set it.
+// For a publisher model the REST path .../publishers/*/models/*:countTokens
+// binds to the endpoint field; the two requests have the same fields and
+// no common interface to set them, so they are set by name.
+func nameEndpoint[Q proto.Message](r Q, name string) {
+	m := r.ProtoReflect()
+	fields := m.Descriptor().Fields()
+	m.Set(fields.ByName("endpoint"), protoreflect.ValueOfString(name))
+	if f := fields.ByName("model"); m.Has(f) {
+		m.Set(f, protoreflect.ValueOfString(name))
+	}
+}
+
+// call makes one unary call on the region of t with a copy of req that
+// name gives the region's model name (ModelName): the caller's request is
+// not modified, and its unknown fields go on.
+func call[Q proto.Message, R any](c *Clients, ctx context.Context, t Target, req Q, name func(Q, string),
+	send func(*endpoint, context.Context, Q) (R, error),
+) (R, error) {
 	e, ctx, err := c.start(ctx, &t)
 	if err != nil {
-		return nil, err
+		var zero R
+		return zero, err
 	}
 	defer e.release()
 	r := shallowCopy(req)
-	r.Endpoint = ModelName(t.Pool, t.Region)
-	if r.Model != "" {
-		r.Model = r.Endpoint
-	}
-	return e.utility.CountTokens(ctx, r)
+	name(r, ModelName(t.Pool, t.Region))
+	return send(e, ctx, r)
 }
 
 // Caches readies a call of Vertex AI's GenAiCacheService on endpoint,
@@ -185,42 +209,26 @@ func (c *Clients) Caches(ctx context.Context, endpoint, callerAuthorization, rou
 // ComputeTokens calls ComputeTokens on the region of t, its endpoint and
 // model set as CountTokens sets them. req is not modified.
 func (c *Clients) ComputeTokens(ctx context.Context, req *aiplatformpb.ComputeTokensRequest, t Target) (*aiplatformpb.ComputeTokensResponse, error) {
-	e, ctx, err := c.start(ctx, &t)
-	if err != nil {
-		return nil, err
-	}
-	defer e.release()
-	r := shallowCopy(req)
-	r.Endpoint = ModelName(t.Pool, t.Region)
-	if r.Model != "" {
-		r.Model = r.Endpoint
-	}
-	return e.utility.ComputeTokens(ctx, r)
+	return call(c, ctx, t, req, nameEndpoint[*aiplatformpb.ComputeTokensRequest],
+		func(e *endpoint, ctx context.Context, r *aiplatformpb.ComputeTokensRequest) (*aiplatformpb.ComputeTokensResponse, error) {
+			return e.utility.ComputeTokens(ctx, r)
+		})
 }
 
 // Predict calls Predict on the region of t, its endpoint set to the
 // region's model name. req is not modified.
 func (c *Clients) Predict(ctx context.Context, req *aiplatformpb.PredictRequest, t Target) (*aiplatformpb.PredictResponse, error) {
-	e, ctx, err := c.start(ctx, &t)
-	if err != nil {
-		return nil, err
-	}
-	defer e.release()
-	r := shallowCopy(req)
-	r.Endpoint = ModelName(t.Pool, t.Region)
-	return e.prediction.Predict(ctx, r)
+	return call(c, ctx, t, req, func(r *aiplatformpb.PredictRequest, name string) { r.Endpoint = name },
+		func(e *endpoint, ctx context.Context, r *aiplatformpb.PredictRequest) (*aiplatformpb.PredictResponse, error) {
+			return e.prediction.Predict(ctx, r)
+		})
 }
 
 // EmbedContent calls EmbedContent on the region of t, its model set to the
 // region's model name. req is not modified.
 func (c *Clients) EmbedContent(ctx context.Context, req *aiplatformpb.EmbedContentRequest, t Target) (*aiplatformpb.EmbedContentResponse, error) {
-	e, ctx, err := c.start(ctx, &t)
-	if err != nil {
-		return nil, err
-	}
-	defer e.release()
-	r := shallowCopy(req)
-	m := ModelName(t.Pool, t.Region)
-	r.Model = &m
-	return e.prediction.EmbedContent(ctx, r)
+	return call(c, ctx, t, req, func(r *aiplatformpb.EmbedContentRequest, name string) { r.Model = &name },
+		func(e *endpoint, ctx context.Context, r *aiplatformpb.EmbedContentRequest) (*aiplatformpb.EmbedContentResponse, error) {
+			return e.prediction.EmbedContent(ctx, r)
+		})
 }
