@@ -28,7 +28,9 @@
 //     usageMetadata with token counts and the trafficType that served it.
 //
 // Each region serves the OpenAI-compatible chat completions too
-// (openai.go), from the same capacity.
+// (openai.go), from the same capacity, and keeps the context caches made
+// in it (caches.go): a call that names a cache another region holds is
+// refused, as Google refuses it.
 //
 // Randomness is seeded per region and per fault window, so the same seed
 // gives the same fault pattern for the same arrival order.

@@ -128,6 +128,8 @@ type region struct {
 
 	// listeners are dropped while a refused outage lasts; set by Start.
 	listeners []*dropListener
+
+	caches caches // the context caches made here (caches.go)
 }
 
 func newRegion(sc *Scenario, cfg *Region, clock Clock, seed uint64) *region {
@@ -502,6 +504,9 @@ func (r *region) newCall(req *aiplatformpb.GenerateContentRequest, h capacityHea
 	}
 	if len(req.GetContents()) == 0 {
 		return call{}, &apiError{code: codes.InvalidArgument, msg: "Unable to submit request because it must include at least one contents field."}
+	}
+	if err := r.checkCache(req.GetCachedContent()); err != nil {
+		return call{}, err
 	}
 	return call{
 		requestType:  rt,

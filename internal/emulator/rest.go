@@ -29,7 +29,7 @@ var (
 // with method generateContent, streamGenerateContent (SSE with ?alt=sse, else
 // a JSON array) or countTokens. Bodies are protojson; errors are Google's
 // error JSON. It serves the OpenAI-compatible chat completions too
-// (openai.go).
+// (openai.go), and the location's context caches (caches.go).
 func restHandler(r *region) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /{version}/projects/{project}/locations/{location}/publishers/{publisher}/models/{modelAndMethod}", func(w http.ResponseWriter, req *http.Request) {
@@ -38,6 +38,9 @@ func restHandler(r *region) http.Handler {
 	mux.HandleFunc("POST /{version}/projects/{project}/locations/{location}/endpoints/openapi/chat/completions", func(w http.ResponseWriter, req *http.Request) {
 		serveChat(r, w, req)
 	})
+	for _, p := range []string{"/{version}/projects/{project}/locations/{location}/cachedContents", "/{version}/projects/{project}/locations/{location}/cachedContents/{id}"} {
+		mux.HandleFunc(p, func(w http.ResponseWriter, req *http.Request) { serveCaches(r, w, req) })
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, &apiError{code: codes.NotFound, msg: "The requested URL was not found on this server."})
 	})
