@@ -330,11 +330,25 @@ func TestDeletingAPoolRemovesItsTable(t *testing.T) {
 	if err := testClient.Delete(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	// What the garbage collector does once the owner is gone.
-	if err := testClient.Delete(ctx, &cm); err != nil {
+	// What the garbage collector does once the owner is gone: it deletes
+	// the table, and any table written after the pool's deletion that names
+	// the gone pool as its controller. An operator whose cache has not yet
+	// seen the deletion may write one such table; a second is long enough
+	// for it to see the deletion, so the table is deleted after that
+	// second, the first one or the rewrite.
+	time.Sleep(time.Second)
+	var written corev1.ConfigMap
+	if err := testClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "flash-routing"}, &written); err != nil {
+		t.Fatal(err)
+	}
+	if ref := metav1.GetControllerOf(&written); ref == nil || ref.UID != pool.UID {
+		t.Fatalf("the table after the pool's deletion is controlled by %+v, want the gone pool (uid %s)", ref, pool.UID)
+	}
+	if err := testClient.Delete(ctx, &written); err != nil {
 		t.Fatal(err)
 	}
 	waitServing(t, src, "no pool", func(tb *table.Table) bool { return len(tb.Pools) == 0 })
+	// The operator has seen the deletion by now: it writes the table no more.
 	time.Sleep(time.Second)
 	if err := testClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "flash-routing"}, &cm); err == nil {
 		t.Errorf("the operator wrote the deleted pool's table again")
