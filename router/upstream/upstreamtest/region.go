@@ -400,6 +400,14 @@ func writeError(w http.ResponseWriter, err error) {
 	_, _ = w.Write(ErrorJSON(err))
 }
 
+// restMethods are the gRPC names of the REST methods of a publisher model
+// the region serves.
+var restMethods = map[string]string{
+	"generateContent": MethodGenerate, "streamGenerateContent": MethodStream,
+	"countTokens": MethodCount, "computeTokens": MethodCompute,
+	"predict": MethodPredict, "embedContent": MethodEmbed,
+}
+
 // restHandler serves the Vertex REST surface for publisher models, and
 // unary chat completions of the OpenAI-compatible API.
 func (r *Region) restHandler() http.Handler {
@@ -425,20 +433,7 @@ func (r *Region) serveREST(w http.ResponseWriter, req *http.Request) {
 		Auth:              req.Header.Values("Authorization"),
 		Header:            req.Header.Clone(),
 	}
-	switch method {
-	case "generateContent":
-		c.Method = MethodGenerate
-	case "streamGenerateContent":
-		c.Method = MethodStream
-	case "countTokens":
-		c.Method = MethodCount
-	case "computeTokens":
-		c.Method = MethodCompute
-	case "predict":
-		c.Method = MethodPredict
-	case "embedContent":
-		c.Method = MethodEmbed
-	default:
+	if c.Method = restMethods[method]; c.Method == "" {
 		writeError(w, status.Errorf(codes.NotFound, "method %q is not served", method))
 		return
 	}
