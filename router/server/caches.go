@@ -135,6 +135,7 @@ func (s *Server) cachesEndpoint(ctx context.Context, project, location, authoriz
 			if !errors.As(err, &refused) {
 				refused = &auth.Error{Status: http.StatusInternalServerError, Code: codes.Internal, Message: err.Error()}
 			}
+			s.metrics.CallerRefused(pool.label, refused.Reason())
 			return "", refused
 		}
 	}

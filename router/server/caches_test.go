@@ -144,6 +144,11 @@ func TestCachesNeedTheCallersCredentials(t *testing.T) {
 			if n := pt.Calls(); n != 0 {
 				t.Errorf("the region got %d calls, want none", n)
 			}
+			if tc.mode == auth.ModeForward {
+				if n := counter(t, r.metrics, "regionwarden_router_caller_refusals_total", map[string]string{"reason": "unauthenticated"}); n != 2 {
+					t.Errorf("caller_refusals_total{reason=unauthenticated} = %v, want 2: the REST call and the gRPC one", n)
+				}
+			}
 		})
 	}
 }
