@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream"
 )
 
@@ -92,13 +93,16 @@ func (c *call) pinTo(name string, admitted bool) error {
 }
 
 // hasRegion reports whether the pool has a region named name.
-func (e *poolEntry) hasRegion(name string) bool {
+func (e *poolEntry) hasRegion(name string) bool { return e.region(name) != nil }
+
+// region is the pool's region named name, or nil.
+func (e *poolEntry) region(name string) *table.Region {
 	for i := range e.table.Regions {
-		if e.table.Regions[i].Name == name {
-			return true
+		if r := &e.table.Regions[i]; r.Name == name {
+			return r
 		}
 	}
-	return false
+	return nil
 }
 
 // refusePin answers a REST call pinTo refused: its first attempt, not sent,

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 	"time"
 
@@ -90,27 +89,20 @@ func (cr cachesRoute) allows(method string) bool {
 // locationPool is the pool of project whose region location names the
 // endpoint cachedContents calls go to: the first by label of those that
 // have one; nil when none has.
-func (s *Server) locationPool(project, location string) (*poolEntry, *table.Region) {
+func (s *Server) locationPool(project, location string) (pool *poolEntry, region *table.Region) {
 	st := s.state.Load()
 	if st == nil {
 		return nil, nil
 	}
-	var found []*poolEntry
 	for _, e := range st.pools {
-		if e.table.Project == project && e.hasRegion(location) {
-			found = append(found, e)
+		if e.table.Project != project || (pool != nil && e.label >= pool.label) {
+			continue
+		}
+		if r := e.region(location); r != nil {
+			pool, region = e, r
 		}
 	}
-	if len(found) == 0 {
-		return nil, nil
-	}
-	sort.Slice(found, func(i, j int) bool { return found[i].label < found[j].label })
-	for i := range found[0].table.Regions {
-		if r := &found[0].table.Regions[i]; r.Name == location {
-			return found[0], r
-		}
-	}
-	return nil, nil
+	return pool, region
 }
 
 // cachesEndpoint is the endpoint where the cached contents of project's

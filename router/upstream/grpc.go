@@ -14,30 +14,39 @@ import (
 // attempt to another region, or from the caller), and the call's
 // credentials for callCredentials.
 func (c *Clients) outgoing(ctx context.Context, t *Target) (context.Context, error) {
-	auth, err := c.authorization(ctx, t)
+	requestType, sharedRequestType := Headers(t)
+	return c.withMetadata(ctx, t.CallerAuthorization, func(md metadata.MD) {
+		delete(md, RequestTypeHeader)
+		delete(md, SharedRequestTypeHeader)
+		if requestType != "" {
+			md.Set(RequestTypeHeader, requestType)
+		}
+		if sharedRequestType != "" {
+			md.Set(SharedRequestTypeHeader, sharedRequestType)
+		}
+	})
+}
+
+// withMetadata readies ctx for one gRPC call: the credentials the
+// Authorizer gives for callerAuthorization (for callCredentials), and a
+// copy of the outgoing metadata ctx carries, changed by edit, with the
+// call's trace context, which replaces the caller's traceparent when ctx
+// carries a span.
+func (c *Clients) withMetadata(ctx context.Context, callerAuthorization string, edit func(metadata.MD)) (context.Context, error) {
+	auth, err := c.authorization(ctx, &Target{CallerAuthorization: callerAuthorization})
 	if err != nil {
 		return nil, err
 	}
 	if auth != "" {
 		ctx = context.WithValue(ctx, authKey{}, auth)
 	}
-	requestType, sharedRequestType := Headers(t)
 	md, ok := metadata.FromOutgoingContext(ctx)
 	if ok {
 		md = md.Copy()
-		delete(md, RequestTypeHeader)
-		delete(md, SharedRequestTypeHeader)
 	} else {
 		md = metadata.MD{}
 	}
-	if requestType != "" {
-		md.Set(RequestTypeHeader, requestType)
-	}
-	if sharedRequestType != "" {
-		md.Set(SharedRequestTypeHeader, sharedRequestType)
-	}
-	// The attempt's trace context replaces the caller's traceparent, when
-	// ctx carries a span.
+	edit(md)
 	c.opts.Propagator.Inject(ctx, MetadataCarrier(md))
 	if !ok && len(md) == 0 {
 		return ctx, nil
@@ -187,23 +196,12 @@ func (c *Clients) Caches(ctx context.Context, endpoint, callerAuthorization, rou
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	auth, err := c.authorization(ctx, &Target{CallerAuthorization: callerAuthorization})
+	cctx, err = c.withMetadata(ctx, callerAuthorization, func(md metadata.MD) { md.Set("x-goog-request-params", routing) })
 	if err != nil {
 		e.release()
 		return nil, nil, nil, err
 	}
-	if auth != "" {
-		ctx = context.WithValue(ctx, authKey{}, auth)
-	}
-	md, ok := metadata.FromOutgoingContext(ctx)
-	if ok {
-		md = md.Copy()
-	} else {
-		md = metadata.MD{}
-	}
-	md.Set("x-goog-request-params", routing)
-	c.opts.Propagator.Inject(ctx, MetadataCarrier(md))
-	return aiplatformpb.NewGenAiCacheServiceClient(e.conn), metadata.NewOutgoingContext(ctx, md), e.release, nil
+	return aiplatformpb.NewGenAiCacheServiceClient(e.conn), cctx, e.release, nil
 }
 
 // ComputeTokens calls ComputeTokens on the region of t, its endpoint and

@@ -240,13 +240,19 @@ func (c *Clients) Send(ctx context.Context, t Target, r *Request) (*http.Respons
 // roundTrip sends a call through e's net/http transport: over TLS, and
 // plaintext through a proxy.
 func (e *endpoint) roundTrip(ctx context.Context, t *Target, r *Request, header http.Header) (*http.Response, error) {
-	s := &sending{raw: r.Body}
-	s.u = url.URL{Scheme: "https", Host: t.Region.Endpoint, Path: path(r, t), RawQuery: r.RawQuery}
+	return e.do(ctx, http.MethodPost, t.Region.Endpoint, path(r, t), r.RawQuery, header, r.Body)
+}
+
+// do sends one request of method to host through e's net/http transport,
+// body (the caller's bytes, not copied) with its length.
+func (e *endpoint) do(ctx context.Context, method, host, path, query string, header http.Header, body []byte) (*http.Response, error) {
+	s := &sending{raw: body}
+	s.u = url.URL{Scheme: "https", Host: host, Path: path, RawQuery: query}
 	if e.insecure {
 		s.u.Scheme = "http"
 	}
 	req := (&http.Request{
-		Method:     http.MethodPost,
+		Method:     method,
 		URL:        &s.u,
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,
@@ -255,9 +261,9 @@ func (e *endpoint) roundTrip(ctx context.Context, t *Target, r *Request, header 
 		Body:       http.NoBody,
 		Host:       s.u.Host,
 	}).WithContext(ctx)
-	if len(r.Body) > 0 {
-		s.body.Reset(r.Body)
-		req.Body, req.GetBody, req.ContentLength = io.NopCloser(&s.body), s.getBody, int64(len(r.Body))
+	if len(body) > 0 {
+		s.body.Reset(body)
+		req.Body, req.GetBody, req.ContentLength = io.NopCloser(&s.body), s.getBody, int64(len(body))
 	}
 	return e.rest.RoundTrip(req)
 }
@@ -298,7 +304,7 @@ type Passthrough struct {
 	Method, Path, RawQuery string
 	// Header is the caller's header. Forward never modifies it.
 	Header http.Header
-	// Body is the caller's body; nil for none. Forward never modifies it.
+	// Body is the caller's body; empty for none. Forward never modifies it.
 	Body []byte
 }
 
@@ -319,20 +325,7 @@ func (c *Clients) Forward(ctx context.Context, endpoint, callerAuthorization str
 	}
 	header := outHeader(p.Header, "", "", auth, deadlineOf(ctx))
 	c.opts.Propagator.Inject(ctx, propagation.HeaderCarrier(header))
-	u := &url.URL{Scheme: "https", Host: endpoint, Path: p.Path, RawQuery: p.RawQuery}
-	if e.insecure {
-		u.Scheme = "http"
-	}
-	req := (&http.Request{
-		Method: p.Method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: header, Body: http.NoBody, Host: u.Host,
-	}).WithContext(ctx)
-	if p.Body != nil {
-		body := p.Body
-		req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	}
-	resp, err := e.rest.RoundTrip(req)
+	resp, err := e.do(ctx, p.Method, endpoint, p.Path, p.RawQuery, header, p.Body)
 	if err != nil {
 		e.release()
 		return nil, err
