@@ -59,13 +59,19 @@ func parseCachesRoute(path string) (cachesRoute, bool) {
 	if (len(seg) != 7 && len(seg) != 8) || seg[0] != "" || seg[2] != "projects" || seg[4] != "locations" || seg[6] != "cachedContents" {
 		return cachesRoute{}, false
 	}
-	cr := cachesRoute{version: seg[1], project: seg[3], location: seg[5]}
-	if len(seg) == 8 {
-		if cr.id = seg[7]; cr.id == "" {
+	// Each name is one segment, neither empty nor a dot segment: the path
+	// goes on to Google as it is, where "." or ".." would name another
+	// resource.
+	for _, v := range append([]string{seg[1], seg[3], seg[5]}, seg[7:]...) {
+		if v == "" || v == "." || v == ".." {
 			return cachesRoute{}, false
 		}
 	}
-	return cr, cr.version != "" && cr.project != "" && cr.location != ""
+	cr := cachesRoute{version: seg[1], project: seg[3], location: seg[5]}
+	if len(seg) == 8 {
+		cr.id = seg[7]
+	}
+	return cr, true
 }
 
 // path is the route's path, as the location's endpoint is called.

@@ -252,3 +252,27 @@ func forwardingRouter(t *testing.T) (pt, shared *fakeRegion, r *router) {
 	}, poolOf(generous(), region(shared, 0), region(pt, 0)))
 	return pt, shared, r
 }
+
+// TestCachesPathsNameOneResource: a cachedContents path with a dot segment,
+// which Google would resolve to another resource than a cache, or with an
+// empty one, goes nowhere: the router answers 404 and the region sees
+// nothing.
+func TestCachesPathsNameOneResource(t *testing.T) {
+	pt, shared, r := forwardingRouter(t)
+	base := "/v1/projects/" + project + "/locations/europe-west1"
+	for _, path := range []string{
+		base + "/cachedContents/..",
+		base + "/cachedContents/.",
+		base + "/cachedContents/",
+		"/v1/projects/" + project + "/locations/../cachedContents",
+		"/v1/projects/./locations/europe-west1/cachedContents",
+	} {
+		resp, body := r.do(http.MethodGet, path, nil, http.Header{"Authorization": {"Bearer " + callerTok}})
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s: %d %s, want 404", path, resp.StatusCode, body)
+		}
+	}
+	if n := pt.Calls() + shared.Calls(); n != 0 {
+		t.Errorf("the regions got %d calls, want none", n)
+	}
+}
