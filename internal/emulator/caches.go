@@ -31,11 +31,21 @@ type caches struct {
 // get is a copy of the cache named name, or the error Google answers for
 // one the location does not hold.
 func (c *caches) get(name string) (*aiplatformpb.CachedContent, *apiError) {
+	return c.change(name, func(*aiplatformpb.CachedContent) bool { return true })
+}
+
+// change applies fn to the cache named name, deleting it when fn says not
+// to keep it, and returns a copy of it as fn left it; or the error Google
+// answers for a cache the location does not hold.
+func (c *caches) change(name string, fn func(*aiplatformpb.CachedContent) (keep bool)) (*aiplatformpb.CachedContent, *apiError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cc, ok := c.byName[name]
 	if !ok {
 		return nil, &apiError{code: codes.NotFound, msg: fmt.Sprintf("CachedContent not found (or has expired): %s", name)}
+	}
+	if !fn(cc) {
+		delete(c.byName, name)
 	}
 	return proto.Clone(cc).(*aiplatformpb.CachedContent), nil
 }
@@ -115,9 +125,7 @@ func serveCaches(r *region, w http.ResponseWriter, req *http.Request) {
 		}
 		writeMessage(w, cc)
 	case req.Method == http.MethodPatch:
-		c.mu.Lock()
-		cc, ok := c.byName[name]
-		if ok {
+		cc, err := c.change(name, func(cc *aiplatformpb.CachedContent) bool {
 			if in.DisplayName != "" {
 				cc.DisplayName = in.DisplayName
 			}
@@ -125,23 +133,18 @@ func serveCaches(r *region, w http.ResponseWriter, req *http.Request) {
 				cc.Expiration = in.Expiration
 			}
 			cc.UpdateTime = timestamppb.Now()
-		}
-		c.mu.Unlock()
-		if !ok {
-			_, err := c.get(name)
+			return true
+		})
+		if err != nil {
 			writeError(w, err)
 			return
 		}
-		cc, _ = c.get(name)
 		writeMessage(w, cc)
 	case req.Method == http.MethodDelete:
-		if _, err := c.get(name); err != nil {
+		if _, err := c.change(name, func(*aiplatformpb.CachedContent) bool { return false }); err != nil {
 			writeError(w, err)
 			return
 		}
-		c.mu.Lock()
-		delete(c.byName, name)
-		c.mu.Unlock()
 		writeMessage(w, &emptypb.Empty{})
 	default:
 		writeError(w, &apiError{code: codes.NotFound, msg: "The requested URL was not found on this server."})
