@@ -55,8 +55,10 @@ type ProvisionedThroughputSpec struct {
 	Publisher string `json:"publisher,omitempty"`
 
 	// Model is the publisher model ID, with or without its version suffix, e.g.
-	// "gemini-3.6-flash" or "gemini-3.6-flash-001". Immutable.
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9.-]{0,126}[a-z0-9])?$`
+	// "gemini-3.6-flash" or "gemini-3.6-flash-001"; a partner model's
+	// version follows an "@", e.g. "claude-sonnet-4-5@20250929" (publisher
+	// anthropic). Immutable.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9.@-]{0,126}[a-z0-9])?$`
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="model is immutable: capacity for another model is another commitment"
 	Model string `json:"model"`
 

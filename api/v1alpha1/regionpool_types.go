@@ -45,8 +45,10 @@ type RegionPoolSpec struct {
 	// +optional
 	Publisher string `json:"publisher,omitempty"`
 
-	// Model is the publisher model ID the pool serves, e.g. "gemini-3.6-flash".
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9.-]{0,126}[a-z0-9])?$`
+	// Model is the publisher model ID the pool serves, e.g. "gemini-3.6-flash",
+	// or "claude-sonnet-4-5@20250929" of publisher anthropic: a partner
+	// model's version follows an "@", as in the path its calls name.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9.@-]{0,126}[a-z0-9])?$`
 	Model string `json:"model"`
 
 	// Regions the router may send calls to, unique by name. Locations with a

@@ -105,6 +105,8 @@ func TestBadObjectsAreRefused(t *testing.T) {
 		{"location not a location", goodPT, setTo("spec.location", "Europe_West1"), "spec.location"},
 		{"project with capitals", goodPT, setTo("spec.project", "Demo_Project"), "spec.project"},
 		{"no model", goodPT, deleted("spec.model"), "spec.model"},
+		{"model with a path", goodPool, setTo("spec.model", "claude-sonnet-4-5/x"), "spec.model"},
+		{"model ending in its version's @", goodPT, setTo("spec.model", "claude-sonnet-4-5@"), "spec.model"},
 		{"zero GSUs", goodPT, setTo("spec.gsus", int64(0)), "spec.gsus"},
 		{"too many GSUs", goodPT, setTo("spec.gsus", int64(100001)), "spec.gsus"},
 		{"unknown verification policy", goodPT, setTo("spec.verification.policy", "Sometimes"), "spec.verification.policy"},
@@ -188,6 +190,21 @@ func TestEndpointsAccepted(t *testing.T) {
 		set(obj, "spec.regions", []any{map[string]any{"name": "europe-west4", "endpoint": ep}})
 		if err := k8s.Create(context.Background(), &unstructured.Unstructured{Object: obj}); err != nil {
 			t.Errorf("endpoint %s refused: %v", ep, err)
+		}
+	}
+}
+
+// TestPartnerModelsAccepted checks that a pool and a PT may name a partner
+// model of Vertex's Model Garden by the ID its calls' path names: its version
+// after an "@", as Anthropic's Claude models are named on Vertex AI.
+func TestPartnerModelsAccepted(t *testing.T) {
+	ns := testenv.Namespace(t, k8s)
+	for _, base := range []func(string) map[string]any{goodPool, goodPT} {
+		obj := base(ns)
+		set(obj, "spec.publisher", "anthropic")
+		set(obj, "spec.model", "claude-sonnet-4-5@20250929")
+		if err := k8s.Create(context.Background(), &unstructured.Unstructured{Object: obj}); err != nil {
+			t.Errorf("%s of claude-sonnet-4-5@20250929 refused: %v", obj["kind"], err)
 		}
 	}
 }
