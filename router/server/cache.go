@@ -34,6 +34,10 @@ var cachedContentKey = []byte("cached")
 func (x *exchange) cachedContent() string {
 	body := x.req.Body
 	switch {
+	case x.method == methodRaw || x.method == methodStreamRaw:
+		// A partner model's body is its publisher's API, which names no
+		// Vertex cached content.
+		return ""
 	case !bytes.Contains(body, cachedContentKey):
 		return ""
 	case x.method == methodChat:

@@ -41,9 +41,7 @@ var relayBuffers = sync.Pool{New: func() any {
 func (x *exchange) relay(resp *http.Response) (policy.Report, bool, error) {
 	defer func() { _ = resp.Body.Close() }()
 	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-	// A chat completion is a stream when the region answers one (the body
-	// asked "stream": true): the router does not decode the body to know.
-	stream := x.method == methodStream || (x.method == methodChat && sse)
+	stream := x.streams(sse)
 	sse = stream && sse
 	framing := upstream.FrameObject
 	if stream && !sse {
@@ -122,6 +120,21 @@ func (x *exchange) relay(resp *http.Response) (policy.Report, bool, error) {
 	return policy.Report{Outcome: policy.Success, Tokens: x.scan.Tokens}, true, nil
 }
 
+// streams reports whether the answer is a stream, relayed chunk by chunk:
+// always for streamGenerateContent and streamRawPredict; for a chat
+// completion or a rawPredict when the region answers server-sent events
+// (the body asked "stream": true, and the router does not decode the body
+// to know).
+func (x *exchange) streams(sse bool) bool {
+	switch x.method {
+	case methodStream, methodStreamRaw:
+		return true
+	case methodChat, methodRaw:
+		return sse
+	}
+	return false
+}
+
 // streamError is what the policy learns from a stream the region ended with
 // an error.
 func (x *exchange) streamError() policy.Report {
@@ -195,9 +208,17 @@ func (x *exchange) breakOff(err error, sse bool) {
 		x.abort = true
 		return
 	}
-	msg := upstream.GoogleError(codes.Unavailable, "the region's stream broke off: "+err.Error())
+	text := "the region's stream broke off: " + err.Error()
+	msg := upstream.GoogleError(codes.Unavailable, text)
 	var out []byte
 	switch {
+	case sse && (x.method == methodRaw || x.method == methodStreamRaw):
+		// A partner model's events are its publisher's: Anthropic's SDKs
+		// read an error only from an event named "error" (they skip
+		// unnamed ones, and the stream would seem to end well), in
+		// Anthropic's error object, which carries Google's code and status
+		// too.
+		out = append(append(append(out, "\r\n\r\nevent: error\r\ndata: "...), upstream.AnthropicError(codes.Unavailable, text)...), "\r\n\r\n"...)
 	case sse:
 		out = append(append(append(out, "\r\n\r\ndata: "...), msg...), "\r\n\r\n"...)
 	case x.scan.Objects == 0:

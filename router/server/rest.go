@@ -32,6 +32,12 @@ const (
 	methodEmbed   = "embedContent"
 	// methodChat is the OpenAI-compatible chat completions (chat.go).
 	methodChat = "chatCompletions"
+	// methodRaw and methodStreamRaw are the calls of Model Garden's partner
+	// models (Anthropic's Claude among them): the body is the publisher's
+	// own API (Anthropic's Messages), the answer too, streamed as the
+	// publisher's server-sent events by streamRawPredict.
+	methodRaw       = "rawPredict"
+	methodStreamRaw = "streamRawPredict"
 )
 
 // route is what the path of a REST call names:
@@ -132,10 +138,10 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch rt.method {
-	case methodGenerate, methodStream, methodCount, methodCompute, methodPredict, methodEmbed:
+	case methodGenerate, methodStream, methodCount, methodCompute, methodPredict, methodEmbed, methodRaw, methodStreamRaw:
 		x.method = rt.method
 	default:
-		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("method %q is not served; the router serves generateContent, streamGenerateContent, countTokens, computeTokens, predict and embedContent", rt.method), 0)
+		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("method %q is not served; the router serves generateContent, streamGenerateContent, countTokens, computeTokens, predict, embedContent, rawPredict and streamRawPredict", rt.method), 0)
 		return
 	}
 	var err error

@@ -47,7 +47,7 @@ type boundRegion struct {
 type boundCounter struct{ prometheus.Counter }
 
 // methods are the methods of the surfaces, in the order of series.ok.
-var methods = [...]string{methodGenerate, methodStream, methodCount, methodCompute, methodPredict, methodEmbed, methodChat}
+var methods = [...]string{methodGenerate, methodStream, methodCount, methodCompute, methodPredict, methodEmbed, methodChat, methodRaw, methodStreamRaw}
 
 func newSeries(m *metrics.Metrics, label string, regions []table.Region) *series {
 	s := &series{m: m, label: label, regions: make([]boundRegion, len(regions))}

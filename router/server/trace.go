@@ -69,7 +69,9 @@ func operation(method string) string {
 		return operationCompute
 	case methodPredict, methodEmbed:
 		return operationEmbed
-	case methodChat:
+	case methodChat, methodRaw, methodStreamRaw:
+		// A partner model's raw call is its publisher's chat API
+		// (Anthropic's Messages).
 		return operationChat
 	}
 	return operationGenerate

@@ -318,6 +318,35 @@ func GoogleErrorStatus(httpCode int, code codes.Code, message string) []byte {
 	return b
 }
 
+// anthropicError is the body of an Anthropic error event, with Google's
+// code and status beside Anthropic's type.
+type anthropicError struct {
+	Type  string             `json:"type"`
+	Error anthropicErrorBody `json:"error"`
+}
+
+type anthropicErrorBody struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+	Code    int    `json:"code"`
+	Status  string `json:"status"`
+}
+
+// AnthropicError is an error shaped as Anthropic's API writes one, which
+// Anthropic's SDKs read from a Claude stream's error event
+// ({"type":"error","error":{"type":"api_error","message":"..."}}), carrying
+// Google's code and status too, as GoogleError does.
+func AnthropicError(code codes.Code, message string) []byte {
+	b, err := json.Marshal(anthropicError{Type: "error", Error: anthropicErrorBody{
+		Type: "api_error", Message: message, Code: HTTPStatus(code), Status: StatusName(code),
+	}})
+	if err != nil {
+		// Marshaling strings and ints cannot fail.
+		panic(err)
+	}
+	return b
+}
+
 // Report is what the policy learns from an attempt that ended with err:
 // ClassifyContext's outcome, read on the caller's context, and a Failure that
 // was DEADLINE_EXCEEDED marked as a timeout, which shrinks the region's

@@ -25,6 +25,7 @@ const (
 	fieldUsage
 	fieldError
 	fieldChatUsage
+	fieldMessage
 )
 
 // maxCapture bounds the bytes of one captured field: a usageMetadata or an
@@ -71,6 +72,7 @@ type AnswerScanner struct {
 	buf       []byte
 	small     [512]byte // buf's first backing: a usageMetadata fits
 	output    int64     // the output's parts of the usage object being read
+	input     int64     // the input's parts of an Anthropic usage object being read
 }
 
 // NewAnswerScanner returns a scanner for an answer of the given framing.
@@ -216,6 +218,8 @@ func (s *AnswerScanner) field() int {
 		return fieldChatUsage
 	case "error":
 		return fieldError
+	case "message":
+		return fieldMessage
 	}
 	return fieldNone
 }
@@ -224,9 +228,13 @@ func (s *AnswerScanner) field() int {
 func (s *AnswerScanner) finish() {
 	switch s.capture {
 	case fieldUsage:
-		s.usage(&vertexUsage)
+		s.usage(&vertexUsage, s.buf)
 	case fieldChatUsage:
-		s.usage(&chatUsage)
+		s.usage(&chatUsage, s.buf)
+	case fieldMessage:
+		// An Anthropic stream's message_start event holds the message
+		// begun, its usage (the input's tokens) inside it.
+		members(s.buf, s.messageUsage)
 	case fieldError:
 		code, httpStatus := codes.Unknown, 0
 		members(s.buf, func(k, v []byte) {
@@ -238,6 +246,12 @@ func (s *AnswerScanner) finish() {
 			case "code":
 				if n, ok := parseInt(v); ok {
 					httpStatus = int(n)
+				}
+			case "type":
+				// Anthropic's error object (a Claude stream's error
+				// event) names its kind instead of a status.
+				if c, ok := anthropicErrors[string(unquote(v))]; ok && code == codes.Unknown {
+					code = c
 				}
 			}
 		})
@@ -277,12 +291,19 @@ var vertexUsage = usageFormat{
 // last chunk), as Vertex writes it: completion_tokens (the answer) and
 // completion_tokens_details.reasoning_tokens (thoughts, counted in
 // total_tokens beside completion_tokens) are the output, and
-// extra_properties.google.traffic_type is the traffic type.
+// extra_properties.google.traffic_type is the traffic type. It is also the
+// usage of an Anthropic message (Claude's rawPredict and streamRawPredict),
+// whose members have other names and no total: input_tokens and the
+// prompt cache's tokens (cache_creation_input_tokens,
+// cache_read_input_tokens) are the input, output_tokens the output. The two
+// formats share no member name, so one reader serves both.
 var chatUsage = usageFormat{
 	total: "total_tokens", prompt: "prompt_tokens",
 	other: func(s *AnswerScanner, k, v []byte) {
 		switch string(k) {
-		case "completion_tokens":
+		case "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens":
+			add(&s.input, v)
+		case "completion_tokens", "output_tokens":
 			add(&s.output, v)
 		case "completion_tokens_details":
 			members(v, func(k, v []byte) {
@@ -304,14 +325,16 @@ var chatUsage = usageFormat{
 	},
 }
 
-// usage reads a captured usage object of format f. The output's parts add up
-// within one object, and every count keeps its largest value across
-// objects: a stream repeats its usage in every chunk, and the counts only
-// grow. The sum is a field of s, not a local: a local whose address went to
-// f.other would be moved to the heap, an allocation a usage object.
-func (s *AnswerScanner) usage(f *usageFormat) {
-	s.output = 0
-	members(s.buf, func(k, v []byte) {
+// usage reads a usage object of format f. The input's and the output's
+// parts add up within one object, and every count keeps its largest value
+// across objects: a stream repeats its usage in every chunk, and the counts
+// only grow. The total is at least the input and the output together (a
+// format without a total has them alone). The sums are fields of s, not
+// locals: a local whose address went to f.other would be moved to the
+// heap, an allocation a usage object.
+func (s *AnswerScanner) usage(f *usageFormat, obj []byte) {
+	s.output, s.input = 0, 0
+	members(obj, func(k, v []byte) {
 		switch string(k) {
 		case f.total:
 			keepMax(&s.Tokens, v)
@@ -321,7 +344,32 @@ func (s *AnswerScanner) usage(f *usageFormat) {
 			f.other(s, k, v)
 		}
 	})
+	s.InputTokens = max(s.InputTokens, s.input)
 	s.OutputTokens = max(s.OutputTokens, s.output)
+	s.Tokens = max(s.Tokens, s.InputTokens+s.OutputTokens)
+}
+
+// messageUsage reads the usage member of an Anthropic message_start
+// event's message.
+func (s *AnswerScanner) messageUsage(k, v []byte) {
+	if string(k) == "usage" {
+		s.usage(&chatUsage, v)
+	}
+}
+
+// anthropicErrors are the gRPC codes of the error types of Anthropic's
+// error object ({"type":"error","error":{"type":"overloaded_error",...}}),
+// by the HTTP status Anthropic documents for each.
+var anthropicErrors = map[string]codes.Code{
+	"invalid_request_error": codes.InvalidArgument,  // 400
+	"authentication_error":  codes.Unauthenticated,  // 401
+	"permission_error":      codes.PermissionDenied, // 403
+	"not_found_error":       codes.NotFound,         // 404
+	"request_too_large":     codes.InvalidArgument,  // 413
+	"rate_limit_error":      codes.ResourceExhausted,
+	"api_error":             codes.Internal,    // 500
+	"timeout_error":         codes.Unavailable, // 504, before the model answered
+	"overloaded_error":      codes.Unavailable, // 529
 }
 
 // keepMax sets *n to the integer v holds where that is larger: a stream

@@ -40,6 +40,20 @@ func TestAnswerScanner(t *testing.T) {
 		{"no traffic type that is not a name", FrameObject, `{"usageMetadata":{"trafficType":"a b"}}`, 0, "", codes.OK},
 		{"countTokens", FrameObject, `{"totalTokens":42,"totalBillableCharacters":11}`, 0, "", codes.OK},
 		{"not JSON", FrameObject, `<html>]]]}}}{{"usageMetadata"</html>`, 0, "", codes.OK},
+		// Claude on Vertex (rawPredict): an Anthropic message, its usage
+		// without a total, the prompt cache's tokens part of the input.
+		{"Anthropic message", FrameObject,
+			`{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"\"usage\":{\"output_tokens\":900}"}],"usage":{"input_tokens":20,"cache_read_input_tokens":5,"output_tokens":12}}`,
+			37, "", codes.OK},
+		// streamRawPredict: the input's tokens come in message_start's
+		// message, the output's in message_delta, then an error event.
+		{"Anthropic stream", FrameObject,
+			"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"content\":[],\"usage\":{\"input_tokens\":25,\"output_tokens\":1}}}\n\n" +
+				"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n" +
+				"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":15}}\n\n" +
+				"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n",
+			40, "", codes.Unavailable},
+		{"Anthropic error of a kind not known", FrameObject, `{"type":"error","error":{"type":"future_error","message":"?"}}`, 0, "", codes.Unknown},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -55,6 +55,10 @@ const (
 	MethodCompute  = "ComputeTokens"
 	MethodPredict  = "Predict"
 	MethodEmbed    = "EmbedContent"
+	// MethodRaw and MethodStreamRaw are a partner model's calls (REST),
+	// answered as Anthropic's Messages API (serveRaw).
+	MethodRaw       = "RawPredict"
+	MethodStreamRaw = "StreamRawPredict"
 	// MethodChat is a chat completion of the OpenAI-compatible API (REST).
 	MethodChat = "ChatCompletions"
 	// MethodCaches is a call of the cachedContents collection or one of
@@ -73,6 +77,9 @@ type Behavior struct {
 	// FailAfterFirstChunk ends streams with UNAVAILABLE after one chunk: over
 	// REST an error event in the stream, as Vertex sends one.
 	FailAfterFirstChunk bool
+	// CutAfterFirstChunk breaks the connection off after a REST stream's
+	// first chunk, as a region lost midway does: no error, no end.
+	CutAfterFirstChunk bool
 	// Block makes calls wait for their context to end; each then sends its
 	// context's error on Ended.
 	Block bool
@@ -406,6 +413,7 @@ var restMethods = map[string]string{
 	"generateContent": MethodGenerate, "streamGenerateContent": MethodStream,
 	"countTokens": MethodCount, "computeTokens": MethodCompute,
 	"predict": MethodPredict, "embedContent": MethodEmbed,
+	"rawPredict": MethodRaw, "streamRawPredict": MethodStreamRaw,
 }
 
 // restHandler serves the Vertex REST surface for publisher models, and
@@ -473,6 +481,9 @@ func (r *Region) serveREST(w http.ResponseWriter, req *http.Request) {
 		return
 	case MethodEmbed:
 		r.writeJSON(w, b, r.embedded())
+		return
+	case MethodRaw, MethodStreamRaw:
+		r.serveRaw(w, b, c.Method, c.Body)
 		return
 	}
 	var in aiplatformpb.GenerateContentRequest
@@ -686,6 +697,9 @@ func (r *Region) restStream(w http.ResponseWriter, req *http.Request, b Behavior
 		if b.FailAfterFirstChunk {
 			_ = send(ErrorJSON(status.Error(codes.Unavailable, "region lost the stream")))
 			break
+		}
+		if b.CutAfterFirstChunk {
+			panic(http.ErrAbortHandler)
 		}
 	}
 	if !sse {

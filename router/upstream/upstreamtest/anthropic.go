@@ -1,0 +1,106 @@
+package upstreamtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Anthropic's token counts in the region's answers to rawPredict and
+// streamRawPredict: the input's, and the output's of a whole answer.
+const (
+	AnthropicInputTokens  = 10
+	AnthropicOutputTokens = 5
+)
+
+// anthropicRequest is what the region reads of an Anthropic Messages body:
+// the text of its last message (a string, or text blocks).
+type anthropicRequest struct {
+	Messages []struct {
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+}
+
+// prompt is the text of the request's last message.
+func (a *anthropicRequest) prompt() string {
+	if len(a.Messages) == 0 {
+		return ""
+	}
+	c := a.Messages[len(a.Messages)-1].Content
+	var s string
+	if json.Unmarshal(c, &s) == nil {
+		return s
+	}
+	var blocks []struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(c, &blocks)
+	var b strings.Builder
+	for _, bl := range blocks {
+		b.WriteString(bl.Text)
+	}
+	return b.String()
+}
+
+// serveRaw answers a partner model's rawPredict (a Claude message) or
+// streamRawPredict (its server-sent events), as Vertex relays Anthropic's
+// Messages API: the text is "<region> answers: <prompt>" unary and the
+// region's chunks streamed, every answer object with the behavior's extra
+// members; a stream that fails after its first chunk ends with an
+// overloaded_error event, one cut after it breaks off.
+func (r *Region) serveRaw(w http.ResponseWriter, b Behavior, method string, body []byte) {
+	var in anthropicRequest
+	if err := json.Unmarshal(body, &in); err != nil || len(in.Messages) == 0 {
+		writeError(w, status.Error(codes.InvalidArgument, "Invalid JSON payload received: a message needs messages."))
+		return
+	}
+	if method == MethodRaw {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(withMembers(b, fmt.Sprintf(
+			`{"id":"msg_%s","type":"message","role":"assistant","content":[{"type":"text","text":%q}],"stop_reason":"end_turn","usage":{"input_tokens":%d,"output_tokens":%d}}`,
+			r.Name, r.unaryText(in.prompt()), AnthropicInputTokens, AnthropicOutputTokens)))
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	send := func(event, data string) bool {
+		_, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, withMembers(b, data))
+		return err == nil && rc.Flush() == nil
+	}
+	if !send("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_%s","type":"message","role":"assistant","content":[],"usage":{"input_tokens":%d,"output_tokens":1}}}`, r.Name, AnthropicInputTokens)) ||
+		!send("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`) {
+		return
+	}
+	n := b.Chunks
+	if n < 0 {
+		n = StreamChunks
+	}
+	for i := 0; b.Endless || i < n; i++ {
+		if !send("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":%q}}`, r.chunkText(i, b.Pad))) {
+			return
+		}
+		if b.FailAfterFirstChunk {
+			send("error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
+			return
+		}
+		if b.CutAfterFirstChunk {
+			panic(http.ErrAbortHandler)
+		}
+	}
+	_ = send("content_block_stop", `{"type":"content_block_stop","index":0}`) &&
+		send("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":%d}}`, AnthropicOutputTokens)) &&
+		send("message_stop", `{"type":"message_stop"}`)
+}
+
+// withMembers is the JSON object obj with the behavior's extra members.
+func withMembers(b Behavior, obj string) []byte {
+	if b.ExtraJSON == "" {
+		return []byte(obj)
+	}
+	return []byte(obj[:len(obj)-1] + "," + b.ExtraJSON + "}")
+}
