@@ -192,3 +192,36 @@ func TestClaudeFailsOverAndEndsBrokenStreams(t *testing.T) {
 		})
 	}
 }
+
+// TestClaudeCountTokens: Anthropic's count_tokens on Vertex AI is rawPredict
+// of the model count-tokens, the model it counts for named in the body. The
+// router routes it by the body's model to that pool's region, keeps
+// count-tokens in the path, counts it as a countTokens call, and refuses a
+// body that names no model.
+func TestClaudeCountTokens(t *testing.T) {
+	pt := startRegion(t, "europe-west1", table.TierProvisioned)
+	r := startRouter(t, claudePool(region(pt, 0)))
+	c := r.anthropicClient()
+	n, err := c.Messages.CountTokens(context.Background(), anthropic.MessageCountTokensParams{
+		Model:    claude,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("count me"))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.InputTokens != upstreamtest.AnthropicInputTokens {
+		t.Errorf("counted %d tokens, want %d", n.InputTokens, upstreamtest.AnthropicInputTokens)
+	}
+	last := pt.Last()
+	if want := "projects/" + project + "/locations/europe-west1/publishers/anthropic/models/count-tokens"; last.Model != want || !strings.Contains(string(last.Body), `"model":"`+claude+`"`) {
+		t.Errorf("the region saw model %q with body %s, want %q with the body's model", last.Model, last.Body, want)
+	}
+	if got := counter(t, r.metrics, "regionwarden_router_requests_total", map[string]string{"pool": project + "/anthropic/" + claude, "method": "countTokens", "code": "200"}); got != 1 {
+		t.Errorf("countTokens requests counted %v, want 1", got)
+	}
+
+	resp, body := r.post("/v1/projects/"+project+"/locations/europe-west1/publishers/anthropic/models/count-tokens:rawPredict", `{"messages":[]}`, nil)
+	if code, msg, _ := googleErr(t, body); resp.StatusCode != 400 || code != 400 || !strings.Contains(msg, `no "model"`) {
+		t.Errorf("a count without a model: %d %s", resp.StatusCode, body)
+	}
+}

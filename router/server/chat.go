@@ -25,7 +25,7 @@ import (
 // the body is read (within the router's budget of body bytes, its read
 // deadline and its size limit) before the pool is found, the caller
 // authorized and the call admitted; the body's model is read without
-// decoding the rest (upstream.ChatModel). A chat completion that names a
+// decoding the rest (upstream.BodyModel). A chat completion that names a
 // cached content where the API reads Google's own fields
 // (extra_body.google.cached_content) goes to the cache's location alone, as
 // a Vertex call that names one does (cache.go).
@@ -62,7 +62,7 @@ func (x *exchange) serveChat(cr chatRoute) {
 	if !x.readBody() {
 		return
 	}
-	name, err := upstream.ChatModel(x.req.Body)
+	name, err := upstream.BodyModel(x.req.Body)
 	publisher, model, slash := strings.Cut(name, "/")
 	traced := x.startSpan(r.Context(), propagation.HeaderCarrier(r.Header), methodChat, model)
 	timeout, callers, terr := x.s.callTimeout(r.Header)

@@ -38,6 +38,10 @@ const (
 	// publisher's server-sent events by streamRawPredict.
 	methodRaw       = "rawPredict"
 	methodStreamRaw = "streamRawPredict"
+	// anthropicCountTokens is the model of Anthropic's count_tokens on
+	// Vertex AI: rawPredict of publishers/anthropic/models/count-tokens,
+	// the model it counts for named in the body.
+	anthropicCountTokens = "count-tokens"
 )
 
 // route is what the path of a REST call names:
@@ -102,8 +106,10 @@ func (x *exchange) reset() {
 // admitted by the policy (its first attempt picked, which takes the pool's
 // and the region's in-flight places) and its body's bytes taken from the
 // router's budget, all before the body is read; then the body is read within
-// the body read deadline, and attempts are made until one answers. The call
-// (serveREST) and each attempt (attempt) are where a trace's spans begin.
+// the body read deadline, and attempts are made until one answers (but
+// Anthropic's count_tokens, whose pool is its body's model, reads the body
+// first, as a chat completion does). The call (serveREST) and each attempt
+// (attempt) are where a trace's spans begin.
 func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 	x := exchanges.Get().(*exchange)
 	x.s, x.w, x.r, x.rc, x.start, x.method = s, w, r, *http.NewResponseController(w), time.Now(), "unknown"
@@ -137,8 +143,25 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("API version %q is not served; use v1 or v1beta1", rt.version), 0)
 		return
 	}
+	x.req = upstream.Request{Version: rt.version, Method: rt.method, RawQuery: r.URL.RawQuery, Header: r.Header}
+	bodyRead := false
 	switch rt.method {
-	case methodGenerate, methodStream, methodCount, methodCompute, methodPredict, methodEmbed, methodRaw, methodStreamRaw:
+	case methodRaw:
+		x.method = rt.method
+		if rt.model == anthropicCountTokens {
+			// The pool is the body's model's: the body is read first, as
+			// a chat completion's is (chat.go). The call is a count.
+			if bodyRead = true; !x.readBody() {
+				return
+			}
+			name, err := upstream.BodyModel(x.req.Body)
+			if err != nil {
+				x.fail(http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0)
+				return
+			}
+			x.method, x.req.PathModel, rt.model = methodCount, rt.model, name
+		}
+	case methodGenerate, methodStream, methodCount, methodCompute, methodPredict, methodEmbed, methodStreamRaw:
 		x.method = rt.method
 	default:
 		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("method %q is not served; the router serves generateContent, streamGenerateContent, countTokens, computeTokens, predict, embedContent, rawPredict and streamRawPredict", rt.method), 0)
@@ -146,7 +169,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 	}
 	var err error
 	x.prio, err = parsePriority(r.Header.Get(HeaderPriority))
-	traced := x.startSpan(r.Context(), propagation.HeaderCarrier(r.Header), rt.method, rt.model)
+	traced := x.startSpan(r.Context(), propagation.HeaderCarrier(r.Header), x.method, rt.model)
 	if err != nil {
 		x.fail(http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0)
 		return
@@ -163,12 +186,11 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 			key.Project, key.Publisher, key.Model, rt.location), 0)
 		return
 	}
-	x.req = upstream.Request{Version: rt.version, Method: rt.method, RawQuery: r.URL.RawQuery, Header: r.Header}
 	if r.ContentLength > s.maxBody {
 		x.fail(http.StatusRequestEntityTooLarge, codes.InvalidArgument, fmt.Sprintf("request body larger than %d bytes", s.maxBody), 0)
 		return
 	}
-	x.run(traced, timeout, callers, false)
+	x.run(traced, timeout, callers, bodyRead)
 }
 
 // callTimeout bounds a REST call, every attempt and wait included: the

@@ -5,9 +5,9 @@ import (
 	"testing"
 )
 
-// TestChatModel reads a chat completion's model without decoding the body,
+// TestBodyModel reads a chat completion's model without decoding the body,
 // and refuses a body whose model is missing, not a string, or given twice.
-func TestChatModel(t *testing.T) {
+func TestBodyModel(t *testing.T) {
 	for _, tc := range []struct {
 		body, want, err string
 	}{
@@ -19,7 +19,7 @@ func TestChatModel(t *testing.T) {
 		{`[{"model":"google/a"}]`, "", "no \"model\""},
 		{``, "", "no \"model\""},
 	} {
-		got, err := ChatModel([]byte(tc.body))
+		got, err := BodyModel([]byte(tc.body))
 		switch {
 		case tc.err == "" && (err != nil || got != tc.want):
 			t.Errorf("%s: %q, %v; want %q", tc.body, got, err, tc.want)

@@ -338,14 +338,14 @@ func (c *Clients) Close() error {
 // projects/{project}/locations/{region}/publishers/{publisher}/models/{model}.
 func ModelName(pool *table.Pool, region table.Region) string {
 	var b strings.Builder
-	writeModelName(&b, pool, region.Name, 0)
+	writeModelName(&b, pool, region.Name, pool.Model, 0)
 	return b.String()
 }
 
-// writeModelName writes the model resource name of pool in region to b,
-// growing b for it and extra bytes more.
-func writeModelName(b *strings.Builder, pool *table.Pool, region string, extra int) {
-	b.Grow(len("projects//locations//publishers//models/") + len(pool.Project) + len(region) + len(pool.Publisher) + len(pool.Model) + extra)
+// writeModelName writes the resource name of model, of pool's project and
+// publisher, in region to b, growing b for it and extra bytes more.
+func writeModelName(b *strings.Builder, pool *table.Pool, region, model string, extra int) {
+	b.Grow(len("projects//locations//publishers//models/") + len(pool.Project) + len(region) + len(pool.Publisher) + len(model) + extra)
 	b.WriteString("projects/")
 	b.WriteString(pool.Project)
 	b.WriteString("/locations/")
@@ -353,7 +353,7 @@ func writeModelName(b *strings.Builder, pool *table.Pool, region string, extra i
 	b.WriteString("/publishers/")
 	b.WriteString(pool.Publisher)
 	b.WriteString("/models/")
-	b.WriteString(pool.Model)
+	b.WriteString(model)
 }
 
 // Headers are the request type and shared request type (table.Headers; ""

@@ -22,9 +22,10 @@
 // Options.Insecure, the emulators' and tests' plaintext setup, says otherwise.
 //
 // An answer is read only as far as the router needs: AnswerScanner finds the
-// usageMetadata (tokens, traffic type), a chat completion's usage, and a
-// stream's error while the bytes pass, without decoding them; ChatModel
-// reads a chat completion's model the same way. A REST error answer is kept whole (*Error) to
+// usageMetadata (tokens, traffic type), a chat completion's or a Claude
+// message's usage, and a
+// stream's error while the bytes pass, without decoding them; BodyModel
+// reads a chat completion's model (or Anthropic's count_tokens') the same way. A REST error answer is kept whole (*Error) to
 // be passed on byte for byte. Classify turns a call's error into the
 // policy.Outcome the router learns from, telling Google's two 429s apart
 // (a full PT's, ProvisionedFull; pay-as-you-go's, Capacity); HTTPStatus and

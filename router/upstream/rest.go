@@ -25,9 +25,14 @@ type Request struct {
 	// Version is the API version the caller used, v1 or v1beta1; the region
 	// is called with the same.
 	Version string
-	// Method is generateContent, streamGenerateContent, countTokens or
+	// Method is the method in the path (generateContent,
+	// streamGenerateContent, countTokens, rawPredict, ...) or
 	// MethodChatCompletions.
 	Method string
+	// PathModel, when set, is the model the path names in place of the
+	// pool's: Anthropic's count_tokens is rawPredict of the model
+	// "count-tokens", the model it counts for named in the body.
+	PathModel string
 	// RawQuery is the caller's query string (?alt=sse), sent as it is.
 	RawQuery string
 	// Header is the caller's header. Send never modifies it.
@@ -181,7 +186,11 @@ func path(r *Request, t *Target) string {
 	b.WriteByte('/')
 	b.WriteString(r.Version)
 	b.WriteByte('/')
-	writeModelName(&b, t.Pool, t.Region.Name, len(r.Version)+len(r.Method)+3)
+	model := t.Pool.Model
+	if r.PathModel != "" {
+		model = r.PathModel
+	}
+	writeModelName(&b, t.Pool, t.Region.Name, model, len(r.Version)+len(r.Method)+3)
 	b.WriteByte(':')
 	b.WriteString(r.Method)
 	return b.String()

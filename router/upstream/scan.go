@@ -424,12 +424,13 @@ func trafficType(v []byte) string {
 	return string(name)
 }
 
-// ChatModel reads the "model" member of a chat completion request body (a
-// JSON object) without decoding the rest: the body's top-level members are
+// BodyModel reads the "model" member of a request body that names its model
+// (a chat completion; Anthropic's count_tokens), a JSON object, without
+// decoding the rest: the body's top-level members are
 // stepped over as bytes. It fails when the body is not an object, has no
 // string "model", or has more than one: a router that read one model and a
 // region that read another would route a call by a name it does not run.
-func ChatModel(body []byte) (string, error) {
+func BodyModel(body []byte) (string, error) {
 	model, n := membersNamed(body, "model")
 	switch {
 	case n == 0:
@@ -446,7 +447,7 @@ func ChatModel(body []byte) (string, error) {
 
 // CachedContent reads the cached content a generateContent body names at
 // its top level ("cachedContent", or "cached_content" as protojson also
-// reads it) without decoding the rest, as ChatModel reads a model; "" when
+// reads it) without decoding the rest, as BodyModel reads a model; "" when
 // it names none, names it more than once, names it with a value that is not
 // a string, or is not a JSON object: the region then answers the body as
 // Google does. A member of that name deeper in the body, or text that

@@ -51,11 +51,18 @@ func (a *anthropicRequest) prompt() string {
 // Messages API: the text is "<region> answers: <prompt>" unary and the
 // region's chunks streamed, every answer object with the behavior's extra
 // members; a stream that fails after its first chunk ends with an
-// overloaded_error event, one cut after it breaks off.
-func (r *Region) serveRaw(w http.ResponseWriter, b Behavior, method string, body []byte) {
+// overloaded_error event, one cut after it breaks off. A count (rawPredict
+// of the model count-tokens, the model counted for in the body) answers
+// AnthropicInputTokens.
+func (r *Region) serveRaw(w http.ResponseWriter, b Behavior, method string, count bool, body []byte) {
 	var in anthropicRequest
 	if err := json.Unmarshal(body, &in); err != nil || len(in.Messages) == 0 {
 		writeError(w, status.Error(codes.InvalidArgument, "Invalid JSON payload received: a message needs messages."))
+		return
+	}
+	if count {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(withMembers(b, fmt.Sprintf(`{"input_tokens":%d}`, AnthropicInputTokens)))
 		return
 	}
 	if method == MethodRaw {

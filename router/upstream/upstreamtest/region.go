@@ -483,7 +483,7 @@ func (r *Region) serveREST(w http.ResponseWriter, req *http.Request) {
 		r.writeJSON(w, b, r.embedded())
 		return
 	case MethodRaw, MethodStreamRaw:
-		r.serveRaw(w, b, c.Method, c.Body)
+		r.serveRaw(w, b, c.Method, strings.HasSuffix(c.Model, "/count-tokens"), c.Body)
 		return
 	}
 	var in aiplatformpb.GenerateContentRequest
