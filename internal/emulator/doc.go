@@ -28,8 +28,10 @@
 //     usageMetadata with token counts and the trafficType that served it.
 //
 // Each region serves the OpenAI-compatible chat completions too
-// (openai.go), from the same capacity, and keeps the context caches made
-// in it (caches.go): a call that names a cache another region holds is
+// (openai.go), and a partner model's rawPredict and streamRawPredict as
+// Anthropic's Messages API (anthropic.go: a scenario of publisher
+// anthropic emulates Claude on Vertex AI), from the same capacity, and
+// keeps the context caches made in it (caches.go): a call that names a cache another region holds is
 // refused, as Google refuses it.
 //
 // Randomness is seeded per region and per fault window, so the same seed

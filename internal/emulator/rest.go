@@ -29,7 +29,9 @@ var (
 // with method generateContent, streamGenerateContent (SSE with ?alt=sse, else
 // a JSON array) or countTokens. Bodies are protojson; errors are Google's
 // error JSON. It serves the OpenAI-compatible chat completions too
-// (openai.go), and the location's context caches (caches.go).
+// (openai.go), a partner model's rawPredict and streamRawPredict as
+// Anthropic's Messages API (anthropic.go), and the location's context
+// caches (caches.go).
 func restHandler(r *region) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /{version}/projects/{project}/locations/{location}/publishers/{publisher}/models/{modelAndMethod}", func(w http.ResponseWriter, req *http.Request) {
@@ -86,6 +88,8 @@ func serveREST(r *region, w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		restStream(r, w, req, c)
+	case "rawPredict", "streamRawPredict":
+		serveRaw(r, w, req, name, method == "streamRawPredict", body)
 	case "countTokens":
 		var in aiplatformpb.CountTokensRequest
 		if err := unmarshalJSON.Unmarshal(body, &in); err != nil {

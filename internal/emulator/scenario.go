@@ -85,7 +85,9 @@ type Scenario struct {
 	Project string `json:"project"`
 	// Publisher is the model's publisher; default google.
 	Publisher string `json:"publisher,omitempty"`
-	// Model is the model ID, e.g. gemini-3.6-flash.
+	// Model is the model ID, e.g. gemini-3.6-flash, or a partner model's,
+	// e.g. claude-sonnet-4-5@20250929 of publisher anthropic (served on
+	// rawPredict and streamRawPredict, as Anthropic's Messages API).
 	Model string `json:"model"`
 	// Duration is how long the incident lasts in scenario time.
 	Duration Duration `json:"duration"`
@@ -408,7 +410,10 @@ func (s *Scenario) Default() {
 }
 
 var (
-	namePattern     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+	namePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+	// modelPattern is namePattern with a partner model's version after an
+	// @ (claude-sonnet-4-5@20250929), as the RegionPool API allows.
+	modelPattern    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.@]*[a-z0-9])?$`)
 	locationPattern = regexp.MustCompile(`^[a-z]+(-[a-z]+)*[0-9]+$|^global$|^eu$|^us$`)
 )
 
@@ -427,7 +432,7 @@ func (s *Scenario) Validate() error {
 	if !namePattern.MatchString(s.Publisher) {
 		bad("publisher", "must be a publisher name such as google, got %q", s.Publisher)
 	}
-	if !namePattern.MatchString(s.Model) {
+	if !modelPattern.MatchString(s.Model) {
 		bad("model", "must be a model ID such as gemini-3.6-flash, got %q", s.Model)
 	}
 	if s.Duration.Duration <= 0 {

@@ -76,7 +76,13 @@ type env struct {
 // pool makes of their addresses.
 func start(t *testing.T, pool func(addr map[string]string) table.Pool) *env {
 	t.Helper()
-	sc, err := emulator.ParseScenario([]byte(scenario))
+	return startScenario(t, scenario, pool)
+}
+
+// startScenario is start with the emulated locations of scenario yml.
+func startScenario(t *testing.T, yml string, pool func(addr map[string]string) table.Pool) *env {
+	t.Helper()
+	sc, err := emulator.ParseScenario([]byte(yml))
 	if err != nil {
 		t.Fatal(err)
 	}
