@@ -100,8 +100,11 @@ func (x *exchange) relay(resp *http.Response) (policy.Report, bool, error) {
 			break
 		}
 		if err != nil {
+			// Counted before the caller can see how it ended, as an
+			// error the region sent is.
 			rep := x.report(err)
 			rep.Tokens = x.scan.Tokens
+			x.settle(rep)
 			x.breakOff(err, sse)
 			return rep, true, err
 		}
