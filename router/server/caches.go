@@ -111,21 +111,39 @@ func (s *Server) locationPool(project, location string) (pool *poolEntry, region
 	return pool, region
 }
 
-// cachesEndpoint is the endpoint where the cached contents of project's
-// location are managed, for a caller who presented authorization; or why
-// not: the router calls Google as itself (--caller-auth=kubernetes), no pool
-// of the project has a region there, or the caller is refused.
-func (s *Server) cachesEndpoint(ctx context.Context, project, location, authorization string) (string, *auth.Error) {
+// locationCalls is a kind of call the router forwards to a location as it
+// came: the method label, and what the messages name.
+type locationCalls struct {
+	// label is the method label of its metrics.
+	label string
+	// what names the calls, refused (as the subject of "are forwarded
+	// ..."), and owned names what a router calling as itself would open to
+	// every caller of its pools.
+	what, owned string
+	// instead says what a caller refused under kubernetes may do.
+	instead string
+}
+
+// cachesCalls is the cachedContents calls.
+var cachesCalls = &locationCalls{
+	label: methodCaches, what: "cached contents", owned: "manage every cache of the project",
+	instead: "manage them with your own Google identity, and the router routes the calls that name them to their location",
+}
+
+// locationEndpoint is the endpoint where the calls of kind k to project's
+// location go, for a caller who presented authorization; or why not: the
+// router calls Google as itself (--caller-auth=kubernetes), no pool of the
+// project has a region there, or the caller is refused.
+func (s *Server) locationEndpoint(ctx context.Context, k *locationCalls, project, location, authorization string) (string, *auth.Error) {
 	if s.auth != nil && s.auth.Mode() == auth.ModeKubernetes {
-		return "", &auth.Error{Status: http.StatusForbidden, Code: codes.PermissionDenied, Message: "cached contents are managed through the router only with the caller's own Google credentials (--caller-auth=forward): " +
-			"this router calls Google as itself, which would let every caller of its pools manage every cache of the project; " +
-			"manage them with your own Google identity, and the router routes the calls that name them to their location"}
+		return "", &auth.Error{Status: http.StatusForbidden, Code: codes.PermissionDenied, Message: k.what + " are forwarded through the router only with the caller's own Google credentials (--caller-auth=forward): " +
+			"this router calls Google as itself, which would let every caller of its pools " + k.owned + "; " + k.instead}
 	}
 	pool, region := s.locationPool(project, location)
 	if pool == nil {
 		return "", &auth.Error{Status: http.StatusNotFound, Code: codes.NotFound, Message: fmt.Sprintf(
-			"no routing pool of project %q has a region in location %q: the router manages a location's cached contents at the endpoint its pools name for it",
-			project, location)}
+			"no routing pool of project %q has a region in location %q: the router forwards %s to the endpoint its pools name for the location",
+			project, location, k.what)}
 	}
 	if s.auth != nil {
 		if _, err := s.auth.Authenticate(ctx, authorization, &pool.table); err != nil {
@@ -152,20 +170,30 @@ func (x *exchange) serveCaches(cr cachesRoute) {
 		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("The requested URL %s was not found on this server for %s.", r.URL.Path, r.Method), 0)
 		return
 	}
+	x.forward(cachesCalls, cr.project, cr.location, cr.path())
+}
+
+// forward sends the call of kind k, as it came, to the endpoint of
+// project's location at path, outside routing (no policy, no retry, no
+// other location), within the request timeout, and relays the answer
+// whatever its status, each piece as it arrives (a stream's events are
+// not held back).
+func (x *exchange) forward(k *locationCalls, project, location, path string) {
+	r := x.r
 	authorization := r.Header.Get("Authorization")
-	endpoint, refused := x.s.cachesEndpoint(r.Context(), cr.project, cr.location, authorization)
+	endpoint, refused := x.s.locationEndpoint(r.Context(), k, project, location, authorization)
 	if refused != nil {
 		x.fail(refused.Status, refused.Code, refused.Message, 0)
 		return
 	}
-	x.target.Region.Name = cr.location // for the request's log line
+	x.target.Region.Name = location // for the request's log line
 	if r.ContentLength != 0 && !x.readBody() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), x.s.timeout)
 	defer cancel()
 	resp, err := x.s.up.Forward(ctx, endpoint, authorization, &upstream.Passthrough{
-		Method: r.Method, Path: cr.path(), RawQuery: r.URL.RawQuery, Header: r.Header, Body: x.req.Body,
+		Method: r.Method, Path: path, RawQuery: r.URL.RawQuery, Header: r.Header, Body: x.req.Body,
 	})
 	if err != nil {
 		code := upstream.Code(err)
@@ -177,8 +205,20 @@ func (x *exchange) serveCaches(cr cachesRoute) {
 	x.status = resp.StatusCode
 	x.extendWrite()
 	x.w.WriteHeader(resp.StatusCode)
-	if _, err := io.Copy(x.w, resp.Body); err != nil {
-		x.abort = true
+	bp := relayBuffers.Get().(*[]byte)
+	defer relayBuffers.Put(bp)
+	for {
+		n, err := resp.Body.Read(*bp)
+		if n > 0 && x.write((*bp)[:n], true) != nil {
+			x.abort = true
+			return
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				x.abort = true // the answer broke off: so must the caller's
+			}
+			return
+		}
 	}
 }
 
@@ -231,7 +271,7 @@ func cacheCall[Q proto.Message, R any](s *Server, ctx context.Context, req Q, re
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	authorization := first(md, "authorization")
-	endpoint, refused := s.cachesEndpoint(ctx, project, location, authorization)
+	endpoint, refused := s.locationEndpoint(ctx, cachesCalls, project, location, authorization)
 	if refused != nil {
 		return zero, status.Error(refused.Code, refused.Message)
 	}

@@ -36,7 +36,6 @@ func TestErrorAnswers(t *testing.T) {
 		{"unknown model", strings.Replace(generatePath, model, "gemini-0.1", 1), valid, nil, 404, "NOT_FOUND",
 			[]string{`project "` + project + `"`, `publisher "google"`, `model "gemini-0.1"`}},
 		{"unknown project", strings.Replace(generatePath, project, "other-project", 1), valid, nil, 404, "NOT_FOUND", []string{`project "other-project"`}},
-		{"unknown method", strings.Replace(generatePath, ":generateContent", ":notAMethod", 1), valid, nil, 404, "NOT_FOUND", []string{`"notAMethod"`}},
 		{"unknown API version", strings.Replace(generatePath, "v1beta1", "v2", 1), valid, nil, 404, "NOT_FOUND", []string{`"v2"`}},
 		{"unknown path", "/v1/models", valid, nil, 404, "NOT_FOUND", []string{"/v1/models"}},
 		{"body too large", generatePath, `{"contents":[{"parts":[{"text":"` + strings.Repeat("x", 2<<20) + `"}]}]}`, nil, 413, "INVALID_ARGUMENT", []string{"larger than 1048576 bytes"}},

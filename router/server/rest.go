@@ -136,7 +136,9 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !ok || r.Method != http.MethodPost {
-		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("The requested URL %s was not found on this server.", r.URL.Path), 0)
+		if !x.serveLocation() {
+			x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("The requested URL %s was not found on this server.", r.URL.Path), 0)
+		}
 		return
 	}
 	if rt.version != "v1" && rt.version != "v1beta1" {
@@ -164,7 +166,11 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 	case methodGenerate, methodStream, methodCount, methodCompute, methodPredict, methodEmbed, methodStreamRaw:
 		x.method = rt.method
 	default:
-		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("method %q is not served; the router serves generateContent, streamGenerateContent, countTokens, computeTokens, predict, embedContent, rawPredict and streamRawPredict", rt.method), 0)
+		// A method the router does not route (Veo's predictLongRunning and
+		// fetchPredictOperation, say) goes to the location it names.
+		if !x.serveLocation() {
+			x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("The requested URL %s was not found on this server.", r.URL.Path), 0)
+		}
 		return
 	}
 	var err error

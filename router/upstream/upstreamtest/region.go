@@ -64,6 +64,10 @@ const (
 	// MethodCaches is a call of the cachedContents collection or one of
 	// its cached contents (REST); Call.Header's method says which.
 	MethodCaches = "CachedContents"
+	// MethodLocation is any other call of a location's resources that the
+	// region answers (batch prediction jobs; REST);
+	// Call.Header's method says which (serveLocation).
+	MethodLocation = "Location"
 )
 
 // StreamChunks is how many chunks a streamed answer has unless Behavior.Chunks says.
@@ -170,6 +174,7 @@ type Region struct {
 
 	caches    map[string]map[string]any // by ID: the cached contents created here
 	lastCache int
+	jobs      []map[string]any // the batch prediction jobs created here, by ID - 1
 }
 
 // Start serves a region named name of tier tier on a free loopback port
@@ -424,6 +429,8 @@ func (r *Region) restHandler() http.Handler {
 	mux.HandleFunc("POST /{version}/projects/{project}/locations/{location}/endpoints/openapi/chat/completions", r.serveChat)
 	mux.HandleFunc("/{version}/projects/{project}/locations/{location}/cachedContents", r.serveCaches)
 	mux.HandleFunc("/{version}/projects/{project}/locations/{location}/cachedContents/{id}", r.serveCaches)
+	mux.HandleFunc("/{version}/projects/{project}/locations/{location}/batchPredictionJobs", r.serveLocation)
+	mux.HandleFunc("/{version}/projects/{project}/locations/{location}/batchPredictionJobs/{id}", r.serveLocation)
 	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, status.Errorf(codes.NotFound, "The requested URL %s was not found on this server.", req.URL.Path))
 	})
@@ -923,4 +930,52 @@ func (p *predictionServer) EmbedContent(ctx context.Context, req *aiplatformpb.E
 		return nil, err
 	}
 	return withExtra(b, p.r.embedded()), nil
+}
+
+// serveLocation answers the location's calls that are not a model's
+// methods, as Vertex AI does, recording each (MethodLocation, its HTTP
+// method in Call.Header's "X-Http-Method"): a batch prediction job is
+// created (POST on the collection: the caller's members kept, a name and
+// the state JOB_STATE_PENDING given) and read (GET).
+func (r *Region) serveLocation(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return
+	}
+	h := req.Header.Clone()
+	h.Set("X-Http-Method", req.Method)
+	c := Call{
+		Surface: REST, Method: MethodLocation, Path: req.URL.Path,
+		Auth: req.Header.Values("Authorization"), Header: h, Body: body, BodyLen: int64(len(body)),
+	}
+	if _, err := r.record(req.Context(), c); err != nil {
+		writeError(w, err)
+		return
+	}
+	jobs := "projects/" + req.PathValue("project") + "/locations/" + r.Name + "/batchPredictionJobs/"
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out map[string]any
+	switch id := req.PathValue("id"); {
+	case id == "" && req.Method == http.MethodPost:
+		if json.Unmarshal(body, &out) != nil || out == nil {
+			writeError(w, status.Error(codes.InvalidArgument, "Invalid JSON payload received."))
+			return
+		}
+		out["name"], out["state"] = jobs+fmt.Sprint(len(r.jobs)+1), "JOB_STATE_PENDING"
+		r.jobs = append(r.jobs, out)
+	case req.Method == http.MethodGet && id != "":
+		n := 0
+		if _, err := fmt.Sscan(id, &n); err != nil || n < 1 || n > len(r.jobs) {
+			writeError(w, status.Errorf(codes.NotFound, "The BatchPredictionJob does not exist: %s%s", jobs, id))
+			return
+		}
+		out = r.jobs[n-1]
+	default:
+		writeError(w, status.Errorf(codes.NotFound, "The requested URL %s was not found on this server.", req.URL.Path))
+		return
+	}
+	answer, _ := json.Marshal(out)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(answer)
 }

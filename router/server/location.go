@@ -1,0 +1,74 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+)
+
+// The rest of a location. An application that points its SDK at the router
+// makes other calls of Vertex AI beside the ones the router routes: batch
+// prediction jobs (genai's client.Batches), the long-running operations of
+// those and of Veo's predictLongRunning, a tuned model's endpoint, tuning
+// jobs. Each names the one location whose
+// resource it is (projects/P/locations/L/...), which alone serves it. So
+// the router forwards them, as it came (method, path, query, body), to
+// location L's endpoint as its tables name it (any pool of project P with
+// a region L), outside routing, as it forwards the cached contents
+// (caches.go): "point the SDK at the router and change nothing" holds for
+// the whole API, not only for the calls the router routes. And, as for
+// those, only with the caller's own credentials (--caller-auth=forward),
+// which Google checks against the caller's IAM as it would without the
+// router: a router calling Google as itself would let every caller of its
+// pools act on every resource of the project in its name, so it refuses
+// them, naming why.
+
+// methodPassthrough is the method label of the calls forwarded so.
+const methodPassthrough = "passthrough"
+
+// otherCalls is the location's calls the router does not route.
+var otherCalls = &locationCalls{
+	label: methodPassthrough, what: "calls of a location's resources that the router does not route (batch jobs, operations, endpoints)",
+	owned: "act on every resource of the project in the router's name", instead: "make them with your own Google identity",
+}
+
+// locationPath reads /{version}/projects/{p}/locations/{l}/{resource...};
+// false when the path is not one, or has an empty or a dot segment (the
+// path goes on to Google as it is, where "." or ".." would name another
+// resource).
+func locationPath(path string) (version, project, location string, ok bool) {
+	seg := strings.Split(path, "/")
+	if len(seg) < 7 || seg[0] != "" || seg[2] != "projects" || seg[4] != "locations" {
+		return "", "", "", false
+	}
+	for _, v := range seg[1:] {
+		if v == "" || v == "." || v == ".." {
+			return "", "", "", false
+		}
+	}
+	return seg[1], seg[3], seg[5], true
+}
+
+// serveLocation forwards a call of a location's resource that the router
+// does not route to the location; false when the path names none.
+func (x *exchange) serveLocation() bool {
+	version, project, location, ok := locationPath(x.r.URL.Path)
+	if !ok {
+		return false
+	}
+	x.method = methodPassthrough
+	switch x.r.Method {
+	case http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete:
+	default:
+		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("The requested URL %s was not found on this server for %s.", x.r.URL.Path, x.r.Method), 0)
+		return true
+	}
+	if version != "v1" && version != "v1beta1" {
+		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("API version %q is not served; use v1 or v1beta1", version), 0)
+		return true
+	}
+	x.forward(otherCalls, project, location, x.r.URL.Path)
+	return true
+}
