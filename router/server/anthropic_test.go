@@ -162,13 +162,40 @@ func TestClaudeFailsOverAndEndsBrokenStreams(t *testing.T) {
 			t.Errorf("PT failures counted %v, want 1", got)
 		}
 	})
+	t.Run("overloaded", func(t *testing.T) {
+		// Anthropic's 529 overloaded_error refuses the call before the
+		// model runs, as a 429 does: the call spills, and the region has
+		// answered for want of capacity, not failed.
+		pt := startRegion(t, "europe-west1", table.TierProvisioned)
+		shared := startRegion(t, "us-central1", table.TierShared)
+		pt.set(func(b *upstreamtest.Behavior) {
+			b.Fault = func(int64) error {
+				return &upstreamtest.HTTPError{Status: 529, Body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`}
+			}
+		})
+		r := startRouter(t, claudePool(region(pt, 0), region(shared, 0)))
+		c := r.anthropicClient()
+		msg, err := c.Messages.New(context.Background(), ask("hi"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text(*msg) != "us-central1 answers: hi" {
+			t.Errorf("answer %q, want the shared region's", text(*msg))
+		}
+		if c, f := claudeAttempts(r, policy.Capacity), claudeAttempts(r, policy.Failure); c != 1 || f != 0 {
+			t.Errorf("the PT's attempts: %v capacity, %v failure; want the 529 counted as capacity", c, f)
+		}
+	})
 	for _, tc := range []struct {
 		name string
 		set  func(b *upstreamtest.Behavior)
 		want string // in the SDK's error
+		// what the PT's attempt ended with: an overloaded_error event is
+		// the model's capacity full, a stream broken off a failure
+		outcome policy.Outcome
 	}{
-		{"error event", func(b *upstreamtest.Behavior) { b.FailAfterFirstChunk = true }, "overloaded_error"},
-		{"broken off", func(b *upstreamtest.Behavior) { b.CutAfterFirstChunk = true }, "the region's stream broke off"},
+		{"error event", func(b *upstreamtest.Behavior) { b.FailAfterFirstChunk = true }, "overloaded_error", policy.Capacity},
+		{"broken off", func(b *upstreamtest.Behavior) { b.CutAfterFirstChunk = true }, "the region's stream broke off", policy.Failure},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pt := startRegion(t, "europe-west1", table.TierProvisioned)
@@ -186,8 +213,8 @@ func TestClaudeFailsOverAndEndsBrokenStreams(t *testing.T) {
 			if n := shared.calls.Load(); n != 0 {
 				t.Errorf("a committed stream was retried: the shared region got %d calls", n)
 			}
-			if got := claudeAttempts(r, policy.Failure); got != 1 {
-				t.Errorf("PT failures counted %v, want 1", got)
+			if got := claudeAttempts(r, tc.outcome); got != 1 {
+				t.Errorf("PT attempts ended %v counted %v, want 1", tc.outcome, got)
 			}
 		})
 	}

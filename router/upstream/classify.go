@@ -197,6 +197,9 @@ func codeOfName(name []byte) (codes.Code, bool) {
 	return codes.Unknown, false
 }
 
+// statusOverloaded is the HTTP status of Anthropic's overloaded_error.
+const statusOverloaded = 529
+
 // codeOfHTTP is the gRPC code of an HTTP error status that came without a
 // status name (from a proxy in front of the API, say): the code codeInfo
 // gives the status (the first, where codes share one), except where a bare
@@ -214,6 +217,13 @@ func codeOfHTTP(httpStatus int) codes.Code {
 	case http.StatusBadGateway:
 		// A proxy that could not reach the region.
 		return codes.Unavailable
+	case statusOverloaded:
+		// Anthropic's overloaded_error, which Vertex AI relays for Claude:
+		// the model's capacity is full now, and the call was refused before
+		// the model ran, as a 429 refuses one: a capacity refusal (the
+		// call spills, and the region is throttled, not ejected), not a
+		// failure of the region.
+		return codes.ResourceExhausted
 	}
 	if httpStatus >= 400 {
 		for c := range codeInfo {

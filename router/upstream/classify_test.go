@@ -88,6 +88,7 @@ func TestRESTErrorsWithoutStatusName(t *testing.T) {
 	}{
 		{429, policy.Capacity}, {502, policy.Failure}, {503, policy.Failure}, {504, policy.Failure},
 		{500, policy.Failure}, {400, policy.CallerFault}, {404, policy.CallerFault}, {418, policy.CallerFault},
+		{529, policy.Capacity}, // Anthropic's overloaded_error
 	}
 	for _, tc := range cases {
 		rec := httptest.NewRecorder()

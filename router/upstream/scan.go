@@ -367,9 +367,9 @@ var anthropicErrors = map[string]codes.Code{
 	"not_found_error":       codes.NotFound,         // 404
 	"request_too_large":     codes.InvalidArgument,  // 413
 	"rate_limit_error":      codes.ResourceExhausted,
-	"api_error":             codes.Internal,    // 500
-	"timeout_error":         codes.Unavailable, // 504, before the model answered
-	"overloaded_error":      codes.Unavailable, // 529
+	"api_error":             codes.Internal,          // 500
+	"timeout_error":         codes.Unavailable,       // 504
+	"overloaded_error":      codes.ResourceExhausted, // 529: see codeOfHTTP
 }
 
 // keepMax sets *n to the integer v holds where that is larger: a stream

@@ -52,7 +52,7 @@ func TestAnswerScanner(t *testing.T) {
 				"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n" +
 				"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":15}}\n\n" +
 				"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n",
-			40, "", codes.Unavailable},
+			40, "", codes.ResourceExhausted},
 		{"Anthropic error of a kind not known", FrameObject, `{"type":"error","error":{"type":"future_error","message":"?"}}`, 0, "", codes.Unknown},
 	}
 	for _, tc := range cases {

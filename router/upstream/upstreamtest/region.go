@@ -405,9 +405,24 @@ func ErrorJSON(err error) []byte {
 	return googleerror.JSON(st.Code(), st.Message())
 }
 
-// writeError answers err as Google's REST APIs do.
+// HTTPError is a fault (Behavior.Fault) that a REST call is answered with
+// as it is: its status and body, such as Anthropic's 529 overloaded_error
+// that Vertex AI relays for Claude.
+type HTTPError struct {
+	Status int
+	Body   string
+}
+
+func (e *HTTPError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Status, e.Body) }
+
+// writeError answers err as Google's REST APIs do, an *HTTPError as it is.
 func writeError(w http.ResponseWriter, err error) {
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	if he, ok := errors.AsType[*HTTPError](err); ok {
+		w.WriteHeader(he.Status)
+		_, _ = io.WriteString(w, he.Body)
+		return
+	}
 	w.WriteHeader(googleerror.HTTPStatus(status.Code(err)))
 	_, _ = w.Write(ErrorJSON(err))
 }
