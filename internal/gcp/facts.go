@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -113,11 +114,15 @@ func (p *ProjectFacts) clone() *ProjectFacts {
 	return &out
 }
 
-var versionSuffix = regexp.MustCompile(`-[0-9]{3}$`)
+// versionSuffix is a model ID's version: -NNN for Google's models
+// (gemini-3.6-flash-001), after an @ for partner models
+// (claude-sonnet-4-5@20250929).
+var versionSuffix = regexp.MustCompile(`^(-[0-9]{3}|@[a-z0-9][a-z0-9.-]*)$`)
 
 // sameModel reports whether two model IDs name the same model: equal, or equal
-// but for a version suffix -NNN on one side ("gemini-3.6-flash" and
-// "gemini-3.6-flash-001"). Two different suffixes are different models.
+// but for a version suffix on one side ("gemini-3.6-flash" and
+// "gemini-3.6-flash-001"; "claude-sonnet-4-5" and
+// "claude-sonnet-4-5@20250929"). Two different suffixes are different models.
 func sameModel(a, b string) bool {
 	if a == b {
 		return true
@@ -125,12 +130,12 @@ func sameModel(a, b string) bool {
 	if len(a) < len(b) {
 		a, b = b, a
 	}
-	return len(a) == len(b)+4 && a[:len(b)] == b && versionSuffix.MatchString(a)
+	return b != "" && strings.HasPrefix(a, b) && versionSuffix.MatchString(a[len(b):])
 }
 
 // Lookup finds the facts for a location, publisher and model. An exact model
 // match wins; otherwise the first entry whose model differs only by a version
-// suffix -NNN on either side.
+// suffix (sameModel) on either side.
 func (p *ProjectFacts) Lookup(location, publisher, model string) (Facts, bool) {
 	if p == nil {
 		return Facts{}, false

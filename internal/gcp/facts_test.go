@@ -8,6 +8,8 @@ func TestLookup(t *testing.T) {
 		{Location: "europe-west1", Publisher: "google", Model: "gemini-2.5-flash-lite", GSUs: 2},
 		{Location: "europe-west1", Publisher: "google", Model: "gemini-2.5-flash-lite-002", GSUs: 3},
 		{Location: "us-central1", Publisher: "google", Model: "gemini-2.5-pro-001", GSUs: 4},
+		{Location: "us-east5", Publisher: "anthropic", Model: "claude-sonnet-4-5", GSUs: 5},
+		{Location: "us-east5", Publisher: "anthropic", Model: "claude-opus-4-1@20250805", GSUs: 6},
 	}}
 	for _, tc := range []struct {
 		location, publisher, model string
@@ -25,6 +27,13 @@ func TestLookup(t *testing.T) {
 		{"us-central1", "anthropic", "gemini-2.5-pro", 0},
 		{"europe-west4", "google", "gemini-2.5-pro", 0},
 		{"europe-west1", "google", "", 0},
+		// A partner model's version follows an @.
+		{"us-east5", "anthropic", "claude-sonnet-4-5@20250929", 5},
+		{"us-east5", "anthropic", "claude-sonnet-4-5", 5},
+		{"us-east5", "anthropic", "claude-sonnet-4", 0},
+		{"us-east5", "anthropic", "claude-opus-4-1", 6},
+		{"us-east5", "anthropic", "claude-opus-4-1@20250101", 0}, // another version
+		{"us-east5", "anthropic", "claude-opus-4-1@", 0},
 	} {
 		f, ok := p.Lookup(tc.location, tc.publisher, tc.model)
 		if ok != (tc.gsus != 0) || f.GSUs != tc.gsus {
