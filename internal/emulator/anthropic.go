@@ -33,10 +33,7 @@ type messagesRequest struct {
 	Model     string          `json:"model"` // count_tokens only
 	MaxTokens int             `json:"max_tokens"`
 	System    json.RawMessage `json:"system"`
-	Messages  []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
+	Messages  []inMessage     `json:"messages"`
 }
 
 // anthropicMessage is a Messages API answer.
@@ -109,10 +106,7 @@ func serveRaw(r *region, w http.ResponseWriter, req *http.Request, name string, 
 // generateRequest is the generateContent request of a Messages body: its
 // messages' text (and the system prompt's) as contents of the model named.
 func generateRequest(name string, in *messagesRequest) *aiplatformpb.GenerateContentRequest {
-	gen := &aiplatformpb.GenerateContentRequest{Model: name, GenerationConfig: &aiplatformpb.GenerationConfig{}}
-	for _, m := range in.Messages {
-		gen.Contents = append(gen.Contents, &aiplatformpb.Content{Role: m.Role, Parts: []*aiplatformpb.Part{{Data: &aiplatformpb.Part_Text{Text: contentText(m.Content)}}}})
-	}
+	gen := &aiplatformpb.GenerateContentRequest{Model: name, GenerationConfig: &aiplatformpb.GenerationConfig{}, Contents: contentsOf(in.Messages)}
 	if len(in.System) > 0 {
 		gen.SystemInstruction = &aiplatformpb.Content{Parts: []*aiplatformpb.Part{{Data: &aiplatformpb.Part_Text{Text: contentText(in.System)}}}}
 	}

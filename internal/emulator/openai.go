@@ -34,14 +34,28 @@ const ModelPrefix = "google/"
 
 // chatRequest is what the emulator reads of a chat completion request.
 type chatRequest struct {
-	Model    string `json:"model"`
-	Stream   bool   `json:"stream"`
-	Messages []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
-	MaxTokens           int `json:"max_tokens"`
-	MaxCompletionTokens int `json:"max_completion_tokens"`
+	Model               string      `json:"model"`
+	Stream              bool        `json:"stream"`
+	Messages            []inMessage `json:"messages"`
+	MaxTokens           int         `json:"max_tokens"`
+	MaxCompletionTokens int         `json:"max_completion_tokens"`
+}
+
+// inMessage is a message of a chat completion or of Anthropic's Messages
+// API, as the emulator reads it: its role and its content's text
+// (contentText).
+type inMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// contentsOf is the generateContent contents of messages: each one's text.
+func contentsOf(messages []inMessage) []*aiplatformpb.Content {
+	out := make([]*aiplatformpb.Content, 0, len(messages))
+	for _, m := range messages {
+		out = append(out, &aiplatformpb.Content{Role: m.Role, Parts: []*aiplatformpb.Part{{Data: &aiplatformpb.Part_Text{Text: contentText(m.Content)}}}})
+	}
+	return out
 }
 
 // text is the text of a message's content: a string, or the text parts of
@@ -131,9 +145,7 @@ func serveChat(r *region, w http.ResponseWriter, req *http.Request) {
 	if n := max(in.MaxTokens, in.MaxCompletionTokens); n > 0 {
 		gen.GenerationConfig.MaxOutputTokens = new(int32(min(n, 1<<30)))
 	}
-	for _, m := range in.Messages {
-		gen.Contents = append(gen.Contents, &aiplatformpb.Content{Role: m.Role, Parts: []*aiplatformpb.Part{{Data: &aiplatformpb.Part_Text{Text: contentText(m.Content)}}}})
-	}
+	gen.Contents = contentsOf(in.Messages)
 	c, ae := r.newCall(gen, headersOf(req.Header))
 	if ae != nil {
 		r.reject(ae)

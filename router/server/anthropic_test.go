@@ -143,49 +143,37 @@ func TestClaudeOnVertexThroughRouter(t *testing.T) {
 // SDKs skip an event without a name: a stream ended by Google's bare error
 // would seem to have ended well).
 func TestClaudeFailsOverAndEndsBrokenStreams(t *testing.T) {
-	t.Run("failover", func(t *testing.T) {
-		pt := startRegion(t, "europe-west1", table.TierProvisioned)
-		shared := startRegion(t, "us-central1", table.TierShared)
-		pt.set(func(b *upstreamtest.Behavior) {
-			b.Fault = func(int64) error { return status.Error(codes.Unavailable, "backend gone") }
-		})
-		r := startRouter(t, claudePool(region(pt, 0), region(shared, 0)))
-		c := r.anthropicClient()
-		msg, err := c.Messages.New(context.Background(), ask("hi"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if text(*msg) != "us-central1 answers: hi" {
-			t.Errorf("answer %q, want the shared region's", text(*msg))
-		}
-		if got := claudeAttempts(r, policy.Failure); got != 1 {
-			t.Errorf("PT failures counted %v, want 1", got)
-		}
-	})
-	t.Run("overloaded", func(t *testing.T) {
-		// Anthropic's 529 overloaded_error refuses the call before the
-		// model runs, as a 429 does: the call spills, and the region has
-		// answered for want of capacity, not failed.
-		pt := startRegion(t, "europe-west1", table.TierProvisioned)
-		shared := startRegion(t, "us-central1", table.TierShared)
-		pt.set(func(b *upstreamtest.Behavior) {
-			b.Fault = func(int64) error {
-				return &upstreamtest.HTTPError{Status: 529, Body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`}
+	// A call the PT's region refuses is answered by the shared region,
+	// and the PT's attempt counted as what it was: an UNAVAILABLE is a
+	// failure; Anthropic's 529 overloaded_error refuses the call before
+	// the model runs, as a 429 does, so the call spills and the region
+	// answered for want of capacity.
+	for _, tc := range []struct {
+		name    string
+		fault   error
+		outcome policy.Outcome
+	}{
+		{"failover", status.Error(codes.Unavailable, "backend gone"), policy.Failure},
+		{"overloaded", &upstreamtest.HTTPError{Status: 529, Body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`}, policy.Capacity},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pt := startRegion(t, "europe-west1", table.TierProvisioned)
+			shared := startRegion(t, "us-central1", table.TierShared)
+			pt.set(func(b *upstreamtest.Behavior) { b.Fault = func(int64) error { return tc.fault } })
+			r := startRouter(t, claudePool(region(pt, 0), region(shared, 0)))
+			c := r.anthropicClient()
+			msg, err := c.Messages.New(context.Background(), ask("hi"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if text(*msg) != "us-central1 answers: hi" {
+				t.Errorf("answer %q, want the shared region's", text(*msg))
+			}
+			if got := claudeAttempts(r, tc.outcome); got != 1 {
+				t.Errorf("the PT's attempts ended %v: %v, want 1", tc.outcome, got)
 			}
 		})
-		r := startRouter(t, claudePool(region(pt, 0), region(shared, 0)))
-		c := r.anthropicClient()
-		msg, err := c.Messages.New(context.Background(), ask("hi"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if text(*msg) != "us-central1 answers: hi" {
-			t.Errorf("answer %q, want the shared region's", text(*msg))
-		}
-		if c, f := claudeAttempts(r, policy.Capacity), claudeAttempts(r, policy.Failure); c != 1 || f != 0 {
-			t.Errorf("the PT's attempts: %v capacity, %v failure; want the 529 counted as capacity", c, f)
-		}
-	})
+	}
 	for _, tc := range []struct {
 		name string
 		set  func(b *upstreamtest.Behavior)

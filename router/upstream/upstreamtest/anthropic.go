@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -25,25 +24,22 @@ type anthropicRequest struct {
 	} `json:"messages"`
 }
 
-// prompt is the text of the request's last message.
+// prompt is the text of the request's last message: a string, or the
+// text of its blocks.
 func (a *anthropicRequest) prompt() string {
 	if len(a.Messages) == 0 {
 		return ""
 	}
 	c := a.Messages[len(a.Messages)-1].Content
-	var s string
-	if json.Unmarshal(c, &s) == nil {
-		return s
+	var text string
+	if json.Unmarshal(c, &text) != nil {
+		var blocks []struct{ Text string }
+		_ = json.Unmarshal(c, &blocks)
+		for _, bl := range blocks {
+			text += bl.Text
+		}
 	}
-	var blocks []struct {
-		Text string `json:"text"`
-	}
-	_ = json.Unmarshal(c, &blocks)
-	var b strings.Builder
-	for _, bl := range blocks {
-		b.WriteString(bl.Text)
-	}
-	return b.String()
+	return text
 }
 
 // serveRaw answers a partner model's rawPredict (a Claude message) or

@@ -556,7 +556,7 @@ func (r *Region) serveChat(w http.ResponseWriter, req *http.Request) {
 		writeError(w, status.Error(codes.InvalidArgument, "Invalid JSON payload received: a chat completion needs messages."))
 		return
 	}
-	answer, _ := json.Marshal(map[string]any{
+	writeValue(w, map[string]any{
 		"id": "chat-" + r.Name, "object": "chat.completion", "model": in.Model,
 		"choices": []any{map[string]any{
 			"index": 0, "finish_reason": "stop",
@@ -564,8 +564,34 @@ func (r *Region) serveChat(w http.ResponseWriter, req *http.Request) {
 		}},
 		"usage": map[string]any{"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
 	})
+}
+
+// writeValue answers v as JSON.
+func writeValue(w http.ResponseWriter, v any) {
+	answer, _ := json.Marshal(v)
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(answer)
+}
+
+// recordResource reads and records a call of a location's resources as
+// method, its HTTP method in Call.Header's "X-Http-Method", and returns its
+// body; false when the call is answered (the behavior's fault) or gone.
+func (r *Region) recordResource(w http.ResponseWriter, req *http.Request, method string) ([]byte, bool) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, false
+	}
+	h := req.Header.Clone()
+	h.Set("X-Http-Method", req.Method)
+	c := Call{
+		Surface: REST, Method: method, Path: req.URL.Path,
+		Auth: req.Header.Values("Authorization"), Header: h, Body: body, BodyLen: int64(len(body)),
+	}
+	if _, err := r.record(req.Context(), c); err != nil {
+		writeError(w, err)
+		return nil, false
+	}
+	return body, true
 }
 
 // serveCaches keeps cached contents as a location does: create (POST on
@@ -573,18 +599,8 @@ func (r *Region) serveChat(w http.ResponseWriter, req *http.Request) {
 // it), get, update (PATCH: the members sent replace those kept) and delete.
 // The call is recorded with its method in Call.Header ("X-Http-Method").
 func (r *Region) serveCaches(w http.ResponseWriter, req *http.Request) {
-	body, err := io.ReadAll(req.Body)
-	if err != nil {
-		return
-	}
-	h := req.Header.Clone()
-	h.Set("X-Http-Method", req.Method)
-	c := Call{
-		Surface: REST, Method: MethodCaches, Path: req.URL.Path,
-		Auth: req.Header.Values("Authorization"), Header: h, Body: body, BodyLen: int64(len(body)),
-	}
-	if _, err := r.record(req.Context(), c); err != nil {
-		writeError(w, err)
+	body, ok := r.recordResource(w, req, MethodCaches)
+	if !ok {
 		return
 	}
 	var in map[string]any
@@ -635,9 +651,7 @@ func (r *Region) serveCaches(w http.ResponseWriter, req *http.Request) {
 		writeError(w, status.Errorf(codes.NotFound, "The requested URL %s was not found on this server.", req.URL.Path))
 		return
 	}
-	answer, _ := json.Marshal(out)
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(answer)
+	writeValue(w, out)
 }
 
 // quick answers a generateContent call with the answer encoded once.
@@ -953,18 +967,8 @@ func (p *predictionServer) EmbedContent(ctx context.Context, req *aiplatformpb.E
 // created (POST on the collection: the caller's members kept, a name and
 // the state JOB_STATE_PENDING given) and read (GET).
 func (r *Region) serveLocation(w http.ResponseWriter, req *http.Request) {
-	body, err := io.ReadAll(req.Body)
-	if err != nil {
-		return
-	}
-	h := req.Header.Clone()
-	h.Set("X-Http-Method", req.Method)
-	c := Call{
-		Surface: REST, Method: MethodLocation, Path: req.URL.Path,
-		Auth: req.Header.Values("Authorization"), Header: h, Body: body, BodyLen: int64(len(body)),
-	}
-	if _, err := r.record(req.Context(), c); err != nil {
-		writeError(w, err)
+	body, ok := r.recordResource(w, req, MethodLocation)
+	if !ok {
 		return
 	}
 	jobs := "projects/" + req.PathValue("project") + "/locations/" + r.Name + "/batchPredictionJobs/"
@@ -990,7 +994,5 @@ func (r *Region) serveLocation(w http.ResponseWriter, req *http.Request) {
 		writeError(w, status.Errorf(codes.NotFound, "The requested URL %s was not found on this server.", req.URL.Path))
 		return
 	}
-	answer, _ := json.Marshal(out)
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(answer)
+	writeValue(w, out)
 }
