@@ -22,6 +22,11 @@ type Request struct {
 	// Region, when set, is the only region the call may use (Call.Pin says
 	// why); empty: any.
 	Region string
+	// Caller tells the call's caller from the pool's others (a hash of its
+	// credentials, say); 0: the caller is not known. A caller whose calls
+	// fail wherever they go while the regions serve the others fails
+	// itself, not the regions (blame.go).
+	Caller uint64
 }
 
 // NewRequest returns a request of priority pr bounded by ctx's deadline.
@@ -63,6 +68,7 @@ type callState struct {
 	probed   uint8 // bit i: attempt i was a demoted region's probe
 	resort   uint8 // bit i: attempt i went to a region ranked last, no answering capacity having room (lastResortRetry)
 	last     Outcome
+	caller   uint64                    // Request.Caller
 	pin      string                    // the only region the call may use; "": any
 	class    Class                     // the attempt's place in the order of calls waiting for a capacity's room (reserve.go)
 	targets  [maxAttemptsLimit]*region // the regions tried, in order
@@ -75,7 +81,7 @@ type callState struct {
 
 // start sets up the zero state of a new call for req.
 func (cs *callState) start(req Request) {
-	cs.prio, cs.pin = req.Priority, req.Region
+	cs.prio, cs.pin, cs.caller = req.Priority, req.Region, req.Caller
 	if !req.Deadline.IsZero() {
 		cs.deadline = req.Deadline.UnixNano()
 	}
@@ -375,22 +381,31 @@ func (a *Attempt) Late() bool {
 	return r.quiet.late(r.p.nanos() - a.call.st.at[a.n])
 }
 
-// Finish reports how the attempt went, with everything the caller measured.
-func (a *Attempt) Finish(r Report) {
+// Finish reports how the attempt went, with everything the caller measured,
+// and returns the outcome the policy learned: r.Outcome, but CallerFault
+// for a failure that is the caller's own (blame.go), which the caller must
+// not retry, and Capacity for a full PT reported of an attempt that did not
+// ask for one. An attempt reported before returns r.Outcome.
+func (a *Attempt) Finish(r Report) Outcome {
 	if a.call == nil || a.call.st.targets[a.n] == nil {
-		return
+		return r.Outcome
 	}
 	bit := uint8(1) << a.n
 	if a.call.st.done&bit != 0 {
-		return
+		return r.Outcome
 	}
 	a.call.st.done |= bit
 	r.lane = a.call.st.lanes[a.n]
-	if r.Outcome == ProvisionedFull {
+	switch r.Outcome {
+	case ProvisionedFull:
 		if r.lane != laneProvisioned {
 			r.Outcome = Capacity // only a PT can be full
 		} else {
 			a.call.st.full |= bit
+		}
+	case Success, Failure:
+		if key := a.call.st.caller; key != 0 {
+			r.Outcome = a.call.p.blameCaller(key, a.call.st.targets[a.n], r.Outcome)
 		}
 	}
 	if a.n+1 == a.call.st.n {
@@ -405,6 +420,7 @@ func (a *Attempt) Finish(r Report) {
 		a.call.p.budget.unrequest(r.chargedAt, a.call.p.nanos())
 	}
 	a.call.st.targets[a.n].done(r)
+	return r.Outcome
 }
 
 // priorityShare is the percentage of a concurrency limit that calls of a

@@ -110,6 +110,17 @@
 // share. An intermittently failing region (the bursty 504s of an upstream
 // incident) stays under the threshold and keeps its first attempts.
 //
+// Blame (blame.go). A caller whose calls fail wherever they go (their
+// content fails them: a document Google cannot process) while the same
+// regions serve the pool's other callers fails itself, not the regions:
+// once it has answered minRequests attempts over the ejection interval and
+// fails in two regions or more, in none of which the others' attempts are
+// failing and in one at least of which they are judged and served, its
+// failures are CallerFault: never retried, counted toward no ejection,
+// demotion or throttle. One neighbor's batch cannot demote the PT other
+// teams are served by. Callers are told apart by Request.Caller; with one
+// caller, or none known, every failure is the regions' as before.
+//
 // Silence (silence.go). A region that stops answering sends no failure until
 // the callers' deadlines pass. Once it holds minRequests attempts in flight
 // (a region answering fewer calls an interval: at least two, and as many as

@@ -27,8 +27,11 @@ const (
 	// throttle; a timeout (Report.Timeout) that lasted longer than the
 	// region's slowest recent answer also decreases the AIMD limit (done).
 	Failure
-	// CallerFault: the request was bad (other 4xx). Counts for nothing and is
-	// never retried.
+	// CallerFault: the request was bad (other 4xx), or its failure is its
+	// caller's own: the caller's calls fail wherever they go while the
+	// regions serve the pool's other callers (blame.go; Attempt.Finish
+	// returns it for such a Failure). Counts for nothing and is never
+	// retried.
 	CallerFault
 	// Cancelled: the caller gave up. Counts for nothing.
 	Cancelled

@@ -32,6 +32,8 @@ type Pool struct {
 	shared   atomic.Pointer[SharedMeter] // nil: each region's own meter alone (SetSharedMeter)
 
 	mu sync.Mutex // serializes Update and ejections
+
+	blame [blameSlots]blameSlot // the callers whose failures the pool watches (blame.go)
 }
 
 // poolState is one version of a pool's config, in the units the hot path
@@ -122,6 +124,10 @@ type region struct {
 	// region's metered capacity: a call of a lower class leaves it to them
 	// (reserve.go).
 	waiting [Classes]atomic.Int32
+
+	// blame is, per watched caller (Pool.blame's slots), what its attempts
+	// met here (blame.go).
+	blame [blameSlots]callerCounts
 }
 
 // rng draws random numbers without a lock: SplitMix64 over an atomic counter,

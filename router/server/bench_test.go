@@ -207,7 +207,7 @@ type measurement struct {
 
 // cpuRounds is how many turns the paths take in the CPU phase. Alternating
 // them spreads what else the process and the machine do during the phase (a
-// collection cycle, a neighbour's burst) over every path, where one phase a
+// collection cycle, a neighbor's burst) over every path, where one phase a
 // path would charge it all to whichever path ran then.
 const cpuRounds = 5
 

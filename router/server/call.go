@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"hash/maphash"
 	"strings"
 	"time"
 
@@ -33,6 +34,7 @@ type call struct {
 	target  upstream.Target
 	began   time.Time
 	settled bool
+	learned policy.Outcome // what the policy learned of the settled attempt
 
 	// Tracing: the call's span and its attempt's (nil before they start,
 	// no-ops with tracing off), the attempts made, what the call is, and the
@@ -55,7 +57,7 @@ func (c *call) admit(ctx context.Context) error {
 		d.Add(c.s.now().UnixNano())
 	}
 	req := c.s.request(ctx, c.prio)
-	req.Region = c.pinned
+	req.Region, req.Caller = c.pinned, c.callerKey()
 	c.pc = c.pool.router.Start(req)
 	return c.next()
 }
@@ -98,7 +100,7 @@ type attemptFunc func(ctx context.Context) (rep policy.Report, committed bool, e
 func (c *call) attempts(ctx context.Context, try attemptFunc) (time.Duration, error) {
 	for {
 		rep, committed, err := try(c.startAttempt(ctx))
-		c.settle(rep)
+		rep.Outcome = c.settle(rep)
 		if err == nil || committed {
 			c.endAttempt(err, "")
 			return 0, nil
@@ -119,20 +121,48 @@ func (c *call) attempts(ctx context.Context, try attemptFunc) (time.Duration, er
 	}
 }
 
-// settle reports the attempt under way to the policy and counts it, once. A
-// unary answer settles before its last bytes go out, so that a caller that
-// has its answer finds it counted.
-func (c *call) settle(rep policy.Report) {
+// settle reports the attempt under way to the policy and counts it, once,
+// and returns what the policy learned of it (policy.Attempt.Finish: a
+// failure may be the caller's own, which no retry mends). A unary answer
+// settles before its last bytes go out, so that a caller that has its
+// answer finds it counted.
+func (c *call) settle(rep policy.Report) policy.Outcome {
 	if c.settled {
-		return
+		return c.learned
 	}
 	c.settled = true
 	if rep.Outcome == policy.Success && onDemand(c.traffic) {
 		rep.OnDemand = true
 	}
-	c.att.Finish(rep)
+	rep.Outcome = c.att.Finish(rep)
+	c.learned = rep.Outcome
 	c.traceSettled(rep)
 	c.pool.series.attempt(&c.target.Region, rep.Outcome, time.Since(c.began))
+	return rep.Outcome
+}
+
+// callerSeed keys the callers the policy tells apart (callerKey).
+var callerSeed = maphash.MakeSeed()
+
+// callerKey tells the call's caller from its pool's others, for the policy
+// (policy.Request.Caller): its ServiceAccount when the router knows it,
+// else its credentials (under --caller-auth=forward its own Google token,
+// the same for every call it makes within the token's hour); 0 when the
+// call carries neither.
+func (c *call) callerKey() uint64 {
+	var h maphash.Hash
+	h.SetSeed(callerSeed)
+	switch {
+	case c.who.Namespace != "":
+		_, _ = h.WriteString(c.who.Namespace)
+		_ = h.WriteByte('/')
+		_, _ = h.WriteString(c.who.Name)
+	case c.caller != "":
+		_, _ = h.WriteString(c.caller)
+	default:
+		return 0
+	}
+	return max(h.Sum64(), 1)
 }
 
 // onDemand reports whether a traffic type is pay-as-you-go's: ON_DEMAND,

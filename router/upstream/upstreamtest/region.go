@@ -109,7 +109,9 @@ type Behavior struct {
 	// Refuse answers the calls whose Authorization it names with the code
 	// it gives, as Google answers credentials it refuses: Unauthenticated
 	// (401) for a token expired, revoked or not Google's, PermissionDenied
-	// (403) for an identity without aiplatform.endpoints.predict.
+	// (403) for an identity without aiplatform.endpoints.predict; any other
+	// code as a failure of Google's servers on what those calls send
+	// (Internal: a document they cannot process), wherever they go.
 	Refuse map[string]codes.Code
 	// Quick answers REST generateContent calls as cheaply as a region can:
 	// the body read and dropped, one answer encoded once, nothing recorded
@@ -295,6 +297,11 @@ func refused(refuse map[string]codes.Code, auth []string) error {
 			return status.Error(codes.Unauthenticated, "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.")
 		case codes.PermissionDenied:
 			return status.Error(codes.PermissionDenied, "Permission 'aiplatform.endpoints.predict' denied on resource (or it may not exist).")
+		case codes.OK:
+		default:
+			// A call whose content Google's servers fail on, wherever
+			// it goes (a document they cannot process).
+			return status.Error(refuse[a], "Internal error encountered.")
 		}
 	}
 	return nil

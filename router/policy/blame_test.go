@@ -1,0 +1,164 @@
+package policy
+
+import (
+	"testing"
+	"time"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// Two callers of one pool, told apart by their keys.
+const (
+	goodCaller   uint64 = 0x1111_0001
+	poisonCaller uint64 = 0x2222_0002
+)
+
+// blameRun is what two callers' calls met over a run: per caller, the calls
+// that succeeded, their attempts, and the calls whose last attempt the
+// policy learned as the caller's own fault.
+type blameRun struct {
+	ok, attempts, ownFault map[uint64]int
+}
+
+// runCallers sends, every 50 ms for d, one call of each caller in keys
+// through p (a call retried as the policy allows), each attempt answered by
+// serve, and returns what they met.
+func runCallers(p *Pool, clk interface {
+	Now() time.Time
+	Advance(time.Duration)
+}, d time.Duration, keys []uint64, serve func(key uint64, region string) Outcome,
+) blameRun {
+	run := blameRun{ok: map[uint64]int{}, attempts: map[uint64]int{}, ownFault: map[uint64]int{}}
+	for end := clk.Now().Add(d); clk.Now().Before(end); clk.Advance(50 * time.Millisecond) {
+		for _, key := range keys {
+			c := p.Start(Request{Caller: key, Deadline: clk.Now().Add(30 * time.Second)})
+			for {
+				a, err := c.Pick()
+				if err != nil {
+					break
+				}
+				run.attempts[key]++
+				learned := a.Finish(Report{Outcome: serve(key, a.Region)})
+				if learned == Success {
+					run.ok[key]++
+				}
+				if learned == CallerFault {
+					run.ownFault[key]++
+				}
+				if !learned.Retryable() {
+					break
+				}
+			}
+		}
+	}
+	return run
+}
+
+// blamePool is a PT and two pay-as-you-go regions, judged on 10 answers.
+func blamePool() table.Pool {
+	tp := pool(provisioned("europe-west1", table.Capacity{RequestsPerSecond: 1000}), shared("europe-west4", 1000), shared("europe-north1", 1000))
+	tp.Policy.Ejection.MinRequests = 10
+	tp.Policy.Retry = table.Retry{MaxAttempts: 3, BudgetPercent: new(100), MinRetriesPerSecond: new(100)}
+	return tp
+}
+
+// TestACallerFailingEverywhereFailsItself: one caller's calls fail in every
+// region they reach while the other's succeed there. Its failures are its
+// own: after the first few, they are not retried and count toward nothing,
+// so the PT is never demoted nor a pay-as-you-go region ejected, and the
+// other caller keeps the PT. The same failures from a region failing
+// everyone, from a caller alone in the pool, or from a caller whose calls
+// fail in one region only are the regions', as they always were.
+func TestACallerFailingEverywhereFailsItself(t *testing.T) {
+	poison := func(key uint64, _ string) Outcome {
+		if key == poisonCaller {
+			return Failure
+		}
+		return Success
+	}
+	t.Run("poison calls", func(t *testing.T) {
+		clk := newClock()
+		p := mustNew(t, blamePool(), clk)
+		// The pool serves the other caller for an interval first: a
+		// neighbor's burst comes into a pool whose regions have a
+		// history. (Into a pool with none, the regions' first answers
+		// are the burst's alone, and nothing tells its failures apart.)
+		runCallers(p, clk, 10*time.Second, []uint64{goodCaller}, poison)
+		run := runCallers(p, clk, 20*time.Second, []uint64{goodCaller, poisonCaller}, poison)
+		snap := p.Snapshot()
+		for _, r := range snap.Regions {
+			if r.TimesDemoted > 0 || r.TimesEjected > 0 {
+				t.Errorf("%s demoted %d times, ejected %d times by one caller's calls: %+v", r.Name, r.TimesDemoted, r.TimesEjected, r)
+			}
+		}
+		calls := 400 // 20 s at 20 calls a second
+		if run.ok[goodCaller] != calls || run.attempts[goodCaller] != calls {
+			t.Errorf("the other caller: %d of %d calls served in %d attempts, want all in one each", run.ok[goodCaller], calls, run.attempts[goodCaller])
+		}
+		if run.ownFault[poisonCaller] < calls-10 || run.attempts[poisonCaller] > calls+20 {
+			t.Errorf("the failing caller: %d calls its own fault, %d attempts for %d calls; want nearly every call its own fault, with hardly a retry",
+				run.ownFault[poisonCaller], run.attempts[poisonCaller], calls)
+		}
+	})
+	for _, tc := range []struct {
+		name  string
+		keys  []uint64
+		serve func(key uint64, region string) Outcome
+	}{
+		{"region down for everyone", []uint64{goodCaller, poisonCaller}, func(_ uint64, region string) Outcome {
+			if region == "europe-west1" {
+				return Failure
+			}
+			return Success
+		}},
+		{"a caller alone", []uint64{poisonCaller}, poison},
+		{"a caller failing in one region", []uint64{goodCaller, poisonCaller}, func(key uint64, region string) Outcome {
+			if key == poisonCaller && region == "europe-west1" {
+				return Failure
+			}
+			return Success
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			p := mustNew(t, blamePool(), clk)
+			run := runCallers(p, clk, 5*time.Second, tc.keys, tc.serve)
+			if pt := p.Snapshot().Regions[0]; pt.TimesDemoted == 0 {
+				t.Errorf("the PT is not demoted: its failures were not counted (%+v)", pt)
+			}
+			for _, key := range tc.keys {
+				if n := run.ownFault[key]; n != 0 {
+					t.Errorf("caller %x: %d failures taken for its own", key, n)
+				}
+			}
+		})
+	}
+}
+
+// TestUnknownCallersAreNotWatched: calls without a caller key feed every
+// failure to the regions, and a pool watches no more than blameSlots
+// callers: one that finds no slot free is judged as an unknown one.
+func TestUnknownCallersAreNotWatched(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, blamePool(), clk)
+	r := p.st.Load().slots[0].r
+	if o := p.blameCaller(goodCaller, r, Success); o != Success || p.slotOf(goodCaller) >= 0 {
+		t.Errorf("a success of a caller not watched: %v, slot %d; want it unwatched", o, p.slotOf(goodCaller))
+	}
+	for k := uint64(1); k <= 4*blameSlots; k++ {
+		p.blameCaller(k<<32|k, r, Failure)
+	}
+	watched := 0
+	for k := uint64(1); k <= 4*blameSlots; k++ {
+		if p.slotOf(k<<32|k) >= 0 {
+			watched++
+		}
+	}
+	if watched != blameSlots {
+		t.Errorf("%d callers watched, want the %d slots full", watched, blameSlots)
+	}
+	clk.Advance(15 * time.Second) // the slots' counts leave the window
+	if o := p.blameCaller(poisonCaller, r, Failure); o != Failure || p.slotOf(poisonCaller) < 0 {
+		t.Errorf("after the window: %v, slot %d; want a stale slot given to the new caller", o, p.slotOf(poisonCaller))
+	}
+}

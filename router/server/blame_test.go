@@ -1,0 +1,72 @@
+package server_test
+
+import (
+	"net/http"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
+)
+
+// TestANeighborsFailingCallsDemoteNothing: in a pool that serves one team,
+// a neighbor starts sending calls that Google's servers fail wherever they
+// go (500 INTERNAL on what they carry). The router tells the neighbor by
+// its credentials: after its first few failures, its calls get their 500
+// at once, without a retry, and count toward nothing, so the PT is not
+// demoted and the team's calls stay on it, all served. Before the change
+// the neighbor's failures, half the PT's answers and retried to the
+// shared region, demoted the PT and sent the team to pay-as-you-go.
+func TestANeighborsFailingCallsDemoteNothing(t *testing.T) {
+	pt, shared, r := forwardingRouter(t)
+	const team, neighbor = "Bearer " + callerTok, "Bearer neighbor-token"
+	for _, region := range []*fakeRegion{pt, shared} {
+		region.set(func(b *upstreamtest.Behavior) { b.Refuse = map[string]codes.Code{neighbor: codes.Internal} })
+	}
+	body := `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`
+	path := "/v1/projects/" + project + "/locations/europe-west1/publishers/google/models/" + model + ":generateContent"
+	call := func(auth string) int {
+		resp, _ := r.post(path, body, http.Header{"Authorization": {auth}})
+		return resp.StatusCode
+	}
+	for range 40 { // the team's calls give the regions a history
+		if code := call(team); code != http.StatusOK {
+			t.Fatalf("the team's call: %d", code)
+		}
+	}
+	neighborFailed := 0
+	for range 60 {
+		if code := call(neighbor); code == http.StatusInternalServerError {
+			neighborFailed++
+		}
+		if code := call(team); code != http.StatusOK {
+			t.Errorf("the team's call: %d", code)
+		}
+	}
+	if neighborFailed != 60 {
+		t.Errorf("%d of the neighbor's 60 calls got Google's 500, want all", neighborFailed)
+	}
+	for _, p := range r.srv.Snapshots() {
+		for _, reg := range p.Regions {
+			if reg.TimesDemoted > 0 || reg.TimesEjected > 0 {
+				t.Errorf("%s demoted %d times, ejected %d times by the neighbor's calls", reg.Name, reg.TimesDemoted, reg.TimesEjected)
+			}
+		}
+	}
+	team2shared := 0
+	for _, c := range shared.Seen() {
+		if len(c.Auth) == 1 && c.Auth[0] == team {
+			team2shared++
+		}
+	}
+	if team2shared != 0 {
+		t.Errorf("the shared region served %d of the team's calls, want none: the PT serves them", team2shared)
+	}
+	if own := r.attempts("europe-west1", "provisioned", policy.CallerFault); own < 50 {
+		t.Errorf("the PT's attempts of the neighbor counted its own fault: %v of 60, want nearly all", own)
+	}
+	if retried := shared.Calls(); retried > 10 {
+		t.Errorf("the shared region got %d of the neighbor's calls, want a few retries at most", retried)
+	}
+}
