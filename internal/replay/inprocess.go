@@ -144,7 +144,7 @@ func (c *adaptiveCall) Pick() (Attempt, error) {
 	if err != nil {
 		return Attempt{}, err
 	}
-	return Attempt{Region: a.Region, Tier: a.Tier, PayGo: a.PayGo, Done: a.Finish}, nil
+	return Attempt{Region: a.Region, Tier: a.Tier, PayGo: a.PayGo, Done: func(r policy.Report) { a.Finish(r) }}, nil
 }
 
 func (c *adaptiveCall) Attempts() int { return c.c.Attempts() }
