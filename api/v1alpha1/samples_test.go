@@ -20,14 +20,15 @@ import (
 )
 
 // TestSamplesAreAccepted creates every object under config/samples/ in the
-// real API server: the samples the docs point at must apply as they are.
+// real API server, and every object of this API in the YAML examples of
+// docs/: the samples and examples the docs point at must apply as they are.
 func TestSamplesAreAccepted(t *testing.T) {
 	ns := testenv.Namespace(t, k8s)
 	files, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	created := 0
+	var docs []string
 	for _, f := range files {
 		if filepath.Base(f) == "kustomization.yaml" {
 			continue
@@ -36,27 +37,65 @@ func TestSamplesAreAccepted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, doc := range strings.Split(string(data), "\n---") {
+		docs = append(docs, string(data))
+	}
+	samples := len(docs)
+	pages, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range pages {
+		data, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, block := range yamlBlocks(string(data)) {
+			if strings.Contains(block, "apiVersion: "+capacityv1alpha1.GroupVersion.String()) {
+				docs = append(docs, block)
+			}
+		}
+	}
+	created := 0
+	for i, data := range docs {
+		where := fmt.Sprintf("sample %d", i)
+		if i >= samples {
+			where = fmt.Sprintf("docs example %d", i-samples)
+		}
+		for _, doc := range strings.Split(data, "\n---") {
 			if strings.TrimSpace(doc) == "" {
 				continue
 			}
 			obj := &unstructured.Unstructured{}
 			if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
-				t.Fatalf("%s: %v", f, err)
+				t.Fatalf("%s: %v", where, err)
 			}
 			if len(obj.Object) == 0 {
 				continue
 			}
 			obj.SetNamespace(ns)
 			if err := k8s.Create(context.Background(), obj); err != nil {
-				t.Errorf("%s: the API server refused the sample %s: %v", f, obj.GetName(), err)
+				t.Errorf("%s: the API server refused %s: %v", where, obj.GetName(), err)
 				continue
 			}
 			created++
 		}
 	}
-	if created < 2 {
-		t.Fatalf("created %d sample objects; want at least a ProvisionedThroughput and a RegionPool", created)
+	if created < 4 {
+		t.Fatalf("created %d objects; want at least the samples' ProvisionedThroughput and RegionPool, and the docs' Claude pair", created)
+	}
+}
+
+// yamlBlocks are the fenced yaml code blocks of a Markdown page.
+func yamlBlocks(page string) []string {
+	var out []string
+	for {
+		_, rest, ok := strings.Cut(page, "```yaml\n")
+		if !ok {
+			return out
+		}
+		block, after, _ := strings.Cut(rest, "```")
+		out = append(out, block)
+		page = after
 	}
 }
 
