@@ -1,16 +1,20 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
+	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/anthropics/anthropic-sdk-go/v2/vertex"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
+	"google.golang.org/genproto/googleapis/api/httpbody"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -238,5 +242,76 @@ func TestClaudeCountTokens(t *testing.T) {
 	resp, body := r.post("/v1/projects/"+project+"/locations/europe-west1/publishers/anthropic/models/count-tokens:rawPredict", `{"messages":[]}`, nil)
 	if code, msg, _ := googleErr(t, body); resp.StatusCode != 400 || code != 400 || !strings.Contains(msg, `no "model"`) {
 		t.Errorf("a count without a model: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestClaudeOverGRPC: the aiplatform client's RawPredict and
+// StreamRawPredict through the router's gRPC surface, as Vertex AI's
+// Java and Python clients call Claude: routed by the pool of the endpoint's
+// model to the PT's region, the body's bytes unchanged, each event relayed,
+// the tokens of Anthropic's usage counted; a call the PT's region fails is
+// answered by the shared one.
+func TestClaudeOverGRPC(t *testing.T) {
+	pt := startRegion(t, "europe-west1", table.TierProvisioned)
+	shared := startRegion(t, "us-central1", table.TierShared)
+	r := startRouter(t, claudePool(region(pt, 0), region(shared, 0)))
+	c := r.serveGRPC().prediction
+	ctx := context.Background()
+	endpoint := "projects/" + project + "/locations/us-east5/publishers/anthropic/models/" + claude
+	body := []byte(`{"anthropic_version":"vertex-2023-10-16","max_tokens":32,"messages":[{"role":"user","content":"hi"}],"a_future_option":{"level":3}}`)
+
+	resp, err := c.RawPredict(ctx, &aiplatformpb.RawPredictRequest{Endpoint: endpoint, HttpBody: &httpbody.HttpBody{ContentType: "application/json", Data: body}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(resp.GetData()), "europe-west1 answers: hi") {
+		t.Errorf("answer %s", resp.GetData())
+	}
+	s, err := c.StreamRawPredict(ctx, &aiplatformpb.StreamRawPredictRequest{Endpoint: endpoint, HttpBody: &httpbody.HttpBody{ContentType: "application/json", Data: body}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events strings.Builder
+	for {
+		m, err := s.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatal(err)
+			}
+			break
+		}
+		events.Write(m.GetData())
+	}
+	if got := events.String(); !strings.Contains(got, "event: message_stop") || strings.Count(got, "event: content_block_delta") != upstreamtest.StreamChunks {
+		t.Errorf("streamed %s", got)
+	}
+	calls := pt.Seen()
+	if len(calls) != 2 {
+		t.Fatalf("the PT's region saw %d calls, want 2", len(calls))
+	}
+	for _, call := range calls {
+		var data []byte
+		switch req := call.Request.(type) {
+		case *aiplatformpb.RawPredictRequest:
+			data = req.GetHttpBody().GetData()
+		case *aiplatformpb.StreamRawPredictRequest:
+			data = req.GetHttpBody().GetData()
+		}
+		if want := "projects/" + project + "/locations/europe-west1/publishers/anthropic/models/" + claude; call.Endpoint != want || !bytes.Equal(data, body) {
+			t.Errorf("%s of %q with %s; want %q with the caller's bytes", call.Method, call.Endpoint, data, want)
+		}
+	}
+	for dir, want := range map[string]float64{"input": 2 * upstreamtest.AnthropicInputTokens, "output": 2 * upstreamtest.AnthropicOutputTokens} {
+		if got := counter(t, r.metrics, "regionwarden_router_tokens_total", map[string]string{"region": "europe-west1", "direction": dir}); got != want {
+			t.Errorf("%s tokens counted %v, want %v", dir, got, want)
+		}
+	}
+
+	pt.set(func(b *upstreamtest.Behavior) {
+		b.Fault = func(int64) error { return status.Error(codes.Unavailable, "backend gone") }
+	})
+	resp, err = c.RawPredict(ctx, &aiplatformpb.RawPredictRequest{Endpoint: endpoint, HttpBody: &httpbody.HttpBody{ContentType: "application/json", Data: body}})
+	if err != nil || !strings.Contains(string(resp.GetData()), "us-central1 answers: hi") {
+		t.Errorf("with the PT failing: %s, %v; want the shared region's answer", resp.GetData(), err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
+	"google.golang.org/genproto/googleapis/api/httpbody"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -255,6 +256,81 @@ func unary[Resp any](ctx context.Context, s *Server, method, resource string, re
 	return resp, g.end(nil)
 }
 
+// RawPredict routes a partner model's unary call (Claude's Messages API in
+// an HttpBody), found by its endpoint, the model resource name; the
+// answer's usage is read as the REST surface reads it (rawUsage).
+func (p *predictionService) RawPredict(ctx context.Context, req *aiplatformpb.RawPredictRequest) (*httpbody.HttpBody, error) {
+	return unary(ctx, p.s, methodRaw, req.GetEndpoint(), req, func(ctx context.Context, g *grpcCall) (*httpbody.HttpBody, policy.Report, error) {
+		r, err := p.s.up.RawPredict(ctx, req, g.target)
+		if err != nil {
+			return nil, policy.Report{}, err
+		}
+		scan := upstream.NewAnswerScanner(upstream.FrameObject)
+		_, _ = scan.Write(r.GetData())
+		g.rawUsage(scan)
+		return r, policy.Report{Outcome: policy.Success, Tokens: scan.Tokens}, nil
+	})
+}
+
+// rawUsage counts a partner model's answer, its usage read by scan: Vertex
+// AI reports no traffic type for it.
+func (g *grpcCall) rawUsage(scan *upstream.AnswerScanner) {
+	g.pool.series.traffic(&g.target.Region, aiplatformpb.GenerateContentResponse_UsageMetadata_TRAFFIC_TYPE_UNSPECIFIED.String())
+	g.answered(scan.InputTokens, scan.OutputTokens, scan.TrafficType)
+}
+
+// StreamRawPredict routes a partner model's streamed call: its answer is
+// the publisher's server-sent events, in HttpBody messages, relayed as
+// StreamGenerateContent relays its messages; an error event (Anthropic's)
+// ends the attempt as the region's error, counted before the caller has it.
+func (p *predictionService) StreamRawPredict(req *aiplatformpb.StreamRawPredictRequest, out aiplatformpb.PredictionService_StreamRawPredictServer) error {
+	g, actx, done, err := p.s.startGRPC(out.Context(), methodStreamRaw, req.GetEndpoint(), req)
+	if err != nil {
+		return err
+	}
+	defer done()
+	retryAfter, err := g.attempts(actx, func(ctx context.Context) (policy.Report, bool, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		in, err := p.s.up.StreamRawPredict(ctx, req, g.target)
+		if err != nil {
+			return g.report(err), false, err
+		}
+		m, err := in.Recv()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return g.report(err), false, err
+		}
+		scan := upstream.NewAnswerScanner(upstream.FrameObject)
+		for m != nil {
+			g.att.Heard() // the region answers: see relay
+			_, _ = scan.Write(m.GetData())
+			if scan.Err != codes.OK && !g.settled {
+				g.settle(g.report(status.Error(scan.Err, "the region ended the stream with an error")))
+			}
+			if werr := p.s.sendWithin(out, m); werr != nil {
+				return policy.Report{Outcome: gaveUp, Tokens: scan.Tokens}, true, werr
+			}
+			if m, err = in.Recv(); err != nil {
+				break
+			}
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			rep := g.report(err)
+			rep.Tokens = scan.Tokens
+			return rep, true, err
+		}
+		if scan.Err != codes.OK {
+			return g.report(status.Error(scan.Err, "the region ended the stream with an error")), true, nil
+		}
+		g.rawUsage(scan)
+		return policy.Report{Outcome: policy.Success, Tokens: scan.Tokens}, true, nil
+	})
+	if err != nil {
+		return g.fail(err, retryAfter)
+	}
+	return g.end(nil)
+}
+
 // ComputeTokens routes a ComputeTokens call, found as CountTokens is.
 func (u *llmUtilityService) ComputeTokens(ctx context.Context, req *aiplatformpb.ComputeTokensRequest) (*aiplatformpb.ComputeTokensResponse, error) {
 	return routed(ctx, u.s, methodCompute, endpointOr(req.GetEndpoint(), req.GetModel()), req, u.s.up.ComputeTokens)
@@ -332,7 +408,7 @@ func (p *predictionService) StreamGenerateContent(req *aiplatformpb.GenerateCont
 // window without end, and a caller that stopped reading would hold its place
 // for as long. On giving up the handler returns, which ends the stream and
 // the Send with it.
-func (s *Server) sendWithin(out grpc.ServerStream, m *aiplatformpb.GenerateContentResponse) error {
+func (s *Server) sendWithin(out grpc.ServerStream, m proto.Message) error {
 	sent := make(chan error, 1)
 	go func() { sent <- out.SendMsg(m) }()
 	t := time.NewTimer(s.writeTimeout)

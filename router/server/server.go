@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/genproto/googleapis/api/httpbody"
 	"google.golang.org/grpc/codes"
 
 	"github.com/regionwarden/regionwarden/internal/defaults"
@@ -74,6 +75,10 @@ type Upstream interface {
 	ComputeTokens(ctx context.Context, req *aiplatformpb.ComputeTokensRequest, t upstream.Target) (*aiplatformpb.ComputeTokensResponse, error)
 	Predict(ctx context.Context, req *aiplatformpb.PredictRequest, t upstream.Target) (*aiplatformpb.PredictResponse, error)
 	EmbedContent(ctx context.Context, req *aiplatformpb.EmbedContentRequest, t upstream.Target) (*aiplatformpb.EmbedContentResponse, error)
+	// RawPredict and StreamRawPredict make a partner model's gRPC calls
+	// (Claude's), on the region of t.
+	RawPredict(ctx context.Context, req *aiplatformpb.RawPredictRequest, t upstream.Target) (*httpbody.HttpBody, error)
+	StreamRawPredict(ctx context.Context, req *aiplatformpb.StreamRawPredictRequest, t upstream.Target) (aiplatformpb.PredictionService_StreamRawPredictClient, error)
 	// Retain keeps the connections of the endpoints in keep and closes the
 	// others once their calls have ended.
 	Retain(keep map[string]bool)

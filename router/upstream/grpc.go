@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
+	"google.golang.org/genproto/googleapis/api/httpbody"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -220,6 +221,30 @@ func (c *Clients) Predict(ctx context.Context, req *aiplatformpb.PredictRequest,
 		func(e *endpoint, ctx context.Context, r *aiplatformpb.PredictRequest) (*aiplatformpb.PredictResponse, error) {
 			return e.prediction.Predict(ctx, r)
 		})
+}
+
+// RawPredict calls RawPredict (a partner model's: Claude's Messages API in
+// an HttpBody) on the region of t, its endpoint set to the region's model
+// name. req is not modified.
+func (c *Clients) RawPredict(ctx context.Context, req *aiplatformpb.RawPredictRequest, t Target) (*httpbody.HttpBody, error) {
+	return call(c, ctx, t, req, func(r *aiplatformpb.RawPredictRequest, name string) { r.Endpoint = name },
+		func(e *endpoint, ctx context.Context, r *aiplatformpb.RawPredictRequest) (*httpbody.HttpBody, error) {
+			return e.prediction.RawPredict(ctx, r)
+		})
+}
+
+// StreamRawPredict opens StreamRawPredict on the region of t, as
+// StreamGenerateContent opens its stream, the request's endpoint set to the
+// region's model name. req is not modified.
+func (c *Clients) StreamRawPredict(ctx context.Context, req *aiplatformpb.StreamRawPredictRequest, t Target) (aiplatformpb.PredictionService_StreamRawPredictClient, error) {
+	e, sctx, err := c.start(ctx, &t)
+	if err != nil {
+		return nil, err
+	}
+	context.AfterFunc(ctx, e.release)
+	r := shallowCopy(req)
+	r.Endpoint = ModelName(t.Pool, t.Region)
+	return e.prediction.StreamRawPredict(sctx, r)
 }
 
 // EmbedContent calls EmbedContent on the region of t, its model set to the

@@ -1,10 +1,16 @@
 package upstreamtest
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 
+	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
+	"google.golang.org/genproto/googleapis/api/httpbody"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -106,4 +112,50 @@ func withMembers(b Behavior, obj string) []byte {
 		return []byte(obj)
 	}
 	return []byte(obj[:len(obj)-1] + "," + b.ExtraJSON + "}")
+}
+
+// RawPredict answers a partner model's gRPC call as serveRaw answers its
+// REST call: the Messages API answer in an HttpBody.
+func (p *predictionServer) RawPredict(ctx context.Context, req *aiplatformpb.RawPredictRequest) (*httpbody.HttpBody, error) {
+	b, err := p.r.record(ctx, grpcCall(ctx, MethodRaw, req.GetEndpoint(), req.GetEndpoint(), req))
+	if err != nil {
+		return nil, err
+	}
+	rec := httptest.NewRecorder()
+	p.r.serveRaw(rec, b, MethodRaw, strings.HasSuffix(req.GetEndpoint(), "/count-tokens"), req.GetHttpBody().GetData())
+	if rec.Code != http.StatusOK {
+		return nil, status.Errorf(codes.InvalidArgument, "%s", rec.Body.Bytes())
+	}
+	return &httpbody.HttpBody{ContentType: rec.Header().Get("Content-Type"), Data: rec.Body.Bytes()}, nil
+}
+
+// StreamRawPredict answers a partner model's streamed gRPC call as serveRaw
+// answers streamRawPredict: each event an HttpBody message.
+func (p *predictionServer) StreamRawPredict(req *aiplatformpb.StreamRawPredictRequest, st aiplatformpb.PredictionService_StreamRawPredictServer) error {
+	b, err := p.r.record(st.Context(), grpcCall(st.Context(), MethodStreamRaw, req.GetEndpoint(), req.GetEndpoint(), req))
+	if err != nil {
+		return err
+	}
+	w := &eventSender{st: st, h: http.Header{}}
+	p.r.serveRaw(w, b, MethodStreamRaw, false, req.GetHttpBody().GetData())
+	return w.err
+}
+
+// eventSender is the http.ResponseWriter of a streamed gRPC answer: each
+// write is one HttpBody message.
+type eventSender struct {
+	st  aiplatformpb.PredictionService_StreamRawPredictServer
+	h   http.Header
+	err error
+}
+
+func (w *eventSender) Header() http.Header { return w.h }
+func (w *eventSender) WriteHeader(int)     {}
+func (w *eventSender) Flush()              {}
+
+func (w *eventSender) Write(p []byte) (int, error) {
+	if w.err == nil {
+		w.err = w.st.Send(&httpbody.HttpBody{ContentType: "text/event-stream", Data: bytes.Clone(p)})
+	}
+	return len(p), w.err
 }
