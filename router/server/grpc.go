@@ -289,41 +289,27 @@ func (p *predictionService) StreamRawPredict(req *aiplatformpb.StreamRawPredictR
 		return err
 	}
 	defer done()
+	const ended = "the region ended the stream with an error"
 	retryAfter, err := g.attempts(actx, func(ctx context.Context) (policy.Report, bool, error) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		in, err := p.s.up.StreamRawPredict(ctx, req, g.target)
-		if err != nil {
-			return g.report(err), false, err
-		}
-		m, err := in.Recv()
-		if err != nil && !errors.Is(err, io.EOF) {
-			return g.report(err), false, err
-		}
 		scan := upstream.NewAnswerScanner(upstream.FrameObject)
-		for m != nil {
-			g.att.Heard() // the region answers: see relay
-			_, _ = scan.Write(m.GetData())
-			if scan.Err != codes.OK && !g.settled {
-				g.settle(g.report(status.Error(scan.Err, "the region ended the stream with an error")))
-			}
-			if werr := p.s.sendWithin(out, m); werr != nil {
-				return policy.Report{Outcome: gaveUp, Tokens: scan.Tokens}, true, werr
-			}
-			if m, err = in.Recv(); err != nil {
-				break
-			}
-		}
-		if err != nil && !errors.Is(err, io.EOF) {
-			rep := g.report(err)
-			rep.Tokens = scan.Tokens
-			return rep, true, err
-		}
-		if scan.Err != codes.OK {
-			return g.report(status.Error(scan.Err, "the region ended the stream with an error")), true, nil
-		}
-		g.rawUsage(scan)
-		return policy.Report{Outcome: policy.Success, Tokens: scan.Tokens}, true, nil
+		return relayStream(ctx, g, out,
+			func(ctx context.Context) (receiver[*httpbody.HttpBody], error) {
+				return p.s.up.StreamRawPredict(ctx, req, g.target)
+			},
+			func(m *httpbody.HttpBody) int64 {
+				_, _ = scan.Write(m.GetData())
+				if scan.Err != codes.OK && !g.settled {
+					g.settle(g.report(status.Error(scan.Err, ended)))
+				}
+				return scan.Tokens
+			},
+			func() policy.Report {
+				if scan.Err != codes.OK {
+					return g.report(status.Error(scan.Err, ended))
+				}
+				g.rawUsage(scan)
+				return policy.Report{Outcome: policy.Success}
+			})
 	})
 	if err != nil {
 		return g.fail(err, retryAfter)
@@ -359,48 +345,75 @@ func (p *predictionService) StreamGenerateContent(req *aiplatformpb.GenerateCont
 	}
 	defer done()
 	retryAfter, err := g.attempts(actx, func(ctx context.Context) (policy.Report, bool, error) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		in, err := p.s.up.StreamGenerateContent(ctx, req, g.target)
-		if err != nil {
-			return g.report(err), false, err
-		}
-		m, err := in.Recv()
-		if err != nil && !errors.Is(err, io.EOF) {
-			return g.report(err), false, err
-		}
 		var (
 			used    int64
 			usage   *aiplatformpb.GenerateContentResponse_UsageMetadata // the last: a running total
 			traffic aiplatformpb.GenerateContentResponse_UsageMetadata_TrafficType
 		)
-		for m != nil {
-			g.att.Heard() // the region answers: see relay
-			if u := m.GetUsageMetadata(); u != nil {
-				used, usage = max(used, tokens(u)), u
-				if u.GetTrafficType() != 0 {
-					traffic = u.GetTrafficType()
+		return relayStream(ctx, g, out,
+			func(ctx context.Context) (receiver[*aiplatformpb.GenerateContentResponse], error) {
+				return p.s.up.StreamGenerateContent(ctx, req, g.target)
+			},
+			func(m *aiplatformpb.GenerateContentResponse) int64 {
+				if u := m.GetUsageMetadata(); u != nil {
+					used, usage = max(used, tokens(u)), u
+					if u.GetTrafficType() != 0 {
+						traffic = u.GetTrafficType()
+					}
 				}
-			}
-			if werr := p.s.sendWithin(out, m); werr != nil {
-				return policy.Report{Outcome: gaveUp, Tokens: used}, true, werr
-			}
-			if m, err = in.Recv(); err != nil {
-				break
-			}
-		}
-		if err != nil && !errors.Is(err, io.EOF) {
-			rep := g.report(err)
-			rep.Tokens = used
-			return rep, true, err
-		}
-		g.countTraffic(usage, traffic)
-		return policy.Report{Outcome: policy.Success, Tokens: used}, true, nil
+				return used
+			},
+			func() policy.Report {
+				g.countTraffic(usage, traffic)
+				return policy.Report{Outcome: policy.Success}
+			})
 	})
 	if err != nil {
 		return g.fail(err, retryAfter)
 	}
 	return g.end(nil)
+}
+
+// receiver is a region's stream as the router reads it.
+type receiver[M any] interface{ Recv() (M, error) }
+
+// relayStream makes one streamed attempt of g: open opens the region's
+// stream under ctx. Until its first message the attempt can fail and be
+// retried elsewhere; from then on the stream is committed, relayed to out
+// message by message, each of which the caller must take within the write
+// timeout. seen reads each message before it is sent and returns the
+// tokens the stream has used so far; ended says what the policy learns of
+// a stream the region ended well (its tokens set here).
+func relayStream[M proto.Message](ctx context.Context, g *grpcCall, out grpc.ServerStream,
+	open func(context.Context) (receiver[M], error), seen func(M) int64, ended func() policy.Report,
+) (policy.Report, bool, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	in, err := open(ctx)
+	if err != nil {
+		return g.report(err), false, err
+	}
+	m, err := in.Recv()
+	if err != nil && !errors.Is(err, io.EOF) {
+		return g.report(err), false, err
+	}
+	var used int64
+	for err == nil {
+		g.att.Heard() // the region answers: see relay
+		used = seen(m)
+		if werr := g.s.sendWithin(out, m); werr != nil {
+			return policy.Report{Outcome: gaveUp, Tokens: used}, true, werr
+		}
+		m, err = in.Recv()
+	}
+	if !errors.Is(err, io.EOF) {
+		rep := g.report(err)
+		rep.Tokens = used
+		return rep, true, err
+	}
+	rep := ended()
+	rep.Tokens = used
+	return rep, true, nil
 }
 
 // sendWithin sends m on out, or gives up when the caller has not taken it
