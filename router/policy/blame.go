@@ -1,6 +1,9 @@
 package policy
 
-import "sync/atomic"
+import (
+	"fmt"
+	"sync/atomic"
+)
 
 // Blame: a caller whose calls fail where the pool's other callers' calls do
 // not is failing itself (blame.go).
@@ -42,10 +45,10 @@ import "sync/atomic"
 // counted of this caller, so a caller whose failures the policy has
 // excused does not make the others look healthier than they are, and its
 // own counts keep every attempt, so excusing its failures does not make it
-// look healthier either. When a caller stops being judged so (its retries
-// stopped, so its failures show in one region only), the next of its
-// failures counts and its retry shows the failure elsewhere again: at most
-// a few of its failures an interval reach the regions.
+// look healthier either. Once its failures are its own its calls are no
+// longer retried, so they fail in the one region they are sent to: the
+// caller stays so while they fail there and the region serves the others,
+// and is judged anew (two regions) once it has not been.
 //
 // With one caller, or callers the router cannot tell apart (no key), every
 // failure counts, as before. A caller with no slot free (blameSlots callers
@@ -60,6 +63,9 @@ const blameSlots = 32
 type blameSlot struct {
 	key  atomic.Uint64
 	last atomic.Int64
+	// own is set while the caller's failures are its own, so that the
+	// change is logged once each way.
+	own atomic.Bool
 }
 
 // callerCounts is one watched caller's attempts in one region: all that
@@ -89,6 +95,7 @@ func (p *Pool) claimSlot(key uint64, now int64, st *poolState) int {
 		old := s.key.Load()
 		if (old == 0 || now-s.last.Load() > int64(st.interval)+st.failWidth) && s.key.CompareAndSwap(old, key) {
 			s.last.Store(now)
+			s.own.Store(false)
 			return int(i)
 		}
 	}
@@ -120,11 +127,33 @@ func (p *Pool) blameCaller(key uint64, r *region, o Outcome) Outcome {
 	idx := bucketOf(now, st.failWidth)
 	c := &r.blame[i]
 	c.all.add(idx, 1, failed)
-	if o == Failure && p.callersOwn(i, now, st) {
-		return CallerFault
+	if o == Failure {
+		own := p.callersOwn(i, now, st)
+		p.judged(i, key, own, st)
+		if own {
+			return CallerFault
+		}
 	}
 	c.counted.add(idx, 1, failed)
 	return o
+}
+
+// judged logs the change of caller key's judgement, in slot i, to own.
+// The log names the caller by its key; the router's request log names its
+// ServiceAccount's namespace (under --caller-auth=kubernetes).
+func (p *Pool) judged(i int, key uint64, own bool, st *poolState) {
+	if p.blame[i].own.Swap(own) == own {
+		return
+	}
+	tp := &st.pool
+	if own {
+		p.log.Warn("a caller's calls fail in every region they reach while the regions serve the pool's other callers: "+
+			"its failures are its own, not retried and counted toward no region's ejection or demotion",
+			"project", tp.Project, "publisher", tp.Publisher, "model", tp.Model, "caller", fmt.Sprintf("%016x", key))
+		return
+	}
+	p.log.Info("a caller's failures count toward the regions again",
+		"project", tp.Project, "publisher", tp.Publisher, "model", tp.Model, "caller", fmt.Sprintf("%016x", key))
 }
 
 // callersOwn reports whether the failures of the caller of slot i are its
@@ -151,5 +180,12 @@ func (p *Pool) callersOwn(i int, now int64, st *poolState) bool {
 			servesOthers = true
 		}
 	}
-	return answered >= st.minRequests && failingIn >= 2 && servesOthers
+	// Once its failures are its own, the caller's calls are no longer
+	// retried, so they fail in the one region they go to: it stays so
+	// while they fail there and the region serves the others.
+	need := 2
+	if p.blame[i].own.Load() {
+		need = 1
+	}
+	return answered >= st.minRequests && failingIn >= need && servesOthers
 }

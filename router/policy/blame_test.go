@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,7 +80,11 @@ func TestACallerFailingEverywhereFailsItself(t *testing.T) {
 	}
 	t.Run("poison calls", func(t *testing.T) {
 		clk := newClock()
-		p := mustNew(t, blamePool(), clk)
+		var logs strings.Builder
+		p, err := New(blamePool(), Options{Now: clk.Now, Seed: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
 		// The pool serves the other caller for an interval first: a
 		// neighbor's burst comes into a pool whose regions have a
 		// history. (Into a pool with none, the regions' first answers
@@ -95,9 +101,23 @@ func TestACallerFailingEverywhereFailsItself(t *testing.T) {
 		if run.ok[goodCaller] != calls || run.attempts[goodCaller] != calls {
 			t.Errorf("the other caller: %d of %d calls served in %d attempts, want all in one each", run.ok[goodCaller], calls, run.attempts[goodCaller])
 		}
+		if n := strings.Count(logs.String(), "its failures are its own"); n != 1 {
+			t.Errorf("the caller's judgement logged %d times, want once:\n%s", n, logs.String())
+		}
 		if run.ownFault[poisonCaller] < calls-10 || run.attempts[poisonCaller] > calls+20 {
 			t.Errorf("the failing caller: %d calls its own fault, %d attempts for %d calls; want nearly every call its own fault, with hardly a retry",
 				run.ownFault[poisonCaller], run.attempts[poisonCaller], calls)
+		}
+		// Then the PT goes down for everyone: a caller whose failures
+		// were its own excuses no region that fails the others too.
+		runCallers(p, clk, 5*time.Second, []uint64{goodCaller, poisonCaller}, func(key uint64, region string) Outcome {
+			if region == "europe-west1" {
+				return Failure
+			}
+			return poison(key, region)
+		})
+		if pt := p.Snapshot().Regions[0]; pt.TimesDemoted == 0 {
+			t.Errorf("the PT down for everyone is not demoted: %+v", pt)
 		}
 	})
 	for _, tc := range []struct {
