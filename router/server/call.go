@@ -27,6 +27,7 @@ type call struct {
 	prio   policy.Priority
 	caller string      // the caller's Authorization, for the Authorizer
 	who    auth.Caller // who the call is from, as far as the router knows
+	key    uint64      // the policy's name of the caller (callerKey); 0 before admission or when unknown
 	pinned string      // the only region the call may use (a cached content's: cache.go); "": any
 
 	pc      policy.Call
@@ -57,7 +58,8 @@ func (c *call) admit(ctx context.Context) error {
 		d.Add(c.s.now().UnixNano())
 	}
 	req := c.s.request(ctx, c.prio)
-	req.Region, req.Caller = c.pinned, c.callerKey()
+	c.key = c.callerKey()
+	req.Region, req.Caller = c.pinned, c.key
 	c.pc = c.pool.router.Start(req)
 	return c.next()
 }

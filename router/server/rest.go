@@ -362,7 +362,7 @@ func (x *exchange) finish() {
 		x.s.log.LogAttrs(ctx, level, "request",
 			slog.String("method", x.r.Method), slog.String("path", x.r.URL.Path),
 			slog.String("pool", pool), slog.String("region", x.target.Region.Name),
-			slog.String("callerNamespace", x.who.Namespace),
+			slog.String("callerNamespace", x.who.Namespace), slog.String("caller", fmt.Sprintf("%016x", x.key)),
 			slog.Int("status", x.status), slog.Duration("latency", d))
 	}
 }
