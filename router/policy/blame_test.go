@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -100,6 +101,10 @@ func TestACallerFailingEverywhereFailsItself(t *testing.T) {
 		calls := 400 // 20 s at 20 calls a second
 		if run.ok[goodCaller] != calls || run.attempts[goodCaller] != calls {
 			t.Errorf("the other caller: %d of %d calls served in %d attempts, want all in one each", run.ok[goodCaller], calls, run.attempts[goodCaller])
+		}
+		callers := p.Snapshot().Callers
+		if len(callers) != 1 || !callers[0].Own || callers[0].Caller != fmt.Sprintf("%016x", poisonCaller) || callers[0].Failed == 0 {
+			t.Errorf("the snapshot's watched callers: %+v, want the failing caller, its failures its own", callers)
 		}
 		if n := strings.Count(logs.String(), "its failures are its own"); n != 1 {
 			t.Errorf("the caller's judgement logged %d times, want once:\n%s", n, logs.String())

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"fmt"
+	"sort"
 	"time"
 
 	"github.com/regionwarden/regionwarden/router/table"
@@ -34,6 +36,24 @@ type Snapshot struct {
 	RetryBudget *BudgetSnapshot `json:"retryBudget,omitempty"`
 	// Regions are in table order: provisioned first.
 	Regions []RegionSnapshot `json:"regions"`
+	// Callers are the callers whose calls failed lately, which the pool
+	// watches (blame.go), the ones whose failures are their own first.
+	Callers []CallerSnapshot `json:"callers,omitempty"`
+}
+
+// CallerSnapshot is what a watched caller's attempts met over the ejection
+// interval, across the pool's regions.
+type CallerSnapshot struct {
+	// Caller is its key, as the router's request log names it.
+	Caller string `json:"caller"`
+	// Own is true while its failures are its own: not retried, counted
+	// toward no region's ejection, demotion or throttle.
+	Own      bool  `json:"own"`
+	Answered int64 `json:"answered"`
+	Failed   int64 `json:"failed"`
+	// FailingIn names the regions where its attempts fail at or over the
+	// ejection threshold.
+	FailingIn []string `json:"failingIn,omitempty"`
 }
 
 // RegionSnapshot is the live state of one region.
@@ -194,7 +214,33 @@ func (p *Pool) Snapshot() Snapshot {
 		}
 		snap.Regions = append(snap.Regions, rs)
 	}
+	snap.Callers = p.callers(now, st)
 	return snap
+}
+
+// callers is the watched callers whose counts have not all left the
+// window, the ones whose failures are their own first.
+func (p *Pool) callers(now int64, st *poolState) []CallerSnapshot {
+	var out []CallerSnapshot
+	idx := bucketOf(now, st.failWidth)
+	for i := range p.blame {
+		b := &p.blame[i]
+		key := b.key.Load()
+		if key == 0 || now-b.last.Load() > int64(st.interval) {
+			continue
+		}
+		c := CallerSnapshot{Caller: fmt.Sprintf("%016x", key), Own: b.own.Load()}
+		for _, s := range st.slots {
+			a, f := s.r.blame[i].all.sum(idx)
+			c.Answered, c.Failed = c.Answered+a, c.Failed+f
+			if a > 0 && float64(f) >= st.threshold*float64(a) {
+				c.FailingIn = append(c.FailingIn, s.name)
+			}
+		}
+		out = append(out, c)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Own && !out[j].Own })
+	return out
 }
 
 // ratio is a/b, 0 when b is 0.
