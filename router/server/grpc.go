@@ -272,8 +272,8 @@ func (p *predictionService) RawPredict(ctx context.Context, req *aiplatformpb.Ra
 	})
 }
 
-// rawUsage counts a partner model's answer, its usage read by scan: Vertex
-// AI reports no traffic type for it.
+// rawUsage counts a partner model's answer, its usage read by scan: the
+// publisher's format carries no traffic type.
 func (g *grpcCall) rawUsage(scan *upstream.AnswerScanner) {
 	g.pool.series.traffic(&g.target.Region, aiplatformpb.GenerateContentResponse_UsageMetadata_TRAFFIC_TYPE_UNSPECIFIED.String())
 	g.answered(scan.InputTokens, scan.OutputTokens, scan.TrafficType)
