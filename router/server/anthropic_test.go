@@ -249,8 +249,9 @@ func TestClaudeCountTokens(t *testing.T) {
 // StreamRawPredict through the router's gRPC surface, as Vertex AI's
 // Java and Python clients call Claude: routed by the pool of the endpoint's
 // model to the PT's region, the body's bytes unchanged, each event relayed,
-// the tokens of Anthropic's usage counted; a call the PT's region fails is
-// answered by the shared one.
+// the tokens of Anthropic's usage counted; Anthropic's count_tokens is
+// routed by its body's model and reaches the region as count-tokens; a call
+// the PT's region fails is answered by the shared one.
 func TestClaudeOverGRPC(t *testing.T) {
 	pt := startRegion(t, "europe-west1", table.TierProvisioned)
 	shared := startRegion(t, "us-central1", table.TierShared)
@@ -305,6 +306,24 @@ func TestClaudeOverGRPC(t *testing.T) {
 		if got := counter(t, r.metrics, "regionwarden_router_tokens_total", map[string]string{"region": "europe-west1", "direction": dir}); got != want {
 			t.Errorf("%s tokens counted %v, want %v", dir, got, want)
 		}
+	}
+
+	// Anthropic's count_tokens: the endpoint names count-tokens, the body
+	// the model counted for.
+	countAt := "projects/" + project + "/locations/us-east5/publishers/anthropic/models/count-tokens"
+	counted, err := c.RawPredict(ctx, &aiplatformpb.RawPredictRequest{Endpoint: countAt, HttpBody: &httpbody.HttpBody{
+		ContentType: "application/json", Data: []byte(`{"model":"` + claude + `","messages":[{"role":"user","content":"hi"}]}`)}})
+	if err != nil || !strings.Contains(string(counted.GetData()), `"input_tokens":10`) {
+		t.Errorf("count_tokens: %s, %v", counted.GetData(), err)
+	}
+	if last := pt.Last(); last.Endpoint != "projects/"+project+"/locations/europe-west1/publishers/anthropic/models/count-tokens" {
+		t.Errorf("count_tokens reached the region at %q, want its count-tokens", last.Endpoint)
+	}
+	if n := counter(t, r.metrics, "regionwarden_router_requests_total", map[string]string{"pool": project + "/anthropic/" + claude, "method": "countTokens", "code": "200"}); n != 1 {
+		t.Errorf("countTokens requests counted %v, want 1", n)
+	}
+	if _, err := c.RawPredict(ctx, &aiplatformpb.RawPredictRequest{Endpoint: countAt, HttpBody: &httpbody.HttpBody{Data: []byte(`{"messages":[]}`)}}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("count_tokens without a model: %v, want INVALID_ARGUMENT", err)
 	}
 
 	pt.set(func(b *upstreamtest.Behavior) {

@@ -260,10 +260,23 @@ func unary[Resp any](ctx context.Context, s *Server, method, resource string, re
 // an HttpBody), found by its endpoint, the model resource name; the
 // answer's usage is read as the REST surface reads it (rawUsage).
 func (p *predictionService) RawPredict(ctx context.Context, req *aiplatformpb.RawPredictRequest) (*httpbody.HttpBody, error) {
-	return unary(ctx, p.s, methodRaw, req.GetEndpoint(), req, func(ctx context.Context, g *grpcCall) (*httpbody.HttpBody, policy.Report, error) {
+	method, resource := methodRaw, req.GetEndpoint()
+	if prefix, ok := strings.CutSuffix(resource, "/models/"+anthropicCountTokens); ok {
+		// Anthropic's count_tokens: the pool is the body's model's, as
+		// over REST (rest.go); the region is called with count-tokens.
+		model, err := upstream.BodyModel(req.GetHttpBody().GetData())
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		method, resource = methodCount, prefix+"/models/"+model
+	}
+	return unary(ctx, p.s, method, resource, req, func(ctx context.Context, g *grpcCall) (*httpbody.HttpBody, policy.Report, error) {
 		r, err := p.s.up.RawPredict(ctx, req, g.target)
 		if err != nil {
 			return nil, policy.Report{}, err
+		}
+		if method == methodCount {
+			return r, policy.Report{Outcome: policy.Success}, nil // no generation to count
 		}
 		scan := upstream.NewAnswerScanner(upstream.FrameObject)
 		_, _ = scan.Write(r.GetData())

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"strings"
 
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
 	"google.golang.org/genproto/googleapis/api/httpbody"
@@ -225,13 +226,25 @@ func (c *Clients) Predict(ctx context.Context, req *aiplatformpb.PredictRequest,
 
 // RawPredict calls RawPredict (a partner model's: Claude's Messages API in
 // an HttpBody) on the region of t, its endpoint set to the region's model
-// name. req is not modified.
+// name; for Anthropic's count_tokens, whose endpoint names the model
+// count-tokens (the model counted for is in the body), to that model of
+// the region. req is not modified.
 func (c *Clients) RawPredict(ctx context.Context, req *aiplatformpb.RawPredictRequest, t Target) (*httpbody.HttpBody, error) {
-	return call(c, ctx, t, req, func(r *aiplatformpb.RawPredictRequest, name string) { r.Endpoint = name },
+	counts := strings.HasSuffix(req.GetEndpoint(), "/models/"+anthropicCountTokens)
+	return call(c, ctx, t, req, func(r *aiplatformpb.RawPredictRequest, name string) {
+		if counts {
+			name = name[:strings.LastIndex(name, "/models/")] + "/models/" + anthropicCountTokens
+		}
+		r.Endpoint = name
+	},
 		func(e *endpoint, ctx context.Context, r *aiplatformpb.RawPredictRequest) (*httpbody.HttpBody, error) {
 			return e.prediction.RawPredict(ctx, r)
 		})
 }
+
+// anthropicCountTokens is the model of Anthropic's count_tokens on Vertex
+// AI (rawPredict of publishers/anthropic/models/count-tokens).
+const anthropicCountTokens = "count-tokens"
 
 // StreamRawPredict opens StreamRawPredict on the region of t, as
 // StreamGenerateContent opens its stream, the request's endpoint set to the
