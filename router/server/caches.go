@@ -112,10 +112,9 @@ func (s *Server) locationPool(project, location string) (pool *poolEntry, region
 }
 
 // locationCalls is a kind of call the router forwards to a location as it
-// came: the method label, and what the messages name.
+// came, as its refusals name it. (Each kind's method label is set where its
+// calls are read: serveCaches, serveLocation, cacheCall.)
 type locationCalls struct {
-	// label is the method label of its metrics.
-	label string
 	// what names the calls, refused (as the subject of "are forwarded
 	// ..."), and owned names what a router calling as itself would open to
 	// every caller of its pools.
@@ -126,7 +125,7 @@ type locationCalls struct {
 
 // cachesCalls is the cachedContents calls.
 var cachesCalls = &locationCalls{
-	label: methodCaches, what: "cached contents", owned: "manage every cache of the project",
+	what: "cached contents", owned: "manage every cache of the project",
 	instead: "manage them with your own Google identity, and the router routes the calls that name them to their location",
 }
 
@@ -146,12 +145,7 @@ func (s *Server) locationEndpoint(ctx context.Context, k *locationCalls, project
 			project, location, k.what)}
 	}
 	if s.auth != nil {
-		if _, err := s.auth.Authenticate(ctx, authorization, &pool.table); err != nil {
-			var refused *auth.Error
-			if !errors.As(err, &refused) {
-				refused = &auth.Error{Status: http.StatusInternalServerError, Code: codes.Internal, Message: err.Error()}
-			}
-			s.metrics.CallerRefused(pool.label, refused.Reason())
+		if _, refused := s.authenticate(ctx, authorization, pool); refused != nil {
 			return "", refused
 		}
 	}

@@ -23,13 +23,8 @@ func (c *call) authorize(ctx context.Context, authorization string) *auth.Error 
 	if c.s.auth == nil {
 		return nil
 	}
-	who, err := c.s.auth.Authenticate(ctx, authorization, &c.pool.table)
-	if err != nil {
-		var refused *auth.Error
-		if !errors.As(err, &refused) {
-			refused = &auth.Error{Status: http.StatusInternalServerError, Code: codes.Internal, Message: err.Error()}
-		}
-		c.s.metrics.CallerRefused(c.pool.label, refused.Reason())
+	who, refused := c.s.authenticate(ctx, authorization, c.pool)
+	if refused != nil {
 		return refused
 	}
 	c.who = who
@@ -38,6 +33,22 @@ func (c *call) authorize(ctx context.Context, authorization string) *auth.Error 
 		c.s.metrics.Caller(c.pool.label, who.Namespace)
 	}
 	return nil
+}
+
+// authenticate asks the Authenticator who presented authorization to pool,
+// and counts a refusal; an error that is not a refusal is an internal one.
+// s.auth is set.
+func (s *Server) authenticate(ctx context.Context, authorization string, pool *poolEntry) (auth.Caller, *auth.Error) {
+	who, err := s.auth.Authenticate(ctx, authorization, &pool.table)
+	if err == nil {
+		return who, nil
+	}
+	var refused *auth.Error
+	if !errors.As(err, &refused) {
+		refused = &auth.Error{Status: http.StatusInternalServerError, Code: codes.Internal, Message: err.Error()}
+	}
+	s.metrics.CallerRefused(pool.label, refused.Reason())
+	return auth.Caller{}, refused
 }
 
 // capPriority is pr lowered to the caller's ceiling. The policy's priorities

@@ -30,7 +30,7 @@ const methodPassthrough = "passthrough"
 
 // otherCalls is the location's calls the router does not route.
 var otherCalls = &locationCalls{
-	label: methodPassthrough, what: "calls of a location's resources that the router does not route (batch jobs, operations, endpoints)",
+	what:  "calls of a location's resources that the router does not route (batch jobs, operations, endpoints)",
 	owned: "act on every resource of the project in the router's name", instead: "make them with your own Google identity",
 }
 
