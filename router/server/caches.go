@@ -269,10 +269,9 @@ func cacheCall[Q proto.Message, R any](s *Server, ctx context.Context, req Q, re
 	if refused != nil {
 		return zero, status.Error(refused.Code, refused.Message)
 	}
-	held := int64(proto.Size(req))
-	if !s.bodies.take(held) {
-		return zero, withRetryInfo(status.Newf(codes.ResourceExhausted,
-			"the router holds as many request bytes as it may (%d); retry shortly", s.bodies.max), time.Second).Err()
+	held, err := s.holdMessage(req)
+	if err != nil {
+		return zero, err
 	}
 	defer s.bodies.give(held)
 	ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, forwarded(md)), s.timeout)

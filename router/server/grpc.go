@@ -89,13 +89,10 @@ func (s *Server) startGRPC(ctx context.Context, method, resource string, req pro
 			return nil, nil, nil, g.end(status.Error(codes.InvalidArgument, err.Error()))
 		}
 	}
-	// The request, read whole by gRPC before the call reached the router,
-	// is held until its last attempt: its bytes count in the same budget as
-	// REST bodies.
-	held := int64(proto.Size(req))
-	if !s.bodies.take(held) {
-		return nil, nil, nil, g.end(withRetryInfo(status.Newf(codes.ResourceExhausted,
-			"the router holds as many request bytes as it may (%d); retry shortly", s.bodies.max), time.Second).Err())
+	// The request is held until its last attempt.
+	held, err := s.holdMessage(req)
+	if err != nil {
+		return nil, nil, nil, g.end(err)
 	}
 	actx, cancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, forwarded(md)), s.timeout)
 	g.pool.inFlight.Inc()
@@ -143,6 +140,19 @@ func (g *grpcCall) fail(err error, retryAfter time.Duration) error {
 
 // withRetryInfo adds google.rpc.RetryInfo to st when retryAfter is positive
 // and st carries none, as Google's APIs say when to retry over gRPC.
+// holdMessage takes a gRPC request's bytes from the router's budget of
+// request bytes, as a REST body's are: gRPC read it whole before the call
+// reached the router. The caller gives them back when the call ends; a
+// full budget is RESOURCE_EXHAUSTED with a RetryInfo.
+func (s *Server) holdMessage(req proto.Message) (int64, error) {
+	held := int64(proto.Size(req))
+	if !s.bodies.take(held) {
+		return 0, withRetryInfo(status.Newf(codes.ResourceExhausted,
+			"the router holds as many request bytes as it may (%d); retry shortly", s.bodies.max), time.Second).Err()
+	}
+	return held, nil
+}
+
 func withRetryInfo(st *status.Status, retryAfter time.Duration) *status.Status {
 	if retryAfter <= 0 {
 		return st
