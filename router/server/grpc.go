@@ -271,7 +271,7 @@ func unary[Resp any](ctx context.Context, s *Server, method, resource string, re
 // answer's usage is read as the REST surface reads it (rawUsage).
 func (p *predictionService) RawPredict(ctx context.Context, req *aiplatformpb.RawPredictRequest) (*httpbody.HttpBody, error) {
 	method, resource := methodRaw, req.GetEndpoint()
-	if prefix, ok := strings.CutSuffix(resource, "/models/"+anthropicCountTokens); ok {
+	if prefix, ok := strings.CutSuffix(resource, "/models/"+upstream.AnthropicCountTokens); ok {
 		// Anthropic's count_tokens: the pool is the body's model's, as
 		// over REST (rest.go); the region is called with count-tokens.
 		model, err := upstream.BodyModel(req.GetHttpBody().GetData())

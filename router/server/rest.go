@@ -38,10 +38,6 @@ const (
 	// publisher's server-sent events by streamRawPredict.
 	methodRaw       = "rawPredict"
 	methodStreamRaw = "streamRawPredict"
-	// anthropicCountTokens is the model of Anthropic's count_tokens on
-	// Vertex AI: rawPredict of publishers/anthropic/models/count-tokens,
-	// the model it counts for named in the body.
-	anthropicCountTokens = "count-tokens"
 )
 
 // route is what the path of a REST call names:
@@ -150,7 +146,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 	switch rt.method {
 	case methodRaw:
 		x.method = rt.method
-		if rt.model == anthropicCountTokens {
+		if rt.model == upstream.AnthropicCountTokens {
 			// The pool is the body's model's: the body is read first, as
 			// a chat completion's is (chat.go). The call is a count.
 			if bodyRead = true; !x.readBody() {

@@ -230,10 +230,10 @@ func (c *Clients) Predict(ctx context.Context, req *aiplatformpb.PredictRequest,
 // count-tokens (the model counted for is in the body), to that model of
 // the region. req is not modified.
 func (c *Clients) RawPredict(ctx context.Context, req *aiplatformpb.RawPredictRequest, t Target) (*httpbody.HttpBody, error) {
-	counts := strings.HasSuffix(req.GetEndpoint(), "/models/"+anthropicCountTokens)
+	counts := strings.HasSuffix(req.GetEndpoint(), "/models/"+AnthropicCountTokens)
 	return call(c, ctx, t, req, func(r *aiplatformpb.RawPredictRequest, name string) {
 		if counts {
-			name = name[:strings.LastIndex(name, "/models/")] + "/models/" + anthropicCountTokens
+			name = name[:strings.LastIndex(name, "/models/")] + "/models/" + AnthropicCountTokens
 		}
 		r.Endpoint = name
 	},
@@ -242,9 +242,11 @@ func (c *Clients) RawPredict(ctx context.Context, req *aiplatformpb.RawPredictRe
 		})
 }
 
-// anthropicCountTokens is the model of Anthropic's count_tokens on Vertex
-// AI (rawPredict of publishers/anthropic/models/count-tokens).
-const anthropicCountTokens = "count-tokens"
+// AnthropicCountTokens is the model of Anthropic's count_tokens on Vertex
+// AI: rawPredict of publishers/anthropic/models/count-tokens, the model it
+// counts for named in the body. Over REST the server names it in the path
+// (Request.PathModel); over gRPC RawPredict keeps it in the endpoint.
+const AnthropicCountTokens = "count-tokens"
 
 // StreamRawPredict opens StreamRawPredict on the region of t, as
 // StreamGenerateContent opens its stream, the request's endpoint set to the
