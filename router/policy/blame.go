@@ -26,8 +26,9 @@ import (
 // (CallerFault: counted toward nothing, never retried) when
 //
 //   - the caller answered at least minRequests attempts over the interval,
-//     and is failing (the ejection threshold) in at least two regions:
-//     whatever region its calls go to, they fail;
+//     and is failing (the ejection threshold) in at least two regions and
+//     in every region that answered it: whatever region its calls go to,
+//     they fail;
 //   - in no region where it fails are the other callers' attempts failing,
 //     judged on at least minRequests of theirs;
 //   - and in at least one such region the other callers' attempts are
@@ -166,8 +167,13 @@ func (p *Pool) callersOwn(i int, now int64, st *poolState) bool {
 		r := s.r
 		a, f := r.blame[i].all.sum(idx)
 		answered += a
-		if a == 0 || float64(f) < st.threshold*float64(a) {
+		if a == 0 {
 			continue
+		}
+		if float64(f) < st.threshold*float64(a) {
+			// A region serves the caller's calls: they do not fail
+			// wherever they go, and its retries must go on reaching it.
+			return false
 		}
 		failingIn++
 		ra, rf := r.fails.sum(idx)

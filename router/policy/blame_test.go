@@ -70,8 +70,9 @@ func blamePool() table.Pool {
 // own: after the first few, they are not retried and count toward nothing,
 // so the PT is never demoted nor a pay-as-you-go region ejected, and the
 // other caller keeps the PT. The same failures from a region failing
-// everyone, from a caller alone in the pool, or from a caller whose calls
-// fail in one region only are the regions', as they always were.
+// everyone, from a caller alone in the pool, from a caller whose calls
+// fail in one region only, or from one that a third region serves are the
+// regions', as they always were.
 func TestACallerFailingEverywhereFailsItself(t *testing.T) {
 	poison := func(key uint64, _ string) Outcome {
 		if key == poisonCaller {
@@ -158,6 +159,29 @@ func TestACallerFailingEverywhereFailsItself(t *testing.T) {
 			}
 		})
 	}
+	// Two regions of three fail what the caller sends (a feature broken
+	// where it has rolled out), the third serves it, in a pool with a
+	// history: its calls do not fail wherever they go, so its failures
+	// are the regions', and its retries go on reaching the region that
+	// serves them.
+	t.Run("a caller served in one region of three", func(t *testing.T) {
+		clk := newClock()
+		p := mustNew(t, blamePool(), clk)
+		serve := func(key uint64, region string) Outcome {
+			if key == poisonCaller && region != "europe-north1" {
+				return Failure
+			}
+			return Success
+		}
+		runCallers(p, clk, 10*time.Second, []uint64{goodCaller}, serve)
+		run := runCallers(p, clk, 20*time.Second, []uint64{goodCaller, poisonCaller}, serve)
+		if n := run.ownFault[poisonCaller]; n != 0 {
+			t.Errorf("%d of the caller's failures taken for its own, though a region serves its calls", n)
+		}
+		if calls := 400; run.ok[poisonCaller] < calls-10 {
+			t.Errorf("the caller: %d of %d calls served; its retries must reach the region that serves it", run.ok[poisonCaller], calls)
+		}
+	})
 }
 
 // TestUnknownCallersAreNotWatched: calls without a caller key feed every

@@ -114,7 +114,9 @@
 // content fails them: a document Google cannot process) while the same
 // regions serve the pool's other callers fails itself, not the regions:
 // once it has answered minRequests attempts over the ejection interval and
-// fails in two regions or more, in none of which the others' attempts are
+// fails in two regions or more and in every region that answered it (a
+// region that serves it keeps its failures the regions' and its retries
+// going there), in none of which the others' attempts are
 // failing and in one at least of which they are judged and served, its
 // failures are CallerFault: never retried, counted toward no ejection,
 // demotion or throttle. One neighbor's batch cannot demote the PT other
