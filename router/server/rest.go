@@ -124,6 +124,10 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		x.serveCaches(cr)
 		return
 	}
+	if version, ok := liveRoute(r.URL.Path); ok {
+		x.serveLive(version)
+		return
+	}
 	rt, ok := parseRoute(r.URL.Path)
 	if !ok && r.Method == http.MethodPost {
 		if cr, ok := parseChatRoute(r.URL.Path); ok {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
+	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
@@ -91,6 +92,9 @@ type Upstream interface {
 	// Caches readies a GenAiCacheService call to one endpoint, outside
 	// routing (caches.go).
 	Caches(ctx context.Context, endpoint, callerAuthorization, routing string) (aiplatformpb.GenAiCacheServiceClient, context.Context, func(), error)
+	// Live opens a Live API session's websocket with the region of t
+	// (live.go).
+	Live(ctx context.Context, t upstream.Target, version string, header http.Header) (*websocket.Conn, error)
 }
 
 // Options configures a Server. Every zero field but Upstream takes its default.

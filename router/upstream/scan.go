@@ -272,14 +272,15 @@ type usageFormat struct {
 	other func(s *AnswerScanner, k, v []byte)
 }
 
-// vertexUsage is Vertex's usageMetadata: candidatesTokenCount (the answer)
-// and thoughtsTokenCount (thoughts) are the output, and trafficType says
-// which capacity served the call.
+// vertexUsage is Vertex's usageMetadata: candidatesTokenCount (the answer;
+// responseTokenCount in a Live session's messages) and thoughtsTokenCount
+// (thoughts) are the output, and trafficType says which capacity served the
+// call.
 var vertexUsage = usageFormat{
 	total: "totalTokenCount", prompt: "promptTokenCount",
 	other: func(s *AnswerScanner, k, v []byte) {
 		switch string(k) {
-		case "candidatesTokenCount", "thoughtsTokenCount":
+		case "candidatesTokenCount", "responseTokenCount", "thoughtsTokenCount":
 			add(&s.output, v)
 		case "trafficType":
 			s.setTrafficType(v)

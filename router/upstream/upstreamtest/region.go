@@ -151,6 +151,9 @@ type Call struct {
 	// Answer is the REST answer's body as the region wrote it, once the
 	// call has ended (not kept for Endless streams).
 	Answer []byte
+	// Messages are a Live session's messages from the caller after its
+	// setup (Body), as they came.
+	Messages [][]byte
 }
 
 // Region is one fake region. Make it with Start.
@@ -453,6 +456,7 @@ func (r *Region) restHandler() http.Handler {
 	mux.HandleFunc("/{version}/projects/{project}/locations/{location}/cachedContents/{id}", r.serveCaches)
 	mux.HandleFunc("/{version}/projects/{project}/locations/{location}/batchPredictionJobs", r.serveLocation)
 	mux.HandleFunc("/{version}/projects/{project}/locations/{location}/batchPredictionJobs/{id}", r.serveLocation)
+	mux.HandleFunc("GET /ws/{service}/BidiGenerateContent", r.serveLive)
 	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, status.Errorf(codes.NotFound, "The requested URL %s was not found on this server.", req.URL.Path))
 	})

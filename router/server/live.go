@@ -1,0 +1,400 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gorilla/websocket"
+	"go.opentelemetry.io/otel/propagation"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream"
+)
+
+// The Live API (genai's client.Live.Connect): a session over a websocket,
+// opened at upstream.LivePath on the location's endpoint, whose first
+// message (setup) names the model as projects/P/locations/L/publishers/PUB/models/M.
+// The router routes the session as it routes a call: the setup's model
+// names the pool, the policy picks the region, and the session is set up
+// there; a region that refuses the handshake or closes the session before
+// its setupComplete is an attempt that failed, and the next region is
+// tried, as nothing has reached the caller yet. From setupComplete on, the
+// session is the region's: the messages go both ways unchanged, in the
+// order they came, until one side closes, and the close (its code and
+// text) is passed to the other. The only bytes changed are the location in
+// the setup's model, to the region's, as the location in a REST path is.
+//
+// The attempt settles at setupComplete, as a success: a session lasts
+// minutes, and holding its place in the region's in-flight limit for as
+// long would shut out the calls the limit is for. What the region does to a
+// session after that (a close with an error) goes to the caller as it
+// came, and counts toward nothing, as the rest of a stream already
+// committed does not.
+
+// methodLive is the method label of Live sessions.
+const methodLive = "live"
+
+// liveRoute reads the path of a Live session's websocket; the API version,
+// and false when the path is not one.
+func liveRoute(path string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, "/ws/google.cloud.aiplatform.")
+	if !ok {
+		return "", false
+	}
+	version, ok := strings.CutSuffix(rest, ".LlmBidiService/BidiGenerateContent")
+	return version, ok && version != "" && !strings.Contains(version, "/")
+}
+
+// liveUpgrader accepts the caller's websocket. Any origin is accepted: the
+// router takes no ambient credentials (no cookies), only an Authorization
+// header, which a web page cannot make a browser send on a websocket.
+var liveUpgrader = websocket.Upgrader{
+	ReadBufferSize:  4 << 10,
+	WriteBufferSize: 4 << 10,
+	CheckOrigin:     func(*http.Request) bool { return true },
+}
+
+// liveSession is what a Live session's setup is for the router: the
+// message as it came, its kind (text or binary) and the model it names.
+type liveSession struct {
+	kind   int
+	setup  []byte
+	model  string // as the setup names it
+	start  int    // where the model's string value is in setup
+	end    int
+	region *websocket.Conn // the region's side, once set up
+}
+
+// serveLive serves a Live session: before the handshake, what a REST call
+// is refused for (a path, a priority or a deadline that is wrong; under an
+// Authenticator, no credentials at all); then, on the websocket, the setup
+// is read within the body read deadline and its bytes held in the budget,
+// the pool found by its model, the caller authorized for it, the session
+// admitted and set up in the region the policy picks, trying the next as
+// a REST call would, and then relayed until it ends. A refusal after the
+// handshake is a close frame with the code and text Google's servers use
+// (upstream.LiveCloseCode), the status's name first.
+func (x *exchange) serveLive(version string) {
+	x.method = methodLive
+	r := x.r
+	if r.Method != http.MethodGet || !websocket.IsWebSocketUpgrade(r) {
+		x.fail(http.StatusBadRequest, codes.InvalidArgument, "the Live API is a websocket: open it with GET and Upgrade: websocket", 0)
+		return
+	}
+	if version != "v1" && version != "v1beta1" {
+		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("API version %q is not served; use v1 or v1beta1", version), 0)
+		return
+	}
+	if x.s.auth != nil && r.Header.Get("Authorization") == "" {
+		// Who the caller is can only be decided for a pool, which the
+		// setup names; a caller with no credentials at all is refused
+		// before it holds a connection and the budget's bytes.
+		x.fail(http.StatusUnauthorized, codes.Unauthenticated, "the Live API needs the caller's credentials in the Authorization header", 0)
+		return
+	}
+	var err error
+	if x.prio, err = parsePriority(r.Header.Get(HeaderPriority)); err != nil {
+		x.fail(http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0)
+		return
+	}
+	timeout, callers, err := x.s.callTimeout(r.Header)
+	if err != nil {
+		x.fail(http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0)
+		return
+	}
+	conn, err := liveUpgrader.Upgrade(x.w, r, nil)
+	if err != nil {
+		x.status = http.StatusBadRequest // the upgrader answered
+		return
+	}
+	defer func() { _ = conn.Close() }()
+	x.status = http.StatusSwitchingProtocols
+	ls, err := x.readSetup(conn)
+	if err != nil {
+		x.closeLive(conn, err)
+		return
+	}
+	key, err := liveKey(ls.model)
+	if err != nil {
+		x.closeLive(conn, err)
+		return
+	}
+	if x.pool = x.s.lookup(key); x.pool == nil {
+		x.closeLive(conn, status.Errorf(codes.NotFound, "no routing pool for project %q, publisher %q, model %q", key.Project, key.Publisher, key.Model))
+		return
+	}
+	traced := x.startSpan(r.Context(), propagation.HeaderCarrier(r.Header), methodLive, key.Model)
+	if aerr := x.authorize(traced, r.Header.Get("Authorization")); aerr != nil {
+		x.closeLive(conn, status.Error(aerr.Code, aerr.Message))
+		return
+	}
+	ctx, cancel := context.WithTimeout(traced, timeout)
+	defer cancel()
+	if callers {
+		x.ctx = ctx
+	}
+	x.pool.inFlight.Inc()
+	err = x.admit(ctx)
+	if err == nil {
+		_, err = x.attempts(ctx, func(actx context.Context) (policy.Report, bool, error) {
+			return x.setUpLive(actx, conn, &ls, version)
+		})
+	} else {
+		code, msg, _ := x.refusal(err)
+		err = status.Error(code, msg)
+	}
+	x.pool.inFlight.Dec()
+	cancel()
+	if err != nil {
+		x.closeLive(conn, err)
+		return
+	}
+	x.s.bodies.give(x.held)
+	x.held = 0
+	x.relayLive(conn, ls.region)
+}
+
+// readSetup reads the session's first message, its setup, within the body
+// read deadline and no larger than a request body may be, holding its
+// bytes in the budget, and finds the model it names.
+func (x *exchange) readSetup(conn *websocket.Conn) (liveSession, error) {
+	var ls liveSession
+	conn.SetReadLimit(x.s.maxBody)
+	_ = conn.SetReadDeadline(time.Now().Add(x.s.bodyTimeout))
+	kind, setup, err := conn.ReadMessage()
+	if err != nil {
+		if errors.Is(err, websocket.ErrReadLimit) {
+			return ls, status.Errorf(codes.InvalidArgument, "setup message larger than %d bytes", x.s.maxBody)
+		}
+		return ls, status.Errorf(codes.DeadlineExceeded, "no setup message within %s: %v", x.s.bodyTimeout, err)
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	if !x.s.bodies.take(int64(len(setup))) {
+		return ls, status.Errorf(codes.ResourceExhausted, "the router holds as many request bytes as it may (%d); retry shortly", x.s.bodies.max)
+	}
+	x.held += int64(len(setup))
+	ls.kind, ls.setup = kind, setup
+	ls.model, ls.start, ls.end, err = setupModel(setup)
+	return ls, err
+}
+
+// setupModel finds setup.model in a setup message: its value, and where
+// the JSON string that holds it starts and ends in msg, so that it alone
+// can be replaced and every other byte kept.
+func setupModel(msg []byte) (model string, start, end int, err error) {
+	bad := func(why string) (string, int, int, error) {
+		return "", 0, 0, status.Error(codes.InvalidArgument, "the Live session's first message must be its setup naming the model (setup.model): "+why)
+	}
+	// A frame is an open object or array: for an object, the key of the
+	// member being read and whether a key comes next.
+	type frame struct {
+		obj, wantKey bool
+		key          string
+	}
+	var st []frame
+	valueDone := func() {
+		if n := len(st); n > 0 && st[n-1].obj {
+			st[n-1].wantKey = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(msg))
+	for {
+		before := int(dec.InputOffset())
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return bad("no setup.model")
+		}
+		if err != nil {
+			return bad(err.Error())
+		}
+		n := len(st)
+		d, delim := tok.(json.Delim)
+		switch {
+		case n > 0 && st[n-1].obj && st[n-1].wantKey:
+			if delim { // '}': the object ends
+				st = st[:n-1]
+				valueDone()
+				continue
+			}
+			st[n-1].key, st[n-1].wantKey = tok.(string), false
+		case delim && (d == '{' || d == '['):
+			st = append(st, frame{obj: d == '{', wantKey: d == '{'})
+		case delim: // ']'
+			st = st[:n-1]
+			valueDone()
+		case n == 2 && st[0].obj && st[0].key == "setup" && st[1].obj && st[1].key == "model":
+			m, ok := tok.(string)
+			if !ok {
+				return bad("setup.model is not a string")
+			}
+			end = int(dec.InputOffset())
+			return m, before + bytes.IndexByte(msg[before:end], '"'), end, nil
+		default:
+			valueDone()
+		}
+	}
+}
+
+// liveKey is the pool key of the model a setup names:
+// projects/P/locations/L/publishers/PUB/models/M.
+func liveKey(model string) (table.Key, error) {
+	seg := strings.Split(model, "/")
+	if len(seg) != 8 || seg[0] != "projects" || seg[2] != "locations" || seg[4] != "publishers" || seg[6] != "models" ||
+		seg[1] == "" || seg[3] == "" || seg[5] == "" || seg[7] == "" {
+		return table.Key{}, status.Errorf(codes.InvalidArgument,
+			"setup.model %q is not a publisher model's full name (projects/P/locations/L/publishers/PUB/models/M)", model)
+	}
+	return table.Key{Project: seg[1], Publisher: seg[5], Model: seg[7]}, nil
+}
+
+// setUpLive is one attempt to set the session up in x.target's region: the
+// websocket opened, the setup sent with the region's location in its model,
+// and the region's first message awaited, all within ctx. The first message
+// (setupComplete) goes to the caller, and the session is committed; a
+// handshake refused or a session closed before it is the attempt's error.
+func (x *exchange) setUpLive(ctx context.Context, caller *websocket.Conn, ls *liveSession, version string) (policy.Report, bool, error) {
+	region, err := x.s.up.Live(ctx, x.target, version, x.r.Header)
+	if err != nil {
+		return x.report(err), false, err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = region.Close() })
+	model := upstream.ModelName(&x.pool.table, x.target.Region)
+	quoted, _ := json.Marshal(model)
+	setup := make([]byte, 0, len(ls.setup)-(ls.end-ls.start)+len(quoted))
+	setup = append(append(append(setup, ls.setup[:ls.start]...), quoted...), ls.setup[ls.end:]...)
+	err = region.WriteMessage(ls.kind, setup)
+	var kind int
+	var first []byte
+	if err == nil {
+		kind, first, err = region.ReadMessage()
+	}
+	if !stop() || err != nil {
+		_ = region.Close()
+		if cerr := ctx.Err(); cerr != nil {
+			err = cerr
+		} else {
+			err = upstream.LiveCloseError(err)
+		}
+		return x.report(err), false, err
+	}
+	x.scan.Reset(upstream.FrameObject)
+	_, _ = x.scan.Write(first)
+	x.settle(policy.Report{Outcome: policy.Success})
+	if err := caller.WriteMessage(kind, first); err != nil {
+		_ = region.Close()
+		return policy.Report{Outcome: gaveUp}, true, err
+	}
+	ls.region = region
+	x.liveUsage()
+	return policy.Report{Outcome: policy.Success}, true, nil
+}
+
+// liveUsage counts the tokens of the message x.scan has just read, when it
+// carries usageMetadata (a turn's end).
+func (x *exchange) liveUsage() {
+	if x.scan.Tokens > 0 || x.scan.InputTokens > 0 || x.scan.OutputTokens > 0 {
+		x.answered(x.scan.InputTokens, x.scan.OutputTokens, x.scan.TrafficType)
+	}
+}
+
+// relayLive passes the session's messages both ways, each unchanged and of
+// its kind, until one side closes or breaks off; its close (code and text)
+// is passed to the other side, and both connections are closed. The
+// caller's messages are no larger than a request body may be. The
+// region's messages are read for their usageMetadata, which is counted as
+// a REST answer's is.
+func (x *exchange) relayLive(caller, region *websocket.Conn) {
+	defer func() { _ = region.Close() }()
+	caller.SetReadLimit(x.s.maxBody)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			kind, msg, err := caller.ReadMessage()
+			if err != nil {
+				passClose(region, err, websocket.CloseGoingAway, "the caller's connection broke off")
+				// The region has a moment to close its side; then the
+				// relay ends regardless.
+				_ = region.SetReadDeadline(time.Now().Add(closeGrace))
+				return
+			}
+			if region.WriteMessage(kind, msg) != nil {
+				_ = caller.Close()
+				return
+			}
+		}
+	}()
+	for {
+		kind, msg, err := region.ReadMessage()
+		if err != nil {
+			passClose(caller, err, websocket.CloseInternalServerErr, "UNAVAILABLE: the region's connection broke off")
+			_ = caller.Close()
+			break
+		}
+		x.scan.Reset(upstream.FrameObject)
+		_, _ = x.scan.Write(msg)
+		x.liveUsage()
+		if caller.WriteMessage(kind, msg) != nil {
+			_ = caller.Close()
+			break
+		}
+	}
+	<-done
+}
+
+// closeGrace is how long the region has to close a session the caller
+// closed before the relay cuts it.
+const closeGrace = 5 * time.Second
+
+// passClose ends the other side of a session with how this side ended:
+// the close frame it sent (code and text), or code and text when it broke
+// off without one (genai's Session.Close closes the connection so). A close
+// frame without a code (1005, which a frame cannot carry) is passed as a
+// normal close.
+func passClose(to *websocket.Conn, err error, code int, text string) {
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		switch ce.Code {
+		case websocket.CloseNoStatusReceived:
+			code, text = websocket.CloseNormalClosure, ""
+		case websocket.CloseAbnormalClosure, websocket.CloseTLSHandshake:
+			// Broken off: code and text say so.
+		default:
+			code, text = ce.Code, ce.Text
+		}
+	}
+	_ = to.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(closeGrace))
+}
+
+// closeLive ends a session the router refused or could not set up with
+// err, in a close frame as Google's servers send one: the code
+// upstream.LiveCloseCode gives, the status's name and its message as text
+// (at most the 123 bytes a close frame holds). x.status takes the HTTP
+// status a REST call would have been answered with, for the request's
+// metrics and log.
+func (x *exchange) closeLive(conn *websocket.Conn, err error) {
+	st := status.Convert(err)
+	if errors.Is(err, context.DeadlineExceeded) {
+		st = status.New(codes.DeadlineExceeded, "the Live session was not set up within the request timeout")
+	}
+	x.status = upstream.HTTPStatus(st.Code())
+	text := upstream.StatusName(st.Code()) + ": " + st.Message()
+	if len(text) > 123 {
+		text = text[:123]
+		for !utf8.ValidString(text) {
+			text = text[:len(text)-1]
+		}
+	}
+	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(upstream.LiveCloseCode(st.Code()), text), time.Now().Add(x.s.writeTimeout))
+}

@@ -1,0 +1,238 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/auth"
+	"github.com/gorilla/websocket"
+	"google.golang.org/genai"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/upstream"
+	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
+)
+
+// liveClient is genai pointed at the router for the Live API, on a location
+// the pool does not have: the router puts the region's in the setup.
+func (r *router) liveClient() *genai.Client {
+	r.t.Helper()
+	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+		Backend:     genai.BackendVertexAI,
+		Project:     project,
+		Location:    "us-east5",
+		Credentials: auth.NewCredentials(&auth.CredentialsOptions{TokenProvider: staticToken{}}),
+		HTTPOptions: genai.HTTPOptions{BaseURL: "ws" + strings.TrimPrefix(r.http.URL, "http") + "/", APIVersion: "v1beta1"},
+	})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return c
+}
+
+// liveTurn sends one turn on s and returns the text of the answer and its
+// usage.
+func liveTurn(t *testing.T, s *genai.Session, prompt string) (string, *genai.UsageMetadata) {
+	t.Helper()
+	turn := true
+	if err := s.SendClientContent(genai.LiveClientContentInput{Turns: genai.Text(prompt), TurnComplete: &turn}); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := s.Receive()
+	if err == nil && msg.SetupComplete != nil {
+		msg, err = s.Receive() // genai gives the setupComplete first again
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.ServerContent == nil || msg.ServerContent.ModelTurn == nil || len(msg.ServerContent.ModelTurn.Parts) == 0 {
+		t.Fatalf("answer %+v has no model turn", msg)
+	}
+	return msg.ServerContent.ModelTurn.Parts[0].Text, msg.UsageMetadata
+}
+
+// TestLiveSessionsAreRouted: genai's Live client, pointed at the router,
+// holds a session with the pool's PT: the setup reaches the PT with its
+// model in the PT's location, turns are answered there and their tokens
+// counted as the PT's. When the PT refuses new sessions (its quota full:
+// Google closes the socket with 1011 RESOURCE_EXHAUSTED before
+// setupComplete) the next session is set up in the shared region, the
+// PT's refusal counted as capacity, not failure; and when neither can set a
+// session up the caller gets the close a region would have given, code and
+// status.
+func TestLiveSessionsAreRouted(t *testing.T) {
+	pt, shared, r := ptAndShared(t)
+	c := r.liveClient()
+	ctx := context.Background()
+
+	s, err := c.Live.Connect(ctx, model, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, usage := liveTurn(t, s, "hello")
+	if want := "europe-west1 answers: hello"; text != want {
+		t.Fatalf("answer %q, want %q", text, want)
+	}
+	if usage == nil || usage.PromptTokenCount != 7 || usage.TrafficType != genai.TrafficTypeProvisionedThroughput {
+		t.Fatalf("usage %+v did not come through", usage)
+	}
+	text, _ = liveTurn(t, s, "again")
+	if want := "europe-west1 answers: again"; text != want {
+		t.Fatalf("second answer %q, want %q", text, want)
+	}
+	_ = s.Close()
+	got := pt.Last()
+	if got.Method != upstreamtest.MethodLive || got.Model != pt.ModelName(project, "google", model) || len(got.Messages) != 2 {
+		t.Fatalf("the PT saw %s of %q with %d messages, want a Live session of %q with 2", got.Method, got.Model, len(got.Messages), pt.ModelName(project, "google", model))
+	}
+	if shared.Calls() != 0 {
+		t.Fatalf("the shared region saw %d sessions", shared.Calls())
+	}
+	pool := project + "/google/" + model
+	if in := counter(t, r.metrics, "regionwarden_router_tokens_total", map[string]string{
+		"pool": pool, "region": "europe-west1", "direction": "input", "traffic_type": "PROVISIONED_THROUGHPUT",
+	}); in != 14 {
+		t.Fatalf("input tokens counted %v, want 14 (two turns of 7)", in)
+	}
+
+	pt.set(func(b *upstreamtest.Behavior) {
+		b.Fault = func(int64) error {
+			return status.Error(codes.ResourceExhausted, "Quota exceeded for concurrent sessions.")
+		}
+	})
+	s, err = c.Live.Connect(ctx, model, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ = liveTurn(t, s, "spill")
+	_ = s.Close()
+	if want := "us-central1 answers: spill"; text != want {
+		t.Fatalf("with the PT full: answer %q, want %q", text, want)
+	}
+	if n := r.attempts("europe-west1", "provisioned", policy.Capacity); n != 1 {
+		t.Fatalf("the PT's refusal counted %v times as capacity, want 1", n)
+	}
+	if n := r.attempts("europe-west1", "provisioned", policy.Failure); n != 0 {
+		t.Fatalf("the PT's refusal counted %v times as a failure", n)
+	}
+
+	shared.set(func(b *upstreamtest.Behavior) {
+		b.Fault = func(int64) error {
+			return status.Error(codes.ResourceExhausted, "Quota exceeded for concurrent sessions.")
+		}
+	})
+	s, err = c.Live.Connect(ctx, model, nil)
+	if err == nil {
+		_, err = s.Receive()
+		_ = s.Close()
+	}
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.CloseInternalServerErr || !strings.HasPrefix(ce.Text, "RESOURCE_EXHAUSTED: ") {
+		t.Fatalf("with no region to set up in: %v, want a close 1011 RESOURCE_EXHAUSTED", err)
+	}
+}
+
+// TestLiveBytesPassUnchanged: a session's messages go both ways as they
+// came, fields no SDK knows and their spacing included; of the setup only
+// the model's location changes, to the region's. A close the region sends
+// reaches the caller with its code and text.
+func TestLiveBytesPassUnchanged(t *testing.T) {
+	pt, _, r := ptAndShared(t)
+	pt.set(func(b *upstreamtest.Behavior) { b.ExtraJSON = `"someFutureAnswer": {"x": [1, 2]}` })
+	h := http.Header{"Authorization": {"Bearer " + callerTok}}
+	conn, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(r.http.URL, "http")+upstream.LivePath("v1"), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	defer func() { _ = conn.Close() }()
+	asked := "projects/" + project + "/locations/us-east5/publishers/google/models/" + model
+	setup := `{ "futureTop" : {"a":"setup"},  "setup":{"generationConfig":{"someFutureOption":true},` + "\n" +
+		`  "model" :  "` + asked + `", "futureSetup": [ {"model": "not this one"} ] } }`
+	if err := conn.WriteMessage(websocket.TextMessage, []byte(setup)); err != nil {
+		t.Fatal(err)
+	}
+	if _, first, err := conn.ReadMessage(); err != nil || string(first) != `{"setupComplete":{}}` {
+		t.Fatalf("first message %q (%v), want setupComplete as the region sent it", first, err)
+	}
+	turn := `{"clientContent": {"turns":[{"role":"user","parts":[{"text":"hi"}]}], "turnComplete":true, "futureClient": 1 }}`
+	if err := conn.WriteMessage(websocket.TextMessage, []byte(turn)); err != nil {
+		t.Fatal(err)
+	}
+	_, answer, err := conn.ReadMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasSuffix(answer, []byte(`,"someFutureAnswer": {"x": [1, 2]}}`)) {
+		t.Fatalf("answer %s lost the field no SDK knows", answer)
+	}
+	got := pt.Last()
+	want := strings.Replace(setup, asked, pt.ModelName(project, "google", model), 1)
+	if string(got.Body) != want {
+		t.Fatalf("the region's setup:\n%s\nwant:\n%s", got.Body, want)
+	}
+	if len(got.Messages) != 1 || string(got.Messages[0]) != turn {
+		t.Fatalf("the region's messages %q, want [%q]", got.Messages, turn)
+	}
+	if a := got.Auth; len(a) != 0 && a[0] == "Bearer "+callerTok {
+		t.Fatal("the caller's token reached the region")
+	}
+	if err := conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "bye")); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _, err = conn.ReadMessage()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.CloseNormalClosure {
+		t.Fatalf("after the caller's close: %v, want the region's normal close back", err)
+	}
+}
+
+// TestLiveRefusals: what is wrong with a session is said in the close
+// frame, as Google's servers say it, and costs no region anything: a setup
+// that names no model, a model that is no pool's, a setup that never comes.
+func TestLiveRefusals(t *testing.T) {
+	pt, shared, r := ptAndShared(t)
+	url := "ws" + strings.TrimPrefix(r.http.URL, "http") + upstream.LivePath("v1beta1")
+	for _, tc := range []struct {
+		name, setup string
+		code        int
+		status      string
+	}{
+		{"no model", `{"setup":{"generationConfig":{}}}`, websocket.CloseInvalidFramePayloadData, "INVALID_ARGUMENT"},
+		{"not JSON", `{"setup":`, websocket.CloseInvalidFramePayloadData, "INVALID_ARGUMENT"},
+		{"short name", `{"setup":{"model":"` + model + `"}}`, websocket.CloseInvalidFramePayloadData, "INVALID_ARGUMENT"},
+		{"no pool", `{"setup":{"model":"projects/` + project + `/locations/us-east5/publishers/google/models/other"}}`, websocket.ClosePolicyViolation, "NOT_FOUND"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, resp, err := websocket.DefaultDialer.Dial(url, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			defer func() { _ = conn.Close() }()
+			if err := conn.WriteMessage(websocket.TextMessage, []byte(tc.setup)); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = conn.ReadMessage()
+			var ce *websocket.CloseError
+			if !errors.As(err, &ce) || ce.Code != tc.code || !strings.HasPrefix(ce.Text, tc.status+": ") {
+				t.Fatalf("got %v, want close %d %s", err, tc.code, tc.status)
+			}
+		})
+	}
+	resp, _ := r.do(http.MethodGet, upstream.LivePath("v1beta1"), nil, nil)
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a GET that is no websocket: %d, want 400", resp.StatusCode)
+	}
+	if n := pt.Calls() + shared.Calls(); n != 0 {
+		t.Fatalf("the regions saw %d sessions", n)
+	}
+}
