@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/regionwarden/regionwarden/router/auth"
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream"
@@ -60,10 +61,16 @@ func liveRoute(path string) (string, bool) {
 // router takes no ambient credentials (no cookies), only an Authorization
 // header, which a web page cannot make a browser send on a websocket.
 var liveUpgrader = websocket.Upgrader{
-	ReadBufferSize:  4 << 10,
-	WriteBufferSize: 4 << 10,
+	ReadBufferSize:  8 << 10,
+	WriteBufferSize: 8 << 10,
 	CheckOrigin:     func(*http.Request) bool { return true },
 }
+
+// liveSessionBytes is what a session holds in the budget of request bytes
+// while it lasts: its four websocket buffers (the caller's side's and the
+// region's, upstream.Live's) and the stacks and state of its two goroutines,
+// rounded up.
+const liveSessionBytes = 64 << 10
 
 // liveSession is what a Live session's setup is for the router: the
 // message as it came, its kind (text or binary) and the model it names.
@@ -96,11 +103,12 @@ func (x *exchange) serveLive(version string) {
 		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("API version %q is not served; use v1 or v1beta1", version), 0)
 		return
 	}
-	if x.s.auth != nil && r.Header.Get("Authorization") == "" {
+	if _, ok := auth.BearerToken(r.Header.Get("Authorization")); !ok && x.s.auth != nil && x.s.auth.Mode() != auth.ModeNone {
 		// Who the caller is can only be decided for a pool, which the
 		// setup names; a caller with no credentials at all is refused
 		// before it holds a connection and the budget's bytes.
-		x.fail(http.StatusUnauthorized, codes.Unauthenticated, "the Live API needs the caller's credentials in the Authorization header", 0)
+		x.fail(http.StatusUnauthorized, codes.Unauthenticated,
+			"Request is missing required authentication credential: the Live API needs the caller's credentials as \"Authorization: Bearer TOKEN\"", 0)
 		return
 	}
 	var err error
@@ -111,6 +119,13 @@ func (x *exchange) serveLive(version string) {
 	timeout, callers, err := x.s.callTimeout(r.Header)
 	if err != nil {
 		x.fail(http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0)
+		return
+	}
+	// The session's buffers and goroutines are held in the budget of
+	// request bytes for as long as it lasts: sessions, which the policy's
+	// in-flight limits stop counting once set up, cannot grow past the
+	// memory the budget stands for.
+	if !x.hold(liveSessionBytes) {
 		return
 	}
 	conn, err := liveUpgrader.Upgrade(x.w, r, nil)
@@ -160,8 +175,8 @@ func (x *exchange) serveLive(version string) {
 		x.closeLive(conn, err)
 		return
 	}
-	x.s.bodies.give(x.held)
-	x.held = 0
+	x.s.bodies.give(int64(len(ls.setup)))
+	x.held -= int64(len(ls.setup))
 	x.relayLive(conn, ls.region)
 }
 

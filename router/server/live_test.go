@@ -15,7 +15,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/regionwarden/regionwarden/internal/waittest"
 	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/server"
+	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream"
 	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
 )
@@ -235,4 +238,61 @@ func TestLiveRefusals(t *testing.T) {
 	if n := pt.Calls() + shared.Calls(); n != 0 {
 		t.Fatalf("the regions saw %d sessions", n)
 	}
+}
+
+// TestLiveWithTheCallersCredentials: under --caller-auth=forward a session
+// is set up with the caller's own token, which reaches the region on the
+// handshake; a caller without one is refused 401 before the handshake, and
+// no region sees anything.
+func TestLiveWithTheCallersCredentials(t *testing.T) {
+	pt, shared, r := forwardingRouter(t)
+	s, err := r.liveClient().Live.Connect(context.Background(), model, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, _ := liveTurn(t, s, "mine"); text != "europe-west1 answers: mine" {
+		t.Fatalf("answer %q", text)
+	}
+	_ = s.Close()
+	if a := pt.Last().Auth; len(a) != 1 || a[0] != "Bearer "+callerTok {
+		t.Fatalf("the region saw Authorization %q, want the caller's", a)
+	}
+	_, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(r.http.URL, "http")+upstream.LivePath("v1beta1"), nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no credentials: %v, want 401 before the handshake", err)
+	}
+	_ = resp.Body.Close()
+	if n := pt.Calls() + shared.Calls(); n != 1 {
+		t.Fatalf("the regions saw %d sessions, want the first alone", n)
+	}
+}
+
+// TestLiveSessionsHoldTheBudget: each session holds its share of the budget
+// of request bytes for as long as it lasts, so open sessions cannot outgrow
+// the memory the budget stands for: with room for one, a second is refused
+// 429 before its handshake, and admitted once the first has closed.
+func TestLiveSessionsHoldTheBudget(t *testing.T) {
+	pt := startRegion(t, "europe-west1", table.TierProvisioned)
+	r := startRouterWith(t, func(o *server.Options) { o.MaxBodyBytes, o.MaxBodyBytesInFlight = 32<<10, 100<<10 }, poolOf(generous(), region(pt, 0)))
+	c := r.liveClient()
+	first, err := c.Live.Connect(context.Background(), model, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveTurn(t, first, "one")
+	_, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(r.http.URL, "http")+upstream.LivePath("v1beta1"), nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a second session: %v, want 429 before the handshake", err)
+	}
+	_ = resp.Body.Close()
+	_ = first.Close()
+	// The first session's relay ends as its connection closes.
+	waittest.For(t, 10*time.Second, "a session once the first has closed", func() bool {
+		second, err := c.Live.Connect(context.Background(), model, nil)
+		if err != nil {
+			return false
+		}
+		_ = second.Close()
+		return true
+	})
 }

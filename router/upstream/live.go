@@ -27,6 +27,9 @@ func LivePath(version string) string {
 	return "/ws/google.cloud.aiplatform." + version + ".LlmBidiService/BidiGenerateContent"
 }
 
+// liveBuffer is the size of a Live session's read and write buffers.
+const liveBuffer = 8 << 10
+
 // liveDialer opens Live sessions: through the environment's proxy, TLS 1.2
 // at least, within the dial timeout, without compression (the router reads
 // the answers it relays, as over REST).
@@ -34,8 +37,11 @@ var liveDialer = &websocket.Dialer{
 	Proxy:            http.ProxyFromEnvironment,
 	TLSClientConfig:  &tls.Config{MinVersion: tls.VersionTLS12},
 	HandshakeTimeout: dialTimeout,
-	ReadBufferSize:   ioBuffer,
-	WriteBufferSize:  ioBuffer,
+	// A session's messages are small (a turn, a chunk of audio): small
+	// buffers, as a session holds its own for minutes (a larger message
+	// is read in several reads).
+	ReadBufferSize:  liveBuffer,
+	WriteBufferSize: liveBuffer,
 }
 
 // Live opens a Live session's websocket with the region of t for API
