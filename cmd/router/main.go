@@ -384,6 +384,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen listenin
 		}
 		runErr = fmt.Errorf("routing table source: %w", err)
 	}
+	// Live sessions last minutes, past any grace: they are told to go
+	// elsewhere now rather than cut off when the process exits.
+	srv.CloseLiveSessions()
 	shutdown(log, servers, gs, c.shutdownGrace)
 	stopSource()
 	return runErr

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -111,6 +112,10 @@ func (x *exchange) serveLive(version string) {
 			"Request is missing required authentication credential: the Live API needs the caller's credentials as \"Authorization: Bearer TOKEN\"", 0)
 		return
 	}
+	if x.s.live.stopping() {
+		x.fail(http.StatusServiceUnavailable, codes.Unavailable, "the router is shutting down; open the session through another", 0)
+		return
+	}
 	var err error
 	if x.prio, err = parsePriority(r.Header.Get(HeaderPriority)); err != nil {
 		x.fail(http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0)
@@ -177,6 +182,11 @@ func (x *exchange) serveLive(version string) {
 	}
 	x.s.bodies.give(int64(len(ls.setup)))
 	x.held -= int64(len(ls.setup))
+	if !x.s.live.add(conn) {
+		_ = ls.region.Close()
+		return
+	}
+	defer x.s.live.remove(conn)
 	x.relayLive(conn, ls.region)
 }
 
@@ -412,4 +422,66 @@ func (x *exchange) closeLive(conn *websocket.Conn, err error) {
 		}
 	}
 	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(upstream.LiveCloseCode(st.Code()), text), time.Now().Add(x.s.writeTimeout))
+}
+
+// liveSessions are the sessions being relayed, so that the router can end
+// them when it stops: http.Server's Shutdown neither waits for nor closes
+// the connections its handlers took over.
+type liveSessions struct {
+	mu     sync.Mutex
+	open   map[*websocket.Conn]struct{}
+	closed bool
+}
+
+// add counts a session in; false, and the session closed as going away,
+// once the router is stopping.
+func (l *liveSessions) add(c *websocket.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		goAway(c)
+		return false
+	}
+	if l.open == nil {
+		l.open = make(map[*websocket.Conn]struct{})
+	}
+	l.open[c] = struct{}{}
+	return true
+}
+
+// stopping reports whether the router is stopping (CloseLiveSessions).
+func (l *liveSessions) stopping() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
+
+func (l *liveSessions) remove(c *websocket.Conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.open, c)
+}
+
+// goAway ends a session the router is stopping under: 1001 (going away),
+// the status an SDK reconnects on, and the caller's connection closed,
+// which ends its relay and closes the region's side.
+func goAway(c *websocket.Conn) {
+	_ = c.WriteControl(websocket.CloseMessage,
+		websocket.FormatCloseMessage(websocket.CloseGoingAway, "UNAVAILABLE: the router is shutting down; open a new session"),
+		time.Now().Add(closeGrace))
+	_ = c.Close()
+}
+
+// CloseLiveSessions ends every Live session the router relays, and any
+// set up from now on, with a close frame 1001 (going away) that says the
+// router is shutting down, so that their callers open new ones through
+// another router rather than find them cut off when the process exits. The
+// router calls it when it stops, after the drain.
+func (s *Server) CloseLiveSessions() {
+	s.live.mu.Lock()
+	defer s.live.mu.Unlock()
+	s.live.closed = true
+	for c := range s.live.open {
+		goAway(c)
+	}
 }

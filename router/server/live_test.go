@@ -296,3 +296,31 @@ func TestLiveSessionsHoldTheBudget(t *testing.T) {
 		return true
 	})
 }
+
+// TestLiveSessionsGoAwayWhenTheRouterStops: a router that stops ends its
+// sessions with 1001 (going away), which says to open a new one, rather
+// than let them be cut off when its process exits; a session asked for
+// after that is refused 503 before its handshake.
+func TestLiveSessionsGoAwayWhenTheRouterStops(t *testing.T) {
+	pt, _, r := ptAndShared(t)
+	s, err := r.liveClient().Live.Connect(context.Background(), model, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	liveTurn(t, s, "before")
+	r.srv.CloseLiveSessions()
+	_, err = s.Receive()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.CloseGoingAway || !strings.HasPrefix(ce.Text, "UNAVAILABLE: ") {
+		t.Fatalf("after the router stopped: %v, want close 1001 UNAVAILABLE", err)
+	}
+	_, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(r.http.URL, "http")+upstream.LivePath("v1beta1"), nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a session after the router stopped: %v, want 503", err)
+	}
+	_ = resp.Body.Close()
+	if n := pt.Calls(); n != 1 {
+		t.Fatalf("the region saw %d sessions, want 1", n)
+	}
+}

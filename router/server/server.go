@@ -186,6 +186,7 @@ type Server struct {
 	shares       *share.Controller
 	refusals     func() []source.Refusal
 
+	live     liveSessions            // the Live sessions being relayed (live.go)
 	state    atomic.Pointer[routing] // nil until the first Apply
 	draining atomic.Bool             // Drain was called: not ready
 	mu       sync.Mutex              // serializes Apply
