@@ -30,7 +30,8 @@
 // Each region serves the OpenAI-compatible chat completions too
 // (openai.go), and a partner model's rawPredict and streamRawPredict as
 // Anthropic's Messages API (anthropic.go: a scenario of publisher
-// anthropic emulates Claude on Vertex AI), from the same capacity, and
+// anthropic emulates Claude on Vertex AI) and Live API sessions, each turn
+// served as a call (live.go), from the same capacity, and
 // keeps the context caches made in it (caches.go): a call that names a cache another region holds is
 // refused, as Google refuses it.
 //

@@ -30,8 +30,8 @@ var (
 // a JSON array) or countTokens. Bodies are protojson; errors are Google's
 // error JSON. It serves the OpenAI-compatible chat completions too
 // (openai.go), a partner model's rawPredict and streamRawPredict as
-// Anthropic's Messages API (anthropic.go), and the location's context
-// caches (caches.go).
+// Anthropic's Messages API (anthropic.go), the location's context
+// caches (caches.go) and Live API sessions (live.go).
 func restHandler(r *region) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /{version}/projects/{project}/locations/{location}/publishers/{publisher}/models/{modelAndMethod}", func(w http.ResponseWriter, req *http.Request) {
@@ -43,6 +43,9 @@ func restHandler(r *region) http.Handler {
 	for _, p := range []string{"/{version}/projects/{project}/locations/{location}/cachedContents", "/{version}/projects/{project}/locations/{location}/cachedContents/{id}"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, req *http.Request) { serveCaches(r, w, req) })
 	}
+	mux.HandleFunc("GET /ws/{service}/BidiGenerateContent", func(w http.ResponseWriter, req *http.Request) {
+		serveLive(r, w, req)
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, &apiError{code: codes.NotFound, msg: "The requested URL was not found on this server."})
 	})
