@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -343,11 +344,13 @@ func (x *exchange) relayLive(caller, region *websocket.Conn) {
 	defer func() { _ = region.Close() }()
 	caller.SetReadLimit(x.s.maxBody)
 	done := make(chan struct{})
+	var callerEnded atomic.Bool
 	go func() {
 		defer close(done)
 		for {
 			kind, msg, err := caller.ReadMessage()
 			if err != nil {
+				callerEnded.Store(true)
 				passClose(region, err, websocket.CloseGoingAway, "the caller's connection broke off")
 				// The region has a moment to close its side; then the
 				// relay ends regardless.
@@ -363,6 +366,9 @@ func (x *exchange) relayLive(caller, region *websocket.Conn) {
 	for {
 		kind, msg, err := region.ReadMessage()
 		if err != nil {
+			if !callerEnded.Load() {
+				x.learnLiveEnd(err)
+			}
 			passClose(caller, err, websocket.CloseInternalServerErr, "UNAVAILABLE: the region's connection broke off")
 			_ = caller.Close()
 			break
@@ -376,6 +382,47 @@ func (x *exchange) relayLive(caller, region *websocket.Conn) {
 		}
 	}
 	<-done
+}
+
+// learnLiveEnd teaches the policy what a region that ended a session set
+// up (its attempt long settled) said by it: a close with an error, a full
+// quota (a turn past the PT's, say: RESOURCE_EXHAUSTED) or the connection
+// broken off. Without it, a PT called dedicated that is full would take
+// every new session and end each at its first turn past its quota, and a
+// region that breaks its sessions would never be ejected. The turn the
+// region refused was a request to it: it is learned as the outcome of an
+// attempt of its own, pinned to the session's region and capacity, as a
+// call of the pool's. A close that ends a session well (1000, 1001 going
+// away: Google's sessions have a time limit) teaches nothing; nor does one
+// when the policy would not send a call there now (the capacity already
+// full, the region ejected): it knows already.
+func (x *exchange) learnLiveEnd(err error) {
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		switch ce.Code {
+		case websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived:
+			return
+		}
+	}
+	rep := upstream.Report(context.Background(), upstream.LiveCloseError(err), x.s.callersCreds)
+	switch rep.Outcome {
+	case policy.Failure, policy.Capacity, policy.ProvisionedFull:
+	default:
+		return
+	}
+	req := x.s.request(context.Background(), x.prio)
+	req.Region, req.Caller = x.target.Region.Name, x.key
+	pc := x.pool.router.Start(req)
+	a, perr := pc.Pick()
+	if perr != nil {
+		return
+	}
+	if a.Region != x.target.Region.Name || a.Tier != x.target.Region.Tier || a.PayGo != x.target.PayGo {
+		a.Finish(policy.Report{Outcome: policy.Cancelled}) //nolint:misspell // the policy package's name
+		return
+	}
+	out := a.Finish(rep)
+	x.pool.series.attempt(&x.target.Region, out, 0)
 }
 
 // closeGrace is how long the region has to close a session the caller

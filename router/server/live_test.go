@@ -324,3 +324,57 @@ func TestLiveSessionsGoAwayWhenTheRouterStops(t *testing.T) {
 		t.Fatalf("the region saw %d sessions, want 1", n)
 	}
 }
+
+// TestLiveSessionEndsTeachThePolicy: a PT called dedicated that is full
+// ends a session set up on it at its next turn (1011, "Exceeded the
+// Provisioned Throughput"). The caller gets that close as it is, and the
+// policy learns of it as of any attempt the full PT refused: the next
+// session is set up in the shared region rather than on the full PT, where
+// it would end at its first turn too.
+func TestLiveSessionEndsTeachThePolicy(t *testing.T) {
+	pt := startRegion(t, "europe-west1", table.TierProvisioned)
+	shared := startRegion(t, "us-central1", table.TierShared)
+	pol := generous()
+	pol.Provisioned.RequestType = table.RequestTypeDedicated
+	r := startRouter(t, poolOf(pol, region(pt, 0), region(shared, 0)))
+	pt.set(func(b *upstreamtest.Behavior) {
+		b.LiveTurnFault = func(turn int) error {
+			if turn > 1 {
+				return status.Error(codes.ResourceExhausted, "Too many requests. Exceeded the Provisioned Throughput.")
+			}
+			return nil
+		}
+	})
+	c := r.liveClient()
+	s, err := c.Live.Connect(context.Background(), model, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	if text, _ := liveTurn(t, s, "one"); text != "europe-west1 answers: one" {
+		t.Fatalf("first turn %q", text)
+	}
+	turn := true
+	if err := s.SendClientContent(genai.LiveClientContentInput{Turns: genai.Text("two"), TurnComplete: &turn}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Receive()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.CloseInternalServerErr || !strings.Contains(ce.Text, "Exceeded the Provisioned Throughput") {
+		t.Fatalf("the turn past the PT: %v, want the region's close", err)
+	}
+	waittest.For(t, 10*time.Second, "the full PT learned", func() bool {
+		return r.attempts("europe-west1", "provisioned", policy.ProvisionedFull) == 1
+	})
+	s2, err := c.Live.Connect(context.Background(), model, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s2.Close() }()
+	if text, _ := liveTurn(t, s2, "three"); text != "us-central1 answers: three" {
+		t.Fatalf("the next session answered %q, want the shared region's", text)
+	}
+	if n := pt.Calls(); n != 1 {
+		t.Fatalf("the full PT saw %d sessions, want 1", n)
+	}
+}

@@ -46,11 +46,12 @@ type liveClient struct {
 // Behavior refuses are refused at the handshake (401 or 403, Google's error
 // JSON), an *HTTPError fault too; then the setup message is read and
 // recorded, and a fault closes the session before setupComplete with the
-// close code and text Google's servers close with (LiveClose). A session
-// set up answers each clientContent with a serverContent naming the region
-// and the prompt, turn complete, with usageMetadata (7 tokens in, 5 out, the
-// region's traffic type) and Behavior.ExtraJSON's members, until the caller
-// closes it; every message is recorded as it came.
+// close code and text Google's servers close with (liveClose). A session
+// set up answers each clientContent (Behavior.LiveTurnFault may close it
+// instead) with a serverContent naming the region and the prompt, turn
+// complete, with usageMetadata (7 tokens in, 5 out, the region's traffic
+// type) and Behavior.ExtraJSON's members, until the caller closes it;
+// every message is recorded as it came.
 func (r *Region) serveLive(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	b := r.b
@@ -99,6 +100,7 @@ func (r *Region) serveLive(w http.ResponseWriter, req *http.Request) {
 	if conn.WriteMessage(websocket.BinaryMessage, []byte(`{"setupComplete":{}}`)) != nil {
 		return
 	}
+	turns := 0
 	for {
 		kind, msg, err := conn.ReadMessage()
 		if err != nil {
@@ -110,6 +112,13 @@ func (r *Region) serveLive(w http.ResponseWriter, req *http.Request) {
 		var m liveClient
 		if json.Unmarshal(msg, &m) != nil || m.ClientContent == nil {
 			continue // realtime input and tool responses: nothing to answer here
+		}
+		turns++
+		if b.LiveTurnFault != nil {
+			if err := b.LiveTurnFault(turns); err != nil {
+				liveClose(conn, err)
+				return
+			}
 		}
 		var prompt strings.Builder
 		for _, t := range m.ClientContent.Turns {

@@ -113,6 +113,10 @@ type Behavior struct {
 	// code as a failure of Google's servers on what those calls send
 	// (Internal: a document they cannot process), wherever they go.
 	Refuse map[string]codes.Code
+	// LiveTurnFault, when set, decides the answer to turn n (1-based) of a
+	// Live session: an error closes the session as Google's servers do
+	// (a turn past a full quota, say); nil answers it.
+	LiveTurnFault func(turn int) error
 	// Quick answers REST generateContent calls as cheaply as a region can:
 	// the body read and dropped, one answer encoded once, nothing recorded
 	// but the count. For benchmarks, where the region's own cost and a
