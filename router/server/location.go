@@ -72,3 +72,63 @@ func (x *exchange) serveLocation() bool {
 	x.forward(otherCalls, project, location, x.r.URL.Path)
 	return true
 }
+
+// publisherCalls is the reads of a publisher model's own resource.
+var publisherCalls = &locationCalls{
+	what:  "reads of a publisher model (genai's Models.Get)",
+	owned: "read Vertex AI's resources in the router's name", instead: "read it with your own Google identity",
+}
+
+// publisherModelPath reads /{version}/publishers/{publisher}/models/{model},
+// the path of a publisher model's own resource, which names no project and
+// no location (genai's Models.Get on Vertex AI reads it so); false when
+// the path is not one.
+func publisherModelPath(path string) (version, publisher, model string, ok bool) {
+	seg := strings.Split(path, "/")
+	if len(seg) != 6 || seg[0] != "" || seg[2] != "publishers" || seg[4] != "models" {
+		return "", "", "", false
+	}
+	for _, v := range seg[1:] {
+		if v == "" || v == "." || v == ".." || strings.Contains(v, ":") {
+			return "", "", "", false
+		}
+	}
+	return seg[1], seg[3], seg[5], true
+}
+
+// servePublisherModel forwards a read of a publisher model's resource (GET
+// /{version}/publishers/{publisher}/models/{model}), which every location's
+// endpoint answers alike, to the first region of the pool of that model
+// (of the first project by name, when several serve it), or of the first
+// pool when none does, as the rest of a location is forwarded (forward):
+// with the caller's own credentials only. false when the path is not one.
+func (x *exchange) servePublisherModel() bool {
+	version, publisher, model, ok := publisherModelPath(x.r.URL.Path)
+	if !ok || x.r.Method != http.MethodGet {
+		return false
+	}
+	x.method = methodPassthrough
+	if version != "v1" && version != "v1beta1" {
+		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("API version %q is not served; use v1 or v1beta1", version), 0)
+		return true
+	}
+	var pick *poolEntry
+	if st := x.s.state.Load(); st != nil {
+		for k, e := range st.pools {
+			if len(e.table.Regions) == 0 {
+				continue
+			}
+			same := k.Publisher == publisher && k.Model == model
+			pickSame := pick != nil && pick.table.Publisher == publisher && pick.table.Model == model
+			if pick == nil || (same && !pickSame) || (same == pickSame && e.label < pick.label) {
+				pick = e
+			}
+		}
+	}
+	if pick == nil {
+		x.fail(http.StatusNotFound, codes.NotFound, "the router has no routing pool, so no endpoint to read publisher models from", 0)
+		return true
+	}
+	x.forward(publisherCalls, pick.table.Project, pick.table.Regions[0].Name, x.r.URL.Path)
+	return true
+}

@@ -103,3 +103,43 @@ func TestLocationCallsNeedTheCallersCredentials(t *testing.T) {
 		t.Errorf("the region got %d calls, want none", n)
 	}
 }
+
+// TestPublisherModelsAreRead: genai's Models.Get on Vertex AI reads
+// /{version}/publishers/google/models/M, which names no project and no
+// location; the router forwards it, with the caller's own token, to the
+// first region of the model's pool (its PT, as the router orders them), and
+// the region's answer comes back.
+// Under kubernetes it is refused as the other calls it does not route are.
+func TestPublisherModelsAreRead(t *testing.T) {
+	pt, shared, r := forwardingRouter(t)
+	for _, version := range []string{"v1", "v1beta1"} {
+		m, err := r.client(version).Models.Get(context.Background(), model, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", version, err)
+		}
+		if m.Name != "publishers/google/models/"+model || m.Version != "001" {
+			t.Errorf("%s: got %+v", version, m)
+		}
+		got := pt.Last() // the pool's first region, as the router orders them
+		if got.Path != "/"+version+"/publishers/google/models/"+model || len(got.Auth) != 1 || got.Auth[0] != "Bearer "+callerTok {
+			t.Errorf("%s: the region got %s with Authorization %q", version, got.Path, got.Auth)
+		}
+	}
+	if n := shared.Calls(); n != 0 {
+		t.Errorf("the pool's other region got %d calls", n)
+	}
+	resp, body := r.do(http.MethodGet, "/v1/publishers/google/models/..", nil, http.Header{"Authorization": {"Bearer " + callerTok}})
+	if resp.StatusCode != http.StatusNotFound || pt.Calls() != 2 {
+		t.Errorf("a dot segment: %d %s, %d calls; want the router's 404 and no call", resp.StatusCode, body, pt.Calls())
+	}
+
+	authn, err := auth.New(auth.ModeKubernetes, refuseAll{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rk := startRouterWith(t, func(o *server.Options) { o.Auth = authn }, poolOf(generous(), region(pt, 0)))
+	resp, body = rk.do(http.MethodGet, "/v1/publishers/google/models/"+model, nil, nil)
+	if _, msg, _ := googleErr(t, body); resp.StatusCode != http.StatusForbidden || !strings.Contains(msg, "--caller-auth=forward") {
+		t.Errorf("under kubernetes: %d %s, want 403 saying why", resp.StatusCode, body)
+	}
+}

@@ -136,7 +136,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !ok || r.Method != http.MethodPost {
-		if !x.serveLocation() {
+		if !x.serveLocation() && !x.servePublisherModel() {
 			x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("The requested URL %s was not found on this server.", r.URL.Path), 0)
 		}
 		return

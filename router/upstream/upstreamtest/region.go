@@ -461,6 +461,15 @@ func (r *Region) restHandler() http.Handler {
 	mux.HandleFunc("/{version}/projects/{project}/locations/{location}/batchPredictionJobs", r.serveLocation)
 	mux.HandleFunc("/{version}/projects/{project}/locations/{location}/batchPredictionJobs/{id}", r.serveLocation)
 	mux.HandleFunc("GET /ws/{service}/BidiGenerateContent", r.serveLive)
+	mux.HandleFunc("GET /{version}/publishers/{publisher}/models/{model}", func(w http.ResponseWriter, req *http.Request) {
+		if _, ok := r.recordResource(w, req, MethodLocation); ok {
+			writeValue(w, map[string]any{
+				"name":        "publishers/" + req.PathValue("publisher") + "/models/" + req.PathValue("model"),
+				"versionId":   "001",
+				"launchStage": "GA",
+			})
+		}
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, status.Errorf(codes.NotFound, "The requested URL %s was not found on this server.", req.URL.Path))
 	})
