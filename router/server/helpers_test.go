@@ -191,12 +191,19 @@ func (staticToken) Token(context.Context) (*auth.Token, error) {
 // SDK's default, v1beta1.
 func (r *router) client(version string) *genai.Client {
 	r.t.Helper()
+	return r.clientAt(r.http.URL, "europe-west1", version)
+}
+
+// clientAt is the genai SDK on location, pointed at base (the router's URL,
+// or its ws:// twin for the Live API).
+func (r *router) clientAt(base, location, version string) *genai.Client {
+	r.t.Helper()
 	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
 		Backend:     genai.BackendVertexAI,
 		Project:     project,
-		Location:    "europe-west1",
+		Location:    location,
 		Credentials: auth.NewCredentials(&auth.CredentialsOptions{TokenProvider: staticToken{}}),
-		HTTPOptions: genai.HTTPOptions{BaseURL: r.http.URL, APIVersion: version},
+		HTTPOptions: genai.HTTPOptions{BaseURL: base, APIVersion: version},
 	})
 	if err != nil {
 		r.t.Fatal(err)

@@ -160,11 +160,8 @@ func (x *exchange) serveLive(version string) {
 		x.closeLive(conn, status.Error(aerr.Code, aerr.Message))
 		return
 	}
-	ctx, cancel := context.WithTimeout(traced, timeout)
+	ctx, cancel := x.bound(traced, timeout, callers)
 	defer cancel()
-	if callers {
-		x.ctx = ctx
-	}
 	x.pool.inFlight.Inc()
 	err = x.admit(ctx)
 	if err == nil {

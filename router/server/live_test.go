@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/auth"
 	"github.com/gorilla/websocket"
 	"google.golang.org/genai"
 	"google.golang.org/grpc/codes"
@@ -27,38 +26,36 @@ import (
 // the pool does not have: the router puts the region's in the setup.
 func (r *router) liveClient() *genai.Client {
 	r.t.Helper()
-	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
-		Backend:     genai.BackendVertexAI,
-		Project:     project,
-		Location:    "us-east5",
-		Credentials: auth.NewCredentials(&auth.CredentialsOptions{TokenProvider: staticToken{}}),
-		HTTPOptions: genai.HTTPOptions{BaseURL: "ws" + strings.TrimPrefix(r.http.URL, "http") + "/", APIVersion: "v1beta1"},
-	})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return c
+	return r.clientAt("ws"+strings.TrimPrefix(r.http.URL, "http")+"/", "us-east5", "v1beta1")
 }
 
-// liveTurn sends one turn on s and returns the text of the answer and its
-// usage.
-func liveTurn(t *testing.T, s *genai.Session, prompt string) (string, *genai.UsageMetadata) {
-	t.Helper()
+// liveAnswer sends one turn on s and returns the text of the answer and its
+// usage, or the error (a close) that ended the session.
+func liveAnswer(s *genai.Session, prompt string) (string, *genai.UsageMetadata, error) {
 	turn := true
 	if err := s.SendClientContent(genai.LiveClientContentInput{Turns: genai.Text(prompt), TurnComplete: &turn}); err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
-	msg, err := s.Receive()
-	if err == nil && msg.SetupComplete != nil {
-		msg, err = s.Receive() // genai gives the setupComplete first again
+	for {
+		msg, err := s.Receive()
+		if err != nil {
+			return "", nil, err
+		}
+		// genai gives the setupComplete first again.
+		if c := msg.ServerContent; c != nil && c.ModelTurn != nil && len(c.ModelTurn.Parts) > 0 {
+			return c.ModelTurn.Parts[0].Text, msg.UsageMetadata, nil
+		}
 	}
+}
+
+// liveTurn is liveAnswer for a turn that must be answered.
+func liveTurn(t *testing.T, s *genai.Session, prompt string) (string, *genai.UsageMetadata) {
+	t.Helper()
+	text, usage, err := liveAnswer(s, prompt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg.ServerContent == nil || msg.ServerContent.ModelTurn == nil || len(msg.ServerContent.ModelTurn.Parts) == 0 {
-		t.Fatalf("answer %+v has no model turn", msg)
-	}
-	return msg.ServerContent.ModelTurn.Parts[0].Text, msg.UsageMetadata
+	return text, usage
 }
 
 // TestLiveSessionsAreRouted: genai's Live client, pointed at the router,
@@ -354,11 +351,7 @@ func TestLiveSessionEndsTeachThePolicy(t *testing.T) {
 	if text, _ := liveTurn(t, s, "one"); text != "europe-west1 answers: one" {
 		t.Fatalf("first turn %q", text)
 	}
-	turn := true
-	if err := s.SendClientContent(genai.LiveClientContentInput{Turns: genai.Text("two"), TurnComplete: &turn}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = s.Receive()
+	_, _, err = liveAnswer(s, "two")
 	var ce *websocket.CloseError
 	if !errors.As(err, &ce) || ce.Code != websocket.CloseInternalServerErr || !strings.Contains(ce.Text, "Exceeded the Provisioned Throughput") {
 		t.Fatalf("the turn past the PT: %v, want the region's close", err)

@@ -247,16 +247,8 @@ func (x *exchange) run(traced context.Context, timeout time.Duration, callers, b
 		x.fail(err.Status, err.Code, err.Message, 0)
 		return
 	}
-	ctx, cancel := context.WithTimeout(traced, timeout)
+	ctx, cancel := x.bound(traced, timeout, callers)
 	defer cancel()
-	if callers {
-		// The deadline is the caller's (X-Server-Timeout), read as a gRPC
-		// caller's own deadline is (call.report): an attempt it cuts off
-		// fails the region only if the region kept it longer than it takes
-		// to answer. The router's own request timeout, when it binds, is
-		// always the region's failure.
-		x.ctx = ctx
-	}
 	x.pool.inFlight.Inc()
 	defer x.pool.inFlight.Dec()
 	if err := x.admit(ctx); err != nil {
@@ -275,6 +267,21 @@ func (x *exchange) run(traced context.Context, timeout time.Duration, callers, b
 	if retryAfter, err := x.attempts(ctx, x.attempt); err != nil {
 		x.failUpstream(err, retryAfter)
 	}
+}
+
+// bound is ctx bounded by timeout (callTimeout): the context the call's
+// attempts and waits run under.
+func (c *call) bound(ctx context.Context, timeout time.Duration, callers bool) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	if callers {
+		// The deadline is the caller's (X-Server-Timeout), read as a gRPC
+		// caller's own deadline is (call.report): an attempt it cuts off
+		// fails the region only if the region kept it longer than it takes
+		// to answer. The router's own request timeout, when it binds, is
+		// always the region's failure.
+		c.ctx = ctx
+	}
+	return ctx, cancel
 }
 
 // attempt makes one attempt on x.target under ctx. On success it has relayed
