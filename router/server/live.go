@@ -200,6 +200,9 @@ func (x *exchange) readSetup(conn *websocket.Conn) (liveSession, error) {
 		if errors.Is(err, websocket.ErrReadLimit) {
 			return ls, status.Errorf(codes.InvalidArgument, "setup message larger than %d bytes", x.s.maxBody)
 		}
+		if _, closed := errors.AsType[*websocket.CloseError](err); closed {
+			return ls, status.Error(codes.Canceled, "the caller closed the session before its setup")
+		}
 		return ls, status.Errorf(codes.DeadlineExceeded, "no setup message within %s: %v", x.s.bodyTimeout, err)
 	}
 	_ = conn.SetReadDeadline(time.Time{})
@@ -214,7 +217,8 @@ func (x *exchange) readSetup(conn *websocket.Conn) (liveSession, error) {
 
 // setupModel finds setup.model in a setup message: its value, and where
 // the JSON string that holds it starts and ends in msg, so that it alone
-// can be replaced and every other byte kept.
+// can be replaced and every other byte kept. The message must be one JSON
+// object, with one setup.model.
 func setupModel(msg []byte) (model string, start, end int, err error) {
 	bad := func(why string) (string, int, int, error) {
 		return "", 0, 0, status.Error(codes.InvalidArgument, "the Live session's first message must be its setup naming the model (setup.model): "+why)
@@ -232,11 +236,15 @@ func setupModel(msg []byte) (model string, start, end int, err error) {
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(msg))
+	found := false
 	for {
 		before := int(dec.InputOffset())
 		tok, err := dec.Token()
 		if errors.Is(err, io.EOF) {
-			return bad("no setup.model")
+			if !found {
+				return bad("no setup.model")
+			}
+			return model, start, end, nil
 		}
 		if err != nil {
 			return bad(err.Error())
@@ -257,12 +265,20 @@ func setupModel(msg []byte) (model string, start, end int, err error) {
 			st = st[:n-1]
 			valueDone()
 		case n == 2 && st[0].obj && st[0].key == "setup" && st[1].obj && st[1].key == "model":
+			// The whole message is read: a second setup.model, which
+			// the region's parser might take where the router took the
+			// first, would send the session to a model the caller was
+			// not authorized for.
 			m, ok := tok.(string)
 			if !ok {
 				return bad("setup.model is not a string")
 			}
-			end = int(dec.InputOffset())
-			return m, before + bytes.IndexByte(msg[before:end], '"'), end, nil
+			if found {
+				return bad("setup.model is given twice")
+			}
+			found, model, end = true, m, int(dec.InputOffset())
+			start = before + bytes.IndexByte(msg[before:end], '"')
+			valueDone()
 		default:
 			valueDone()
 		}

@@ -3,8 +3,10 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -370,4 +372,67 @@ func TestLiveSessionEndsTeachThePolicy(t *testing.T) {
 	if n := pt.Calls(); n != 1 {
 		t.Fatalf("the full PT saw %d sessions, want 1", n)
 	}
+}
+
+// FuzzLiveSetup sends the router a session's setup of any bytes. Whatever
+// comes in, the router either refuses it with a close as Google's servers
+// send one (1007 INVALID_ARGUMENT, 1008 NOT_FOUND) and no region sees it,
+// or sets the session up in the PT with the caller's setup as it came but
+// for setup.model, which names the PT's location: the same JSON, every
+// other member unchanged. A setup naming its model twice is refused: the
+// region's parser might take the other.
+func FuzzLiveSetup(f *testing.F) {
+	pt, r := onePT(f)
+	name := "projects/" + project + "/locations/us-east5/publishers/google/models/" + model
+	for _, seed := range []string{
+		`{"setup":{"model":"` + name + `"}}`,
+		`{"setup":{"generationConfig":{"responseModalities":["TEXT"]},"model":"` + name + `","tools":[{"setup":{"model":"x"}}]}}`,
+		`{"setup":{"model":"` + strings.ReplaceAll(name, "/", `\/`) + `"}}`,
+		`{"setup":{"model":"` + name + `","model":"projects/other/locations/us-east5/publishers/google/models/` + model + `"}}`,
+		`{"setup":{"model":"` + name + `"}} {"setup":{"model":"x"}}`,
+		`{"setup":{"model":7}}`,
+		`{"model":"` + name + `"}`,
+		`[{"setup":{"model":"` + name + `"}}]`,
+		`{"setup":{"model":"` + name + `"}`,
+	} {
+		f.Add(seed)
+	}
+	url := "ws" + strings.TrimPrefix(r.http.URL, "http") + upstream.LivePath("v1")
+	f.Fuzz(func(t *testing.T, setup string) {
+		before := pt.Calls()
+		conn, resp, err := websocket.DefaultDialer.Dial(url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		defer func() { _ = conn.Close() }()
+		if err := conn.WriteMessage(websocket.TextMessage, []byte(setup)); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, first, err := conn.ReadMessage()
+		if ce, ok := errors.AsType[*websocket.CloseError](err); ok {
+			if ce.Code != websocket.CloseInvalidFramePayloadData && ce.Code != websocket.ClosePolicyViolation {
+				t.Fatalf("refused with %d %q, want 1007 or 1008", ce.Code, ce.Text)
+			}
+			if n := pt.Calls() - before; n != 0 {
+				t.Fatalf("a refused setup reached the region (%d sessions)", n)
+			}
+			return
+		}
+		if err != nil || string(first) != `{"setupComplete":{}}` {
+			t.Fatalf("first message %q, %v", first, err)
+		}
+		var in, got map[string]any
+		if err := json.Unmarshal([]byte(setup), &in); err != nil {
+			t.Fatalf("the router set up a session from a setup that is not a JSON object: %v", err)
+		}
+		if err := json.Unmarshal(pt.Last().Body, &got); err != nil {
+			t.Fatalf("the region got a setup that is not JSON: %q", pt.Last().Body)
+		}
+		in["setup"].(map[string]any)["model"] = pt.ModelName(project, "google", model)
+		if !reflect.DeepEqual(in, got) {
+			t.Fatalf("the region got %s for %s", pt.Last().Body, setup)
+		}
+	})
 }
