@@ -16,8 +16,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/aiplatform/apiv1/aiplatformpb"
+	"github.com/gorilla/websocket"
 	"github.com/onsi/gomega/gbytes"
 	"google.golang.org/genai"
 	"google.golang.org/grpc/codes"
@@ -28,6 +30,7 @@ import (
 	"github.com/regionwarden/regionwarden/internal/testenv"
 	routerauth "github.com/regionwarden/regionwarden/router/auth"
 	"github.com/regionwarden/regionwarden/router/table"
+	"github.com/regionwarden/regionwarden/router/upstream"
 	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
 )
 
@@ -215,11 +218,12 @@ func TestKubernetesModeAdmitsListedServiceAccounts(t *testing.T) {
 	if a.Calls() != calls {
 		t.Error("a refused call reached the region")
 	}
+	liveUnderKubernetes(t, s, a, frontend, admin2)
 
 	m := s.metrics(t)
 	for _, want := range []string{
-		`regionwarden_router_caller_requests_total{caller_namespace="chat",pool="demo-project/google/gemini-2.5-flash-lite"} 1`,
-		`regionwarden_router_caller_refusals_total{pool="demo-project/google/gemini-2.5-flash-lite",reason="forbidden"} 1`,
+		`regionwarden_router_caller_requests_total{caller_namespace="chat",pool="demo-project/google/gemini-2.5-flash-lite"} 2`,
+		`regionwarden_router_caller_refusals_total{pool="demo-project/google/gemini-2.5-flash-lite",reason="forbidden"} 2`,
 		`regionwarden_router_caller_refusals_total{pool="demo-project/google/gemini-2.5-flash-lite",reason="unauthenticated"} 2`,
 	} {
 		if !strings.Contains(m, want) {
@@ -319,5 +323,54 @@ func TestRefusedCallerCredentialsBlameNoRegion(t *testing.T) {
 		if r.Calls() == before[i] {
 			t.Errorf("%s took none of 30 calls of a caller whose token is good", r.Name)
 		}
+	}
+}
+
+// liveUnderKubernetes: a Live session under --caller-auth=kubernetes is the
+// listed ServiceAccount's, set up with the router's own credentials (the
+// caller's token stays with the router); one of a ServiceAccount the pool
+// does not list is closed 1008 PERMISSION_DENIED once its setup names the
+// pool, before any region sees it; one without a token is refused 401
+// before its handshake.
+func liveUnderKubernetes(t *testing.T, s *started, a *upstreamtest.Region, listed, unlisted string) {
+	t.Helper()
+	url := "ws://" + s.api + upstream.LivePath("v1beta1")
+	setup := `{"setup":{"model":"projects/demo-project/locations/us-central1/publishers/google/models/gemini-2.5-flash-lite"}}`
+	open := func(tok string) (*websocket.Conn, error) {
+		conn, resp, err := websocket.DefaultDialer.Dial(url, http.Header{"Authorization": {"Bearer " + tok}})
+		if err != nil {
+			return nil, err
+		}
+		_ = resp.Body.Close()
+		if err := conn.WriteMessage(websocket.TextMessage, []byte(setup)); err != nil {
+			return nil, err
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		_, _, err = conn.ReadMessage()
+		return conn, err
+	}
+	conn, err := open(listed)
+	if err != nil {
+		t.Fatalf("a Live session of a listed ServiceAccount: %v", err)
+	}
+	_ = conn.Close()
+	if got := a.Last(); got.Method != upstreamtest.MethodLive || len(got.Auth) != 0 {
+		t.Errorf("the region saw %s with Authorization %q; want a Live session without the caller's token", got.Method, got.Auth)
+	}
+	calls := a.Calls()
+	conn, err = open(unlisted)
+	if ce, ok := errors.AsType[*websocket.CloseError](err); !ok || ce.Code != websocket.ClosePolicyViolation || !strings.HasPrefix(ce.Text, "PERMISSION_DENIED: ") {
+		t.Errorf("a Live session of an unlisted ServiceAccount: %v, want close 1008 PERMISSION_DENIED", err)
+	}
+	if conn != nil {
+		_ = conn.Close()
+	}
+	if _, resp, err := websocket.DefaultDialer.Dial(url, nil); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a Live session without a token: %v, want 401 before the handshake", err)
+	} else {
+		_ = resp.Body.Close()
+	}
+	if a.Calls() != calls {
+		t.Error("a refused Live session reached the region")
 	}
 }
