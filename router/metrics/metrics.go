@@ -45,6 +45,7 @@ type Metrics struct {
 	retriesRefused  *prometheus.CounterVec
 	shed            *prometheus.CounterVec
 	inFlight        *prometheus.GaugeVec
+	liveSessions    *prometheus.GaugeVec
 	trafficType     *prometheus.CounterVec
 	tokens          *prometheus.CounterVec
 	callers         *prometheus.CounterVec
@@ -101,6 +102,9 @@ func New() *Metrics {
 		inFlight: gauge("in_flight_requests",
 			"Requests being served, by pool.",
 			"pool"),
+		liveSessions: gauge("live_sessions",
+			"Live API sessions being relayed (set up, not yet closed), by pool; they are not in in_flight_requests once set up.",
+			"pool"),
 		trafficType: counter("traffic_type_total",
 			"Answers by the usageMetadata.trafficType the region reported (PROVISIONED_THROUGHPUT, ON_DEMAND, ...), by pool and region: what share provisioned capacity really served.",
 			"pool", "region", "traffic_type"),
@@ -130,7 +134,7 @@ func New() *Metrics {
 	}
 	m.registry.MustRegister(
 		m.requests, m.requestDuration, m.attempts, m.attemptDuration,
-		m.retriesRefused, m.shed, m.inFlight, m.trafficType, m.tokens,
+		m.retriesRefused, m.shed, m.inFlight, m.liveSessions, m.trafficType, m.tokens,
 		m.callers, m.callerRefusals,
 		m.tableLoads, m.tableRejections, m.tableInfo, m.pools,
 		collectors.NewGoCollector(),
@@ -258,6 +262,12 @@ func (m *Metrics) CallerRefused(pool, reason string) {
 	m.callerRefusals.WithLabelValues(pool, reason).Inc()
 }
 
+// LiveSessions returns the gauge of a pool's Live sessions being relayed,
+// to Inc and Dec around a session's relay.
+func (m *Metrics) LiveSessions(pool string) prometheus.Gauge {
+	return m.liveSessions.WithLabelValues(pool)
+}
+
 // InFlight returns the in-flight gauge of a pool, to Inc and Dec around a request.
 func (m *Metrics) InFlight(pool string) prometheus.Gauge { return m.inFlight.WithLabelValues(pool) }
 
@@ -292,7 +302,7 @@ func (m *Metrics) ForgetRegion(pool, region string) {
 func (m *Metrics) poolVecs() []interface{ DeletePartialMatch(prometheus.Labels) int } {
 	return []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		m.requests, m.requestDuration, m.attempts, m.attemptDuration,
-		m.retriesRefused, m.shed, m.inFlight, m.trafficType, m.tokens,
+		m.retriesRefused, m.shed, m.inFlight, m.liveSessions, m.trafficType, m.tokens,
 		m.callers, m.callerRefusals,
 	}
 }

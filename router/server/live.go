@@ -185,6 +185,9 @@ func (x *exchange) serveLive(version string) {
 		return
 	}
 	defer x.s.live.remove(conn)
+	sessions := x.s.metrics.LiveSessions(x.pool.label)
+	sessions.Inc()
+	defer sessions.Dec()
 	x.relayLive(conn, ls.region)
 }
 

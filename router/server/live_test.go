@@ -269,7 +269,8 @@ func TestLiveWithTheCallersCredentials(t *testing.T) {
 // TestLiveSessionsHoldTheBudget: each session holds its share of the budget
 // of request bytes for as long as it lasts, so open sessions cannot outgrow
 // the memory the budget stands for: with room for one, a second is refused
-// 429 before its handshake, and admitted once the first has closed.
+// 429 before its handshake, and admitted once the first has closed. The
+// live_sessions gauge counts the one open.
 func TestLiveSessionsHoldTheBudget(t *testing.T) {
 	pt := startRegion(t, "europe-west1", table.TierProvisioned)
 	r := startRouterWith(t, func(o *server.Options) { o.MaxBodyBytes, o.MaxBodyBytesInFlight = 32<<10, 100<<10 }, poolOf(generous(), region(pt, 0)))
@@ -279,13 +280,20 @@ func TestLiveSessionsHoldTheBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	liveTurn(t, first, "one")
+	sessions := func() float64 {
+		return counter(t, r.metrics, "regionwarden_router_live_sessions", map[string]string{"pool": project + "/google/" + model})
+	}
+	if n := sessions(); n != 1 {
+		t.Fatalf("live_sessions = %v with one session open", n)
+	}
 	_, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(r.http.URL, "http")+upstream.LivePath("v1beta1"), nil)
 	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("a second session: %v, want 429 before the handshake", err)
 	}
 	_ = resp.Body.Close()
 	_ = first.Close()
-	// The first session's relay ends as its connection closes.
+	waittest.For(t, 10*time.Second, "live_sessions back to 0", func() bool { return sessions() == 0 })
+	// The first session's relay ended as its connection closed.
 	waittest.For(t, 10*time.Second, "a session once the first has closed", func() bool {
 		second, err := c.Live.Connect(context.Background(), model, nil)
 		if err != nil {
