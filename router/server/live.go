@@ -178,6 +178,9 @@ func (x *exchange) serveLive(version string) {
 		x.closeLive(conn, err)
 		return
 	}
+	if ls.region == nil {
+		return // the caller went before its setupComplete reached it
+	}
 	x.s.bodies.give(int64(len(ls.setup)))
 	x.held -= int64(len(ls.setup))
 	if !x.s.live.add(conn) {
