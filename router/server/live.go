@@ -346,11 +346,13 @@ func (x *exchange) setUpLive(ctx context.Context, caller *websocket.Conn, ls *li
 }
 
 // liveUsage counts the tokens of the message x.scan has just read, when it
-// carries usageMetadata (a turn's end).
-func (x *exchange) liveUsage() {
+// carries usageMetadata (a turn's end), and reports whether it did.
+func (x *exchange) liveUsage() bool {
 	if x.scan.Tokens > 0 || x.scan.InputTokens > 0 || x.scan.OutputTokens > 0 {
 		x.answered(x.scan.InputTokens, x.scan.OutputTokens, x.scan.TrafficType)
+		return true
 	}
+	return false
 }
 
 // relayLive passes the session's messages both ways, each unchanged and of
@@ -394,7 +396,11 @@ func (x *exchange) relayLive(caller, region *websocket.Conn) {
 		}
 		x.scan.Reset(upstream.FrameObject)
 		_, _ = x.scan.Write(msg)
-		x.liveUsage()
+		if x.liveUsage() {
+			// A turn answered: a request the session made of the
+			// region, with its tokens.
+			x.learnLive(policy.Report{Outcome: policy.Success, Tokens: x.scan.Tokens, OnDemand: onDemand(x.scan.TrafficType)})
+		}
 		if caller.WriteMessage(kind, msg) != nil {
 			_ = caller.Close()
 			break
@@ -409,12 +415,9 @@ func (x *exchange) relayLive(caller, region *websocket.Conn) {
 // broken off. Without it, a PT called dedicated that is full would take
 // every new session and end each at its first turn past its quota, and a
 // region that breaks its sessions would never be ejected. The turn the
-// region refused was a request to it: it is learned as the outcome of an
-// attempt of its own, pinned to the session's region and capacity, as a
-// call of the pool's. A close that ends a session well (1000, 1001 going
-// away: Google's sessions have a time limit) teaches nothing; nor does one
-// when the policy would not send a call there now (the capacity already
-// full, the region ejected): it knows already.
+// region refused was a request to it (learnLive). A close that ends a
+// session well (1000, 1001 going away: Google's sessions have a time
+// limit) teaches nothing.
 func (x *exchange) learnLiveEnd(err error) {
 	var ce *websocket.CloseError
 	if errors.As(err, &ce) {
@@ -426,14 +429,26 @@ func (x *exchange) learnLiveEnd(err error) {
 	rep := upstream.Report(context.Background(), upstream.LiveCloseError(err), x.s.callersCreds)
 	switch rep.Outcome {
 	case policy.Failure, policy.Capacity, policy.ProvisionedFull:
-	default:
-		return
+		x.learnLive(rep)
 	}
+}
+
+// learnLive teaches the policy rep, the outcome of a request a session
+// made of its region after it was set up: a turn the region answered (its
+// tokens, which a PT's meter counts), or one it refused by ending the
+// session (learnLiveEnd). The session's own attempt ended at setupComplete,
+// so each is learned as an attempt of its own, pinned to the session's
+// region and capacity, as a call of the pool's would be: the meters count
+// what the session takes of the region's quotas, and the next calls and
+// sessions go where there is room. When the policy would not send a call
+// to that capacity now (full, or the region ejected), it knows already,
+// and nothing is learned.
+func (x *exchange) learnLive(rep policy.Report) {
 	req := x.s.request(context.Background(), x.prio)
 	req.Region, req.Caller = x.target.Region.Name, x.key
 	pc := x.pool.router.Start(req)
-	a, perr := pc.Pick()
-	if perr != nil {
+	a, err := pc.Pick()
+	if err != nil {
 		return
 	}
 	if a.Region != x.target.Region.Name || a.Tier != x.target.Region.Tier || a.PayGo != x.target.PayGo {

@@ -444,3 +444,32 @@ func FuzzLiveSetup(f *testing.F) {
 		}
 	})
 }
+
+// TestLiveTurnsCountAgainstQuotas: each turn a session's region answers is
+// a request the session made of it, and the policy's meters count it: with
+// a PT that takes three calls a second (the policy's clock standing
+// still), a session's setup and two turns fill it, and the next call goes
+// to the shared region. Were the turns not counted, the PT's meter would
+// hold the setup alone and take the call.
+func TestLiveTurnsCountAgainstQuotas(t *testing.T) {
+	pt := startRegion(t, "europe-west1", table.TierProvisioned)
+	shared := startRegion(t, "us-central1", table.TierShared)
+	r := startRouter(t, poolOf(generous(), region(pt, 3), region(shared, 0)))
+	s, err := r.liveClient().Live.Connect(context.Background(), model, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	for _, p := range []string{"one", "two"} {
+		if text, _ := liveTurn(t, s, p); text != "europe-west1 answers: "+p {
+			t.Fatalf("turn %q answered %q", p, text)
+		}
+	}
+	waittest.For(t, 10*time.Second, "the turns counted", func() bool {
+		return r.attempts("europe-west1", "provisioned", policy.Success) == 3
+	})
+	text, err := r.generate(r.client("v1"), "after the session's turns")
+	if err != nil || !strings.HasPrefix(text, "us-central1") {
+		t.Fatalf("the next call: %q, %v; want the shared region's answer, the PT's second full", text, err)
+	}
+}
