@@ -444,6 +444,9 @@ func (x *exchange) learnLiveEnd(err error) {
 // to that capacity now (full, or the region ejected), it knows already,
 // and nothing is learned.
 func (x *exchange) learnLive(rep policy.Report) {
+	if d := x.pool.demand; d != nil {
+		d.Add(x.s.now().UnixNano()) // the pool's demand, for its share, as admit counts it
+	}
 	req := x.s.request(context.Background(), x.prio)
 	req.Region, req.Caller = x.target.Region.Name, x.key
 	pc := x.pool.router.Start(req)
