@@ -48,6 +48,7 @@ func routerSeries(t *testing.T) exported {
 	m.RetryRefused(pool, "budget")
 	m.Shed(pool, policy.PriorityDefault, "shed")
 	m.InFlight(pool).Inc()
+	m.LiveSessions(pool).Inc()
 	m.TrafficType(pool, "europe-west1", "PROVISIONED_THROUGHPUT")
 	m.TokenSeries(pool, "global", "provisioned", "priority", "ON_DEMAND_PRIORITY", metrics.DirectionOutput).Add(1)
 	m.Loaded("", "0123abcd")
