@@ -82,6 +82,7 @@ type liveSession struct {
 	model  string // as the setup names it
 	start  int    // where the model's string value is in setup
 	end    int
+	handle string          // setup.sessionResumption.handle: the session it resumes; "" for a new one
 	region *websocket.Conn // the region's side, once set up
 }
 
@@ -162,6 +163,11 @@ func (x *exchange) serveLive(version string) {
 	}
 	ctx, cancel := x.bound(traced, timeout, callers)
 	defer cancel()
+	if region, ok := x.s.live.issuedBy(ls.handle); ok && x.pool.hasRegion(region) {
+		// A resumed session goes where its handle was issued, which
+		// alone holds the session's state.
+		x.pinned = region
+	}
 	x.pool.inFlight.Inc()
 	err = x.admit(ctx)
 	if err == nil {
@@ -217,17 +223,18 @@ func (x *exchange) readSetup(conn *websocket.Conn) (liveSession, error) {
 	}
 	x.held += int64(len(setup))
 	ls.kind, ls.setup = kind, setup
-	ls.model, ls.start, ls.end, err = setupModel(setup)
+	ls.model, ls.start, ls.end, ls.handle, err = setupModel(setup)
 	return ls, err
 }
 
 // setupModel finds setup.model in a setup message: its value, and where
 // the JSON string that holds it starts and ends in msg, so that it alone
-// can be replaced and every other byte kept. The message must be one JSON
-// object, with one setup.model.
-func setupModel(msg []byte) (model string, start, end int, err error) {
-	bad := func(why string) (string, int, int, error) {
-		return "", 0, 0, status.Error(codes.InvalidArgument, "the Live session's first message must be its setup naming the model (setup.model): "+why)
+// can be replaced and every other byte kept; and the handle of the session
+// it resumes (setup.sessionResumption.handle), if any. The message must be
+// one JSON object, with one setup.model.
+func setupModel(msg []byte) (model string, start, end int, handle string, err error) {
+	bad := func(why string) (string, int, int, string, error) {
+		return "", 0, 0, "", status.Error(codes.InvalidArgument, "the Live session's first message must be its setup naming the model (setup.model): "+why)
 	}
 	// A frame is an open object or array: for an object, the key of the
 	// member being read and whether a key comes next.
@@ -250,7 +257,7 @@ func setupModel(msg []byte) (model string, start, end int, err error) {
 			if !found {
 				return bad("no setup.model")
 			}
-			return model, start, end, nil
+			return model, start, end, handle, nil
 		}
 		if err != nil {
 			return bad(err.Error())
@@ -284,6 +291,9 @@ func setupModel(msg []byte) (model string, start, end int, err error) {
 			}
 			found, model, end = true, m, int(dec.InputOffset())
 			start = before + bytes.IndexByte(msg[before:end], '"')
+			valueDone()
+		case n == 3 && st[0].obj && st[0].key == "setup" && st[1].obj && st[1].key == "sessionResumption" && st[2].obj && st[2].key == "handle":
+			handle, _ = tok.(string)
 			valueDone()
 		default:
 			valueDone()
@@ -396,6 +406,9 @@ func (x *exchange) relayLive(caller, region *websocket.Conn) {
 		}
 		x.scan.Reset(upstream.FrameObject)
 		_, _ = x.scan.Write(msg)
+		if bytes.Contains(msg, resumptionUpdate) {
+			x.s.live.remember(msg, x.target.Region.Name, time.Now())
+		}
 		if x.liveUsage() {
 			// A turn answered: a request the session made of the
 			// region, with its tokens.
@@ -510,11 +523,76 @@ func (x *exchange) closeLive(conn *websocket.Conn, err error) {
 
 // liveSessions are the sessions being relayed, so that the router can end
 // them when it stops: http.Server's Shutdown neither waits for nor closes
-// the connections its handlers took over.
+// the connections its handlers took over; and the regions that issued the
+// resumption handles the router relayed, so that a session resumed through
+// this router goes where its state is.
 type liveSessions struct {
 	mu     sync.Mutex
 	open   map[*websocket.Conn]struct{}
 	closed bool
+
+	handles map[string]issued
+	order   []string // the handles, oldest first, for eviction
+}
+
+// issued is where and when a resumption handle was issued.
+type issued struct {
+	region string
+	at     time.Time
+}
+
+// Resumption handles are kept for maxHandleAge, at most maxHandles of them
+// (the oldest go first): a handle older than that is routed as a new
+// session, as one relayed by another replica is.
+const (
+	maxHandles   = 10000
+	maxHandleAge = 24 * time.Hour
+)
+
+// resumptionUpdate is the member of a region's message that carries a new
+// resumption handle.
+var resumptionUpdate = []byte(`"sessionResumptionUpdate"`)
+
+// remember notes the handle a region's message issues, if it issues one.
+func (l *liveSessions) remember(msg []byte, region string, now time.Time) {
+	var m struct {
+		SessionResumptionUpdate *struct {
+			NewHandle string `json:"newHandle"`
+			Resumable bool   `json:"resumable"`
+		} `json:"sessionResumptionUpdate"`
+	}
+	if json.Unmarshal(msg, &m) != nil || m.SessionResumptionUpdate == nil || m.SessionResumptionUpdate.NewHandle == "" {
+		return
+	}
+	h := m.SessionResumptionUpdate.NewHandle
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.handles == nil {
+		l.handles = make(map[string]issued)
+	}
+	if _, ok := l.handles[h]; !ok {
+		l.order = append(l.order, h)
+	}
+	l.handles[h] = issued{region: region, at: now}
+	for len(l.order) > maxHandles {
+		delete(l.handles, l.order[0])
+		l.order = l.order[1:]
+	}
+}
+
+// issuedBy is the region that issued handle, if this router relayed it
+// within maxHandleAge.
+func (l *liveSessions) issuedBy(handle string) (string, bool) {
+	if handle == "" {
+		return "", false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	is, ok := l.handles[handle]
+	if !ok || time.Since(is.at) > maxHandleAge {
+		return "", false
+	}
+	return is.region, true
 }
 
 // add counts a session in; false, and the session closed as going away,

@@ -473,3 +473,60 @@ func TestLiveTurnsCountAgainstQuotas(t *testing.T) {
 		t.Fatalf("the next call: %q, %v; want the shared region's answer, the PT's second full", text, err)
 	}
 }
+
+// TestResumedLiveSessionsGoWhereTheirStateIs: a session resumed with a
+// handle goes to the region that issued it, which alone holds the
+// session's state, even when the policy would send a new session
+// elsewhere: a session set up in the shared region while the PT refused
+// new ones is resumed there once the PT has room again, and a new session
+// goes to the PT.
+func TestResumedLiveSessionsGoWhereTheirStateIs(t *testing.T) {
+	pt, shared, r := ptAndShared(t)
+	for _, region := range []*fakeRegion{pt, shared} {
+		region.set(func(b *upstreamtest.Behavior) { b.LiveResumption = true })
+	}
+	pt.set(func(b *upstreamtest.Behavior) {
+		b.Fault = func(int64) error {
+			return status.Error(codes.ResourceExhausted, "Quota exceeded for concurrent sessions.")
+		}
+	})
+	c := r.liveClient()
+	ctx := context.Background()
+	s, err := c.Live.Connect(ctx, model, &genai.LiveConnectConfig{SessionResumption: &genai.SessionResumptionConfig{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handle string
+	for handle == "" {
+		msg, err := s.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := msg.SessionResumptionUpdate; u != nil {
+			handle = u.NewHandle
+		}
+	}
+	_ = s.Close()
+	if handle != "us-central1-handle" {
+		t.Fatalf("handle %q, want the shared region's", handle)
+	}
+	pt.set(func(b *upstreamtest.Behavior) { b.Fault = nil })
+	r.clock.Advance(time.Minute) // the PT's refusal is history
+
+	for _, tc := range []struct {
+		name, handle, want string
+	}{
+		{"resumed", handle, "us-central1"},
+		{"new", "", "europe-west1"},
+	} {
+		s, err := c.Live.Connect(ctx, model, &genai.LiveConnectConfig{SessionResumption: &genai.SessionResumptionConfig{Handle: tc.handle}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, _ := liveTurn(t, s, tc.name)
+		_ = s.Close()
+		if want := tc.want + " answers: " + tc.name; text != want {
+			t.Errorf("%s session: %q, want %q", tc.name, text, want)
+		}
+	}
+}

@@ -100,6 +100,10 @@ func (r *Region) serveLive(w http.ResponseWriter, req *http.Request) {
 	if conn.WriteMessage(websocket.BinaryMessage, []byte(`{"setupComplete":{}}`)) != nil {
 		return
 	}
+	if b.LiveResumption && conn.WriteMessage(websocket.BinaryMessage,
+		[]byte(`{"sessionResumptionUpdate":{"newHandle":"`+r.Name+`-handle","resumable":true}}`)) != nil {
+		return
+	}
 	turns := 0
 	for {
 		kind, msg, err := conn.ReadMessage()

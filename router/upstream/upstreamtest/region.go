@@ -113,6 +113,11 @@ type Behavior struct {
 	// code as a failure of Google's servers on what those calls send
 	// (Internal: a document they cannot process), wherever they go.
 	Refuse map[string]codes.Code
+	// LiveResumption makes a Live session set up send, after its
+	// setupComplete, a sessionResumptionUpdate with a handle naming the
+	// region ("<name>-handle"), as Google's servers do for a setup that
+	// asks for session resumption.
+	LiveResumption bool
 	// LiveTurnFault, when set, decides the answer to turn n (1-based) of a
 	// Live session: an error closes the session as Google's servers do
 	// (a turn past a full quota, say); nil answers it.
