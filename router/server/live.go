@@ -40,10 +40,11 @@ import (
 //
 // The attempt settles at setupComplete, as a success: a session lasts
 // minutes, and holding its place in the region's in-flight limit for as
-// long would shut out the calls the limit is for. What the region does to a
-// session after that (a close with an error) goes to the caller as it
-// came, and counts toward nothing, as the rest of a stream already
-// committed does not.
+// long would shut out the calls the limit is for. What the session asks of
+// the region after that is learned turn by turn (learnLive): each turn the
+// region answers, with its tokens, and a close with an error, which goes to
+// the caller as it came. A session resumed with a handle goes to the region
+// that issued it (liveSessions.issuedBy).
 
 // methodLive is the method label of Live sessions.
 const methodLive = "live"
