@@ -164,10 +164,19 @@ func (x *exchange) serveLive(version string) {
 	}
 	ctx, cancel := x.bound(traced, timeout, callers)
 	defer cancel()
-	if region, ok := x.s.live.issuedBy(ls.handle); ok && x.pool.hasRegion(region) {
-		// A resumed session goes where its handle was issued, which
-		// alone holds the session's state.
-		x.pinned = region
+	if is, ok := x.s.live.issuedBy(ls.handle); ok {
+		if x.who.Namespace != "" && is.caller != x.callerKey() {
+			// Under kubernetes the router resumes sessions as itself,
+			// and Google cannot tell its callers apart: a handle is
+			// its session's caller's alone.
+			x.closeLive(conn, status.Error(codes.PermissionDenied, "the session this resumption handle resumes is another caller's"))
+			return
+		}
+		if x.pool.hasRegion(is.region) {
+			// A resumed session goes where its handle was issued,
+			// which alone holds the session's state.
+			x.pinned = is.region
+		}
 	}
 	x.pool.inFlight.Inc()
 	err = x.admit(ctx)
@@ -408,7 +417,7 @@ func (x *exchange) relayLive(caller, region *websocket.Conn) {
 		x.scan.Reset(upstream.FrameObject)
 		_, _ = x.scan.Write(msg)
 		if bytes.Contains(msg, resumptionUpdate) {
-			x.s.live.remember(msg, x.target.Region.Name, time.Now())
+			x.s.live.remember(msg, issued{region: x.target.Region.Name, caller: x.key, at: time.Now()})
 		}
 		if x.liveUsage() {
 			// A turn answered: a request the session made of the
@@ -536,9 +545,10 @@ type liveSessions struct {
 	order   []string // the handles, oldest first, for eviction
 }
 
-// issued is where and when a resumption handle was issued.
+// issued is where, to whom and when a resumption handle was issued.
 type issued struct {
 	region string
+	caller uint64 // the session's callerKey
 	at     time.Time
 }
 
@@ -555,7 +565,7 @@ const (
 var resumptionUpdate = []byte(`"sessionResumptionUpdate"`)
 
 // remember notes the handle a region's message issues, if it issues one.
-func (l *liveSessions) remember(msg []byte, region string, now time.Time) {
+func (l *liveSessions) remember(msg []byte, is issued) {
 	var m struct {
 		SessionResumptionUpdate *struct {
 			NewHandle string `json:"newHandle"`
@@ -574,26 +584,26 @@ func (l *liveSessions) remember(msg []byte, region string, now time.Time) {
 	if _, ok := l.handles[h]; !ok {
 		l.order = append(l.order, h)
 	}
-	l.handles[h] = issued{region: region, at: now}
+	l.handles[h] = is
 	for len(l.order) > maxHandles {
 		delete(l.handles, l.order[0])
 		l.order = l.order[1:]
 	}
 }
 
-// issuedBy is the region that issued handle, if this router relayed it
-// within maxHandleAge.
-func (l *liveSessions) issuedBy(handle string) (string, bool) {
+// issuedBy is where and to whom handle was issued, if this router relayed
+// it within maxHandleAge.
+func (l *liveSessions) issuedBy(handle string) (issued, bool) {
 	if handle == "" {
-		return "", false
+		return issued{}, false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	is, ok := l.handles[handle]
 	if !ok || time.Since(is.at) > maxHandleAge {
-		return "", false
+		return issued{}, false
 	}
-	return is.region, true
+	return is, true
 }
 
 // add counts a session in; false, and the session closed as going away,

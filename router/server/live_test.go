@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/regionwarden/regionwarden/internal/waittest"
+	"github.com/regionwarden/regionwarden/router/auth"
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/server"
 	"github.com/regionwarden/regionwarden/router/table"
@@ -529,4 +530,66 @@ func TestResumedLiveSessionsGoWhereTheirStateIs(t *testing.T) {
 			t.Errorf("%s session: %q, want %q", tc.name, text, want)
 		}
 	}
+}
+
+// knownAccounts is a token reviewer that knows each token as the
+// ServiceAccount chat/<token>.
+type knownAccounts struct{}
+
+func (knownAccounts) Review(_ context.Context, token string) (auth.Identity, error) {
+	return auth.Identity{Namespace: "chat", Name: token}, nil
+}
+
+// TestResumptionHandlesAreTheirCallers: under --caller-auth=kubernetes the
+// router resumes sessions as itself, so Google cannot tell its callers
+// apart: a handle issued to one ServiceAccount's session is refused (1008
+// PERMISSION_DENIED) to another that the pool admits, before any region
+// sees it, and resumes the session for its own.
+func TestResumptionHandlesAreTheirCallers(t *testing.T) {
+	pt := startRegion(t, "europe-west1", table.TierProvisioned)
+	pt.set(func(b *upstreamtest.Behavior) { b.LiveResumption = true })
+	authn, err := auth.New(auth.ModeKubernetes, knownAccounts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := poolOf(generous(), region(pt, 0))
+	pool.Callers = table.Callers{ServiceAccounts: []table.ServiceAccount{{Namespace: "chat", Name: "*"}}}
+	r := startRouterWith(t, func(o *server.Options) { o.Auth = authn }, pool)
+	url := "ws" + strings.TrimPrefix(r.http.URL, "http") + upstream.LivePath("v1")
+	name := "projects/" + project + "/locations/us-east5/publishers/google/models/" + model
+	open := func(token, handle string) (*websocket.Conn, error) {
+		conn, resp, err := websocket.DefaultDialer.Dial(url, http.Header{"Authorization": {"Bearer " + token}})
+		if err != nil {
+			return nil, err
+		}
+		_ = resp.Body.Close()
+		setup := `{"setup":{"model":"` + name + `","sessionResumption":{"handle":"` + handle + `"}}}`
+		if err := conn.WriteMessage(websocket.TextMessage, []byte(setup)); err != nil {
+			return conn, err
+		}
+		_, _, err = conn.ReadMessage() // setupComplete, or the close
+		return conn, err
+	}
+	conn, err := open("alice", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, msg, err := conn.ReadMessage(); err != nil || !strings.Contains(string(msg), `"newHandle":"europe-west1-handle"`) {
+		t.Fatalf("the handle's message: %q, %v", msg, err)
+	}
+	_ = conn.Close()
+	calls := pt.Calls()
+	conn, err = open("mallory", "europe-west1-handle")
+	if ce, ok := errors.AsType[*websocket.CloseError](err); !ok || ce.Code != websocket.ClosePolicyViolation || !strings.HasPrefix(ce.Text, "PERMISSION_DENIED: ") {
+		t.Fatalf("another caller resuming: %v, want 1008 PERMISSION_DENIED", err)
+	}
+	_ = conn.Close()
+	if pt.Calls() != calls {
+		t.Fatal("the refused resumption reached the region")
+	}
+	conn, err = open("alice", "europe-west1-handle")
+	if err != nil {
+		t.Fatalf("its own caller resuming: %v", err)
+	}
+	_ = conn.Close()
 }
