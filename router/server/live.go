@@ -136,10 +136,20 @@ func (x *exchange) serveLive(version string) {
 	if !x.hold(liveSessionBytes) {
 		return
 	}
-	conn, err := liveUpgrader.Upgrade(x.w, r, nil)
+	up := liveUpgrader
+	up.Error = func(_ http.ResponseWriter, _ *http.Request, status int, reason error) {
+		// A handshake the upgrader refuses (no key, a version it does
+		// not speak) is answered in Google's error JSON, as every other
+		// refusal of the router's is.
+		code := codes.InvalidArgument
+		if status >= http.StatusInternalServerError {
+			code = codes.Internal
+		}
+		x.fail(status, code, reason.Error(), 0)
+	}
+	conn, err := up.Upgrade(x.w, r, nil)
 	if err != nil {
-		x.status = http.StatusBadRequest // the upgrader answered
-		return
+		return // answered
 	}
 	defer func() { _ = conn.Close() }()
 	x.status = http.StatusSwitchingProtocols

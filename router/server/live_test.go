@@ -593,3 +593,23 @@ func TestResumptionHandlesAreTheirCallers(t *testing.T) {
 	}
 	_ = conn.Close()
 }
+
+// TestLiveHandshakesTheUpgraderRefuses: a websocket handshake the router
+// cannot accept (no key, a version it does not speak) is answered in
+// Google's error JSON, as the router's other refusals are, and costs no
+// region anything.
+func TestLiveHandshakesTheUpgraderRefuses(t *testing.T) {
+	pt, _, r := ptAndShared(t)
+	for _, h := range []http.Header{
+		{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"}},
+		{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"8"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}},
+	} {
+		resp, body := r.do(http.MethodGet, upstream.LivePath("v1"), nil, h)
+		if code, _, st := googleErr(t, body); resp.StatusCode != http.StatusBadRequest || code != http.StatusBadRequest || st != "INVALID_ARGUMENT" {
+			t.Errorf("%v: %d %s, want 400 INVALID_ARGUMENT in Google's error JSON", h, resp.StatusCode, body)
+		}
+	}
+	if n := pt.Calls(); n != 0 {
+		t.Errorf("the region saw %d sessions", n)
+	}
+}
