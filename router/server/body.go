@@ -31,6 +31,11 @@ func (b *budget) take(n int64) bool {
 	return true
 }
 
+// full is what a request the budget has no room for is told.
+func (b *budget) full() string {
+	return fmt.Sprintf("the router holds as many request bytes as it may (%d); retry shortly", b.max)
+}
+
 // give returns n bytes taken.
 func (b *budget) give(n int64) { b.used.Add(-n) }
 
@@ -126,8 +131,7 @@ func (x *exchange) readChunked() ([]byte, error) {
 func (x *exchange) hold(n int64) bool {
 	if !x.s.bodies.take(n) {
 		x.w.Header().Set("Connection", "close")
-		x.fail(http.StatusTooManyRequests, codes.ResourceExhausted, fmt.Sprintf(
-			"the router holds as many request bytes as it may (%d); retry shortly", x.s.bodies.max), time.Second)
+		x.fail(http.StatusTooManyRequests, codes.ResourceExhausted, x.s.bodies.full(), time.Second)
 		return false
 	}
 	x.held += n

@@ -157,8 +157,7 @@ func (x *exchange) serveCaches(cr cachesRoute) {
 	r := x.r
 	x.method = methodCaches
 	switch {
-	case cr.version != "v1" && cr.version != "v1beta1":
-		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("API version %q is not served; use v1 or v1beta1", cr.version), 0)
+	case !x.servedVersion(cr.version):
 		return
 	case !cr.allows(r.Method):
 		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("The requested URL %s was not found on this server for %s.", r.URL.Path, r.Method), 0)

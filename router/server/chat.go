@@ -52,8 +52,7 @@ func parseChatRoute(path string) (chatRoute, bool) {
 func (x *exchange) serveChat(cr chatRoute) {
 	r := x.r
 	x.method = methodChat
-	if cr.version != "v1" && cr.version != "v1beta1" {
-		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("API version %q is not served; use v1 or v1beta1", cr.version), 0)
+	if !x.servedVersion(cr.version) {
 		return
 	}
 	prio, perr := parsePriority(r.Header.Get(HeaderPriority))

@@ -138,8 +138,6 @@ func (g *grpcCall) fail(err error, retryAfter time.Duration) error {
 	return g.end(st.Err())
 }
 
-// withRetryInfo adds google.rpc.RetryInfo to st when retryAfter is positive
-// and st carries none, as Google's APIs say when to retry over gRPC.
 // holdMessage takes a gRPC request's bytes from the router's budget of
 // request bytes, as a REST body's are: gRPC read it whole before the call
 // reached the router. The caller gives them back when the call ends; a
@@ -147,12 +145,13 @@ func (g *grpcCall) fail(err error, retryAfter time.Duration) error {
 func (s *Server) holdMessage(req proto.Message) (int64, error) {
 	held := int64(proto.Size(req))
 	if !s.bodies.take(held) {
-		return 0, withRetryInfo(status.Newf(codes.ResourceExhausted,
-			"the router holds as many request bytes as it may (%d); retry shortly", s.bodies.max), time.Second).Err()
+		return 0, withRetryInfo(status.New(codes.ResourceExhausted, s.bodies.full()), time.Second).Err()
 	}
 	return held, nil
 }
 
+// withRetryInfo adds google.rpc.RetryInfo to st when retryAfter is positive
+// and st carries none, as Google's APIs say when to retry over gRPC.
 func withRetryInfo(st *status.Status, retryAfter time.Duration) *status.Status {
 	if retryAfter <= 0 {
 		return st

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -103,8 +102,7 @@ func (x *exchange) serveLive(version string) {
 		x.fail(http.StatusBadRequest, codes.InvalidArgument, "the Live API is a websocket: open it with GET and Upgrade: websocket", 0)
 		return
 	}
-	if version != "v1" && version != "v1beta1" {
-		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("API version %q is not served; use v1 or v1beta1", version), 0)
+	if !x.servedVersion(version) {
 		return
 	}
 	if _, ok := auth.BearerToken(r.Header.Get("Authorization")); !ok && x.s.auth != nil && x.s.auth.Mode() != auth.ModeNone {
@@ -239,7 +237,7 @@ func (x *exchange) readSetup(conn *websocket.Conn) (liveSession, error) {
 	}
 	_ = conn.SetReadDeadline(time.Time{})
 	if !x.s.bodies.take(int64(len(setup))) {
-		return ls, status.Errorf(codes.ResourceExhausted, "the router holds as many request bytes as it may (%d); retry shortly", x.s.bodies.max)
+		return ls, status.Error(codes.ResourceExhausted, x.s.bodies.full())
 	}
 	x.held += int64(len(setup))
 	ls.kind, ls.setup = kind, setup

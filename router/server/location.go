@@ -65,8 +65,7 @@ func (x *exchange) serveLocation() bool {
 		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("The requested URL %s was not found on this server for %s.", x.r.URL.Path, x.r.Method), 0)
 		return true
 	}
-	if version != "v1" && version != "v1beta1" {
-		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("API version %q is not served; use v1 or v1beta1", version), 0)
+	if !x.servedVersion(version) {
 		return true
 	}
 	x.forward(otherCalls, project, location, x.r.URL.Path)
@@ -108,8 +107,7 @@ func (x *exchange) servePublisherModel() bool {
 		return false
 	}
 	x.method = methodPassthrough
-	if version != "v1" && version != "v1beta1" {
-		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("API version %q is not served; use v1 or v1beta1", version), 0)
+	if !x.servedVersion(version) {
 		return true
 	}
 	var pick *poolEntry

@@ -141,8 +141,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if rt.version != "v1" && rt.version != "v1beta1" {
-		x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("API version %q is not served; use v1 or v1beta1", rt.version), 0)
+	if !x.servedVersion(rt.version) {
 		return
 	}
 	x.req = upstream.Request{Version: rt.version, Method: rt.method, RawQuery: r.URL.RawQuery, Header: r.Header}
@@ -197,6 +196,16 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.run(traced, timeout, callers, bodyRead)
+}
+
+// servedVersion reports whether the router serves API version v (v1 and
+// v1beta1, as Google's endpoints do), and answers 404 when it does not.
+func (x *exchange) servedVersion(v string) bool {
+	if v == "v1" || v == "v1beta1" {
+		return true
+	}
+	x.fail(http.StatusNotFound, codes.NotFound, fmt.Sprintf("API version %q is not served; use v1 or v1beta1", v), 0)
+	return false
 }
 
 // callTimeout bounds a REST call, every attempt and wait included: the
