@@ -20,7 +20,6 @@ import (
 
 	"github.com/regionwarden/regionwarden/router/auth"
 	"github.com/regionwarden/regionwarden/router/policy"
-	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream"
 )
 
@@ -156,9 +155,9 @@ func (x *exchange) serveLive(version string) {
 		x.closeLive(conn, err)
 		return
 	}
-	key, err := liveKey(ls.model)
+	key, err := poolKey(ls.model)
 	if err != nil {
-		x.closeLive(conn, err)
+		x.closeLive(conn, status.Error(codes.InvalidArgument, "setup.model: "+err.Error()))
 		return
 	}
 	if x.pool = x.s.lookup(key); x.pool == nil {
@@ -319,18 +318,6 @@ func setupModel(msg []byte) (model string, start, end int, handle string, err er
 	}
 }
 
-// liveKey is the pool key of the model a setup names:
-// projects/P/locations/L/publishers/PUB/models/M.
-func liveKey(model string) (table.Key, error) {
-	seg := strings.Split(model, "/")
-	if len(seg) != 8 || seg[0] != "projects" || seg[2] != "locations" || seg[4] != "publishers" || seg[6] != "models" ||
-		seg[1] == "" || seg[3] == "" || seg[5] == "" || seg[7] == "" {
-		return table.Key{}, status.Errorf(codes.InvalidArgument,
-			"setup.model %q is not a publisher model's full name (projects/P/locations/L/publishers/PUB/models/M)", model)
-	}
-	return table.Key{Project: seg[1], Publisher: seg[5], Model: seg[7]}, nil
-}
-
 // setUpLive is one attempt to set the session up in x.target's region: the
 // websocket opened, the setup sent with the region's location in its model,
 // and the region's first message awaited, all within ctx. The first message
@@ -361,34 +348,37 @@ func (x *exchange) setUpLive(ctx context.Context, caller *websocket.Conn, ls *li
 		}
 		return x.report(err), false, err
 	}
-	x.scan.Reset(upstream.FrameObject)
-	_, _ = x.scan.Write(first)
 	x.settle(policy.Report{Outcome: policy.Success})
 	if err := caller.WriteMessage(kind, first); err != nil {
 		_ = region.Close()
 		return policy.Report{Outcome: gaveUp}, true, err
 	}
 	ls.region = region
-	x.liveUsage()
 	return policy.Report{Outcome: policy.Success}, true, nil
 }
 
-// liveUsage counts the tokens of the message x.scan has just read, when it
-// carries usageMetadata (a turn's end), and reports whether it did.
-func (x *exchange) liveUsage() bool {
-	if x.scan.Tokens > 0 || x.scan.InputTokens > 0 || x.scan.OutputTokens > 0 {
-		x.answered(x.scan.InputTokens, x.scan.OutputTokens, x.scan.TrafficType)
-		return true
+// liveMessage reads a region's message on its way to the caller: a
+// resumption handle it issues is remembered, and usageMetadata (a turn's
+// end) is counted as a REST answer's is and learned as a request the
+// session made of the region, with its tokens (learnLive).
+func (x *exchange) liveMessage(msg []byte) {
+	if bytes.Contains(msg, resumptionUpdate) {
+		x.s.live.remember(msg, issued{region: x.target.Region.Name, caller: x.key, at: time.Now()})
 	}
-	return false
+	x.scan.Reset(upstream.FrameObject)
+	_, _ = x.scan.Write(msg)
+	if x.scan.Tokens == 0 && x.scan.InputTokens == 0 && x.scan.OutputTokens == 0 {
+		return
+	}
+	x.answered(x.scan.InputTokens, x.scan.OutputTokens, x.scan.TrafficType)
+	x.learnLive(policy.Report{Outcome: policy.Success, Tokens: x.scan.Tokens, OnDemand: onDemand(x.scan.TrafficType)})
 }
 
 // relayLive passes the session's messages both ways, each unchanged and of
 // its kind, until one side closes or breaks off; its close (code and text)
 // is passed to the other side, and both connections are closed. The
-// caller's messages are no larger than a request body may be. The
-// region's messages are read for their usageMetadata, which is counted as
-// a REST answer's is.
+// caller's messages are no larger than a request body may be; the
+// region's are read on their way (liveMessage).
 func (x *exchange) relayLive(caller, region *websocket.Conn) {
 	defer func() { _ = region.Close() }()
 	caller.SetReadLimit(x.s.maxBody)
@@ -422,16 +412,7 @@ func (x *exchange) relayLive(caller, region *websocket.Conn) {
 			_ = caller.Close()
 			break
 		}
-		x.scan.Reset(upstream.FrameObject)
-		_, _ = x.scan.Write(msg)
-		if bytes.Contains(msg, resumptionUpdate) {
-			x.s.live.remember(msg, issued{region: x.target.Region.Name, caller: x.key, at: time.Now()})
-		}
-		if x.liveUsage() {
-			// A turn answered: a request the session made of the
-			// region, with its tokens.
-			x.learnLive(policy.Report{Outcome: policy.Success, Tokens: x.scan.Tokens, OnDemand: onDemand(x.scan.TrafficType)})
-		}
+		x.liveMessage(msg)
 		if caller.WriteMessage(kind, msg) != nil {
 			_ = caller.Close()
 			break
