@@ -47,7 +47,7 @@ var liveDialer = &websocket.Dialer{
 // Live opens a Live session's websocket with the region of t for API
 // version, ctx bounding the handshake: wss:// (ws:// with Options.Insecure)
 // at t's endpoint, with the caller's header less what stays with the router
-// and what the websocket handshake sets itself, plus the capacity headers
+// (the websocket handshake's own headers among them: dropped), plus the capacity headers
 // and the credentials, as Send does for REST. A handshake the region refuses
 // is an *Error of its answer, classified as a REST answer is.
 func (c *Clients) Live(ctx context.Context, t Target, version string, in http.Header) (*websocket.Conn, error) {
@@ -57,13 +57,6 @@ func (c *Clients) Live(ctx context.Context, t Target, version string, in http.He
 	}
 	rt, srt := Headers(&t)
 	header := outHeader(in, rt, srt, auth, deadlineOf(ctx))
-	for k := range header {
-		// The dialer writes the handshake's own headers and refuses to
-		// be given them.
-		if strings.HasPrefix(k, "Sec-Websocket-") {
-			delete(header, k)
-		}
-	}
 	c.opts.Propagator.Inject(ctx, propagation.HeaderCarrier(header))
 	scheme := "wss://"
 	if c.opts.Insecure {

@@ -112,11 +112,14 @@ const HeaderPriority = "X-Regionwarden-Priority"
 //     policy picked decides;
 //   - Accept-Encoding: the router reads the answers it relays and asks for
 //     them uncompressed;
-//   - the router's own priority header.
+//   - the router's own priority header;
+//   - a websocket handshake's own headers (a Live session's), which the
+//     router's dialer writes for its own handshake with the region.
 func dropped(key string) bool {
 	switch key {
 	case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
 		"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Host", "Content-Length",
+		"Sec-Websocket-Key", "Sec-Websocket-Version", "Sec-Websocket-Extensions", "Sec-Websocket-Protocol", "Sec-Websocket-Accept",
 		headerAuthorization, "Accept-Encoding", headerRequestType, headerSharedRequestType, HeaderPriority:
 		return true
 	}
