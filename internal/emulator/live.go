@@ -2,7 +2,6 @@ package emulator
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -162,16 +161,6 @@ func liveRefuse(conn *websocket.Conn, ae *apiError) {
 	if ae.refused {
 		return
 	}
-	code := websocket.CloseInternalServerErr
-	switch ae.code {
-	case codes.InvalidArgument:
-		code = websocket.CloseInvalidFramePayloadData
-	case codes.PermissionDenied, codes.NotFound:
-		code = websocket.ClosePolicyViolation
-	}
-	text := fmt.Sprintf("%s: %s", googleerror.StatusName(ae.code), ae.msg)
-	if len(text) > 123 { // what a close frame holds
-		text = text[:123]
-	}
+	code, text := googleerror.LiveClose(ae.code, ae.msg)
 	_ = conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(code, text))
 }

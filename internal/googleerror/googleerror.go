@@ -63,3 +63,36 @@ func JSON(c codes.Code, msg string) []byte {
 	}
 	return b
 }
+
+// A Live API session (Vertex AI's BidiGenerateContent over a websocket)
+// that Google's servers end with an error is closed with a close frame
+// (RFC 6455) whose text is the status's name and message: 1007 (invalid
+// frame payload data) for INVALID_ARGUMENT, 1008 (policy violation) for a
+// model or project the caller has no access to, 1011 (internal error) for
+// the rest, a full quota among them.
+const (
+	closeInvalidPayload  = 1007
+	closePolicyViolation = 1008
+	closeInternal        = 1011
+	// closeTextMax is what a close frame's text may hold: a control
+	// frame's 125 bytes less the code's 2.
+	closeTextMax = 123
+)
+
+// LiveClose is the close code and text a Live session ends with for an
+// error with code c and message msg, the text cut to what a close frame
+// holds.
+func LiveClose(c codes.Code, msg string) (int, string) {
+	code := closeInternal
+	switch c {
+	case codes.InvalidArgument:
+		code = closeInvalidPayload
+	case codes.PermissionDenied, codes.NotFound:
+		code = closePolicyViolation
+	}
+	text := StatusName(c) + ": " + msg
+	if len(text) > closeTextMax {
+		text = text[:closeTextMax]
+	}
+	return code, text
+}

@@ -38,3 +38,30 @@ func TestGoogleErrorJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveClose: a Live session's close names the status first, with the
+// code Google's servers close with, and its text fits a close frame.
+func TestLiveClose(t *testing.T) {
+	for _, tc := range []struct {
+		code  codes.Code
+		close int
+	}{
+		{codes.InvalidArgument, 1007},
+		{codes.PermissionDenied, 1008},
+		{codes.NotFound, 1008},
+		{codes.ResourceExhausted, 1011},
+		{codes.Unavailable, 1011},
+	} {
+		code, text := LiveClose(tc.code, "why")
+		if code != tc.close || text != StatusName(tc.code)+": why" {
+			t.Errorf("%s: %d %q, want %d %q", tc.code, code, text, tc.close, StatusName(tc.code)+": why")
+		}
+	}
+	long := make([]byte, 200)
+	for i := range long {
+		long[i] = 'x'
+	}
+	if _, text := LiveClose(codes.Internal, string(long)); len(text) != 123 {
+		t.Errorf("a long message's close text is %d bytes, want the 123 a close frame holds", len(text))
+	}
+}

@@ -143,21 +143,10 @@ func (r *Region) serveLive(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-// liveClose ends a Live session with err as Google's servers do: the
-// status name and message in the close frame's text, INVALID_ARGUMENT with
-// 1007, the caller's permission or model with 1008, anything else 1011.
+// liveClose ends a Live session with err as Google's servers do
+// (googleerror.LiveClose).
 func liveClose(conn *websocket.Conn, err error) {
 	st := status.Convert(err)
-	code := websocket.CloseInternalServerErr
-	switch st.Code() {
-	case codes.InvalidArgument:
-		code = websocket.CloseInvalidFramePayloadData
-	case codes.PermissionDenied, codes.NotFound:
-		code = websocket.ClosePolicyViolation
-	}
-	text := googleerror.StatusName(st.Code()) + ": " + st.Message()
-	if len(text) > 120 { // a close frame's text is at most 123 bytes
-		text = text[:120]
-	}
+	code, text := googleerror.LiveClose(st.Code(), st.Message())
 	_ = conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(code, text))
 }
