@@ -40,15 +40,22 @@ var otherCalls = &locationCalls{
 // resource).
 func locationPath(path string) (version, project, location string, ok bool) {
 	seg := strings.Split(path, "/")
-	if len(seg) < 7 || seg[0] != "" || seg[2] != "projects" || seg[4] != "locations" {
+	if len(seg) < 7 || seg[0] != "" || seg[2] != "projects" || seg[4] != "locations" || !plainSegments(seg[1:]) {
 		return "", "", "", false
 	}
-	for _, v := range seg[1:] {
+	return seg[1], seg[3], seg[5], true
+}
+
+// plainSegments reports whether a path's segments each name one thing: none
+// empty, none a dot segment (the path goes on to Google as it is, where
+// "." or ".." would name another resource).
+func plainSegments(seg []string) bool {
+	for _, v := range seg {
 		if v == "" || v == "." || v == ".." {
-			return "", "", "", false
+			return false
 		}
 	}
-	return seg[1], seg[3], seg[5], true
+	return true
 }
 
 // serveLocation forwards a call of a location's resource that the router
@@ -84,13 +91,9 @@ var publisherCalls = &locationCalls{
 // the path is not one.
 func publisherModelPath(path string) (version, publisher, model string, ok bool) {
 	seg := strings.Split(path, "/")
-	if len(seg) != 6 || seg[0] != "" || seg[2] != "publishers" || seg[4] != "models" {
+	if len(seg) != 6 || seg[0] != "" || seg[2] != "publishers" || seg[4] != "models" || !plainSegments(seg[1:]) ||
+		strings.Contains(seg[5], ":") {
 		return "", "", "", false
-	}
-	for _, v := range seg[1:] {
-		if v == "" || v == "." || v == ".." || strings.Contains(v, ":") {
-			return "", "", "", false
-		}
 	}
 	return seg[1], seg[3], seg[5], true
 }
@@ -110,15 +113,18 @@ func (x *exchange) servePublisherModel() bool {
 	if !x.servedVersion(version) {
 		return true
 	}
+	// The model's pools before all others, then by label.
+	serves := func(e *poolEntry) bool { return e.table.Publisher == publisher && e.table.Model == model }
+	before := func(a, b *poolEntry) bool {
+		if serves(a) != serves(b) {
+			return serves(a)
+		}
+		return a.label < b.label
+	}
 	var pick *poolEntry
 	if st := x.s.state.Load(); st != nil {
-		for k, e := range st.pools {
-			if len(e.table.Regions) == 0 {
-				continue
-			}
-			same := k.Publisher == publisher && k.Model == model
-			pickSame := pick != nil && pick.table.Publisher == publisher && pick.table.Model == model
-			if pick == nil || (same && !pickSame) || (same == pickSame && e.label < pick.label) {
+		for _, e := range st.pools {
+			if len(e.table.Regions) > 0 && (pick == nil || before(e, pick)) {
 				pick = e
 			}
 		}
