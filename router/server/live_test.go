@@ -51,6 +51,18 @@ func liveAnswer(s *genai.Session, prompt string) (string, *genai.UsageMetadata, 
 	}
 }
 
+// connect opens a Live session on model through c (cfg may be nil), closed
+// when the test ends if it has not been.
+func connect(t *testing.T, c *genai.Client, cfg *genai.LiveConnectConfig) *genai.Session {
+	t.Helper()
+	s, err := c.Live.Connect(context.Background(), model, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // liveTurn is liveAnswer for a turn that must be answered.
 func liveTurn(t *testing.T, s *genai.Session, prompt string) (string, *genai.UsageMetadata) {
 	t.Helper()
@@ -75,10 +87,7 @@ func TestLiveSessionsAreRouted(t *testing.T) {
 	c := r.liveClient()
 	ctx := context.Background()
 
-	s, err := c.Live.Connect(ctx, model, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := connect(t, c, nil)
 	text, usage := liveTurn(t, s, "hello")
 	if want := "europe-west1 answers: hello"; text != want {
 		t.Fatalf("answer %q, want %q", text, want)
@@ -110,10 +119,7 @@ func TestLiveSessionsAreRouted(t *testing.T) {
 			return status.Error(codes.ResourceExhausted, "Quota exceeded for concurrent sessions.")
 		}
 	})
-	s, err = c.Live.Connect(ctx, model, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = connect(t, c, nil)
 	text, _ = liveTurn(t, s, "spill")
 	_ = s.Close()
 	if want := "us-central1 answers: spill"; text != want {
@@ -131,7 +137,7 @@ func TestLiveSessionsAreRouted(t *testing.T) {
 			return status.Error(codes.ResourceExhausted, "Quota exceeded for concurrent sessions.")
 		}
 	})
-	s, err = c.Live.Connect(ctx, model, nil)
+	s, err := c.Live.Connect(ctx, model, nil)
 	if err == nil {
 		_, err = s.Receive()
 		_ = s.Close()
@@ -246,10 +252,7 @@ func TestLiveRefusals(t *testing.T) {
 // no region sees anything.
 func TestLiveWithTheCallersCredentials(t *testing.T) {
 	pt, shared, r := forwardingRouter(t)
-	s, err := r.liveClient().Live.Connect(context.Background(), model, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := connect(t, r.liveClient(), nil)
 	if text, _ := liveTurn(t, s, "mine"); text != "europe-west1 answers: mine" {
 		t.Fatalf("answer %q", text)
 	}
@@ -276,10 +279,7 @@ func TestLiveSessionsHoldTheBudget(t *testing.T) {
 	pt := startRegion(t, "europe-west1", table.TierProvisioned)
 	r := startRouterWith(t, func(o *server.Options) { o.MaxBodyBytes, o.MaxBodyBytesInFlight = 32<<10, 100<<10 }, poolOf(generous(), region(pt, 0)))
 	c := r.liveClient()
-	first, err := c.Live.Connect(context.Background(), model, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := connect(t, c, nil)
 	liveTurn(t, first, "one")
 	sessions := func() float64 {
 		return counter(t, r.metrics, "regionwarden_router_live_sessions", map[string]string{"pool": project + "/google/" + model})
@@ -311,14 +311,10 @@ func TestLiveSessionsHoldTheBudget(t *testing.T) {
 // after that is refused 503 before its handshake.
 func TestLiveSessionsGoAwayWhenTheRouterStops(t *testing.T) {
 	pt, _, r := ptAndShared(t)
-	s, err := r.liveClient().Live.Connect(context.Background(), model, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
+	s := connect(t, r.liveClient(), nil)
 	liveTurn(t, s, "before")
 	r.srv.CloseLiveSessions()
-	_, err = s.Receive()
+	_, err := s.Receive()
 	var ce *websocket.CloseError
 	if !errors.As(err, &ce) || ce.Code != websocket.CloseGoingAway || !strings.HasPrefix(ce.Text, "UNAVAILABLE: ") {
 		t.Fatalf("after the router stopped: %v, want close 1001 UNAVAILABLE", err)
@@ -354,15 +350,11 @@ func TestLiveSessionEndsTeachThePolicy(t *testing.T) {
 		}
 	})
 	c := r.liveClient()
-	s, err := c.Live.Connect(context.Background(), model, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
+	s := connect(t, c, nil)
 	if text, _ := liveTurn(t, s, "one"); text != "europe-west1 answers: one" {
 		t.Fatalf("first turn %q", text)
 	}
-	_, _, err = liveAnswer(s, "two")
+	_, _, err := liveAnswer(s, "two")
 	var ce *websocket.CloseError
 	if !errors.As(err, &ce) || ce.Code != websocket.CloseInternalServerErr || !strings.Contains(ce.Text, "Exceeded the Provisioned Throughput") {
 		t.Fatalf("the turn past the PT: %v, want the region's close", err)
@@ -370,11 +362,7 @@ func TestLiveSessionEndsTeachThePolicy(t *testing.T) {
 	waittest.For(t, 10*time.Second, "the full PT learned", func() bool {
 		return r.attempts("europe-west1", "provisioned", policy.ProvisionedFull) == 1
 	})
-	s2, err := c.Live.Connect(context.Background(), model, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s2.Close() }()
+	s2 := connect(t, c, nil)
 	if text, _ := liveTurn(t, s2, "three"); text != "us-central1 answers: three" {
 		t.Fatalf("the next session answered %q, want the shared region's", text)
 	}
@@ -456,11 +444,7 @@ func TestLiveTurnsCountAgainstQuotas(t *testing.T) {
 	pt := startRegion(t, "europe-west1", table.TierProvisioned)
 	shared := startRegion(t, "us-central1", table.TierShared)
 	r := startRouter(t, poolOf(generous(), region(pt, 3), region(shared, 0)))
-	s, err := r.liveClient().Live.Connect(context.Background(), model, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
+	s := connect(t, r.liveClient(), nil)
 	for _, p := range []string{"one", "two"} {
 		if text, _ := liveTurn(t, s, p); text != "europe-west1 answers: "+p {
 			t.Fatalf("turn %q answered %q", p, text)
@@ -492,11 +476,7 @@ func TestResumedLiveSessionsGoWhereTheirStateIs(t *testing.T) {
 		}
 	})
 	c := r.liveClient()
-	ctx := context.Background()
-	s, err := c.Live.Connect(ctx, model, &genai.LiveConnectConfig{SessionResumption: &genai.SessionResumptionConfig{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := connect(t, c, &genai.LiveConnectConfig{SessionResumption: &genai.SessionResumptionConfig{}})
 	var handle string
 	for handle == "" {
 		msg, err := s.Receive()
@@ -520,10 +500,7 @@ func TestResumedLiveSessionsGoWhereTheirStateIs(t *testing.T) {
 		{"resumed", handle, "us-central1"},
 		{"new", "", "europe-west1"},
 	} {
-		s, err := c.Live.Connect(ctx, model, &genai.LiveConnectConfig{SessionResumption: &genai.SessionResumptionConfig{Handle: tc.handle}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := connect(t, c, &genai.LiveConnectConfig{SessionResumption: &genai.SessionResumptionConfig{Handle: tc.handle}})
 		text, _ := liveTurn(t, s, tc.name)
 		_ = s.Close()
 		if want := tc.want + " answers: " + tc.name; text != want {
