@@ -30,30 +30,56 @@ import (
 //     in every region that answered it: whatever region its calls go to,
 //     they fail;
 //   - in no region where it fails are the other callers' attempts failing,
-//     judged on at least minRequests of theirs;
+//     judged on at least minRequests of theirs, and half as many since the
+//     caller was first watched (others says why);
 //   - and in at least one such region the other callers' attempts are
 //     judged and not failing: the region serves them.
 //
+// A caller fails alone in a region when its attempts there, at least
+// minRequests of them, are failing, and the other callers' attempts there,
+// judged as above, are not: the region serves everyone but it. Its further failures there are then retried as any (the region may
+// be broken for what it sends alone, a feature that has not rolled out
+// there) but counted toward nothing of the region's: not its failure
+// window, ejection, demotion nor throttle. And its calls rank the region
+// last, as a demoted one, so they go first to the regions that may serve
+// them (fail there too, and the first rule makes its failures its own).
+//
 // Why these hold by construction. A region that is down fails every
 // caller's calls there: where the others are judged they are failing
-// (second rule), and where none are judged there is no evidence the region
-// serves anyone (third rule); either way the failure is the region's, as
-// before. A caller whose calls fail in one region only (that region broken
-// for what it sends) is failing in one region, and the region's failures
-// count (first rule). Only a caller whose calls fail wherever they go while
-// the same regions serve the others is excused from the regions' windows.
-// The others' counts are the region's own failure window less what it
-// counted of this caller, so a caller whose failures the policy has
-// excused does not make the others look healthier than they are, and its
-// own counts keep every attempt, so excusing its failures does not make it
-// look healthier either. Once its failures are its own its calls are no
-// longer retried, so they fail in the one region they are sent to: the
-// caller stays so while they fail there and the region serves the others,
-// and is judged anew (two regions) once it has not been.
+// (second rule, and a caller does not fail alone there), and where none
+// are judged there is no evidence the region serves anyone (third rule);
+// either way the failure is the region's, as before. Only a caller whose
+// calls fail wherever they go while the same regions serve the others is
+// excused from the regions' windows, and only a caller whose calls fail in
+// a region that serves the others is excused from that region's.
+//
+// Why a region's failures do not count a caller that fails alone there.
+// Ejection and demotion move every caller's calls; they are for a region
+// that fails its callers. One that serves all but one of them is not
+// failing the others, and moving them would send the whole pool to
+// pay-as-you-go (the outage's cascade) for what one caller sends, while
+// it helps that caller no more than ranking the region last for its calls
+// alone does. It matters most where the caller's failures cannot go to a
+// second region at all: a Live session or a stream that Google ends after
+// it began is committed to its region and never retried, so a neighbor
+// whose sessions Google fails at their first turn fails in the PT alone,
+// and, without this, its failures alone demoted the PT for everyone. The
+// others' counts are the region's own failure window less what it counted
+// of this caller, so a caller whose failures the policy has excused does
+// not make the others look healthier than they are, and its own counts
+// keep every attempt, so excusing its failures does not make it look
+// healthier either. Once its failures are its own its calls are no longer
+// retried, so they fail in the one region they are sent to: the caller
+// stays so while they fail there and the region serves the others, and is
+// judged anew (two regions) once it has not been; such a caller's calls
+// are no longer ranked away from a region (they fail wherever they go).
 //
 // With one caller, or callers the router cannot tell apart (no key), every
-// failure counts, as before. A caller with no slot free (blameSlots callers
-// failing at once: a region is down for everyone) counts too.
+// failure counts, as before: no other caller is judged. A caller with no
+// slot free (blameSlots callers failing at once: a region is down for
+// everyone) counts too. Nor can a burst into a pool with no history be
+// told apart: the region's first answers are the burst's own, and its
+// failures count until the caller has minRequests of them there.
 
 // blameSlots is how many callers a pool watches at once.
 const blameSlots = 32
@@ -64,6 +90,9 @@ const blameSlots = 32
 type blameSlot struct {
 	key  atomic.Uint64
 	last atomic.Int64
+	// from is the bucket of the failure window in which the slot was
+	// taken: the others' counts are judged from it on (others).
+	from atomic.Uint64
 	// own is set while the caller's failures are its own, so that the
 	// change is logged once each way.
 	own atomic.Bool
@@ -74,6 +103,13 @@ type blameSlot struct {
 // window.
 type callerCounts struct {
 	all, counted window
+	// alone is set while the caller fails alone in the region, so that the
+	// change is logged once each way.
+	alone atomic.Bool
+	// before is what the region's failure window had counted in the
+	// slot's first bucket (blameSlot.from) when the slot was taken,
+	// answered<<32 | failed: attempts of the time before it (others).
+	before atomic.Uint64
 }
 
 // slotOf is the index of caller key's slot, or -1 when it has none. A key
@@ -95,29 +131,39 @@ func (p *Pool) claimSlot(key uint64, now int64, st *poolState) int {
 		s := &p.blame[i]
 		old := s.key.Load()
 		if (old == 0 || now-s.last.Load() > int64(st.interval)+st.failWidth) && s.key.CompareAndSwap(old, key) {
+			from := bucketOf(now, st.failWidth)
 			s.last.Store(now)
+			s.from.Store(from)
 			s.own.Store(false)
+			for _, rs := range st.slots {
+				c := &rs.r.blame[i]
+				c.alone.Store(false)
+				a, f := rs.r.fails.bucket(from)
+				c.before.Store(uint64(a)<<32 | uint64(f))
+			}
 			return int(i)
 		}
 	}
 	return -1
 }
 
-// blameCaller is the outcome an attempt of caller key's, which region r
-// answered with o (a success or a failure), counts as: CallerFault for a
-// failure that is the caller's own (see Blame), o otherwise. It notes the
-// attempt in the caller's counts when the pool watches the caller, and
-// starts watching it on a failure.
-func (p *Pool) blameCaller(key uint64, r *region, o Outcome) Outcome {
+// blameCaller is how an attempt of caller key's, which region r answered with o (a success or a failure), counts: learned,
+// what the caller is told (CallerFault for a failure that is the caller's
+// own, see Blame, o otherwise), and counted, what the region learns
+// (CallerFault, nothing, for a failure that is the caller's own or one in
+// a region the caller fails alone in; o otherwise). It notes the attempt
+// in the caller's counts when the pool watches the caller, and starts
+// watching it on a failure.
+func (p *Pool) blameCaller(key uint64, r *region, o Outcome) (learned, counted Outcome) {
 	i := p.slotOf(key)
 	if i < 0 && o != Failure {
-		return o // the common case: a caller the pool does not watch
+		return o, o // the common case: a caller the pool does not watch
 	}
 	st := r.cfg.Load().st
 	now := p.nanos()
 	if i < 0 {
 		if i = p.claimSlot(key, now, st); i < 0 {
-			return o
+			return o, o
 		}
 	}
 	p.blame[i].last.Store(now)
@@ -132,11 +178,87 @@ func (p *Pool) blameCaller(key uint64, r *region, o Outcome) Outcome {
 		own := p.callersOwn(i, now, st)
 		p.judged(i, key, own, st)
 		if own {
-			return CallerFault
+			return CallerFault, CallerFault
+		}
+		alone := p.failsAlone(i, r, idx, st)
+		p.judgedIn(i, r, key, alone, st)
+		if alone {
+			return Failure, CallerFault
 		}
 	}
 	c.counted.add(idx, 1, failed)
-	return o
+	return o, o
+}
+
+// failsAlone reports whether the caller of slot i fails alone in r over
+// the ejection interval ending in bucket idx: its attempts there are
+// failing, and the others', judged, are not (see Blame).
+func (p *Pool) failsAlone(i int, r *region, idx uint64, st *poolState) bool {
+	if a, f := r.blame[i].all.sum(idx); !st.isFailing(a, f) {
+		return false
+	}
+	judged, failing := p.others(i, r, idx, st)
+	return judged && !failing
+}
+
+// others judges the attempts of the pool's other callers in r, those the
+// region's failure window counted over the interval ending in bucket idx
+// less the ones of the caller of slot i: judged when there are enough of
+// them, failing when they fail at or over the ejection threshold.
+//
+// Judged twice. Over the whole window, on at least minRequests: the
+// evidence that the region serves the others. And over the part of it
+// since the slot was taken (blameSlot.from, callerCounts.before), on at
+// least half as many: the caller was not watched before its first
+// failure, so its own successes of that time are in the region's window
+// but not in its counts, and pass for the others'. Judged over the whole
+// window alone, a region going down for everyone would find each caller
+// failing where "the others", its own successes of a moment before among
+// them, are served; and each caller's failures would be excused in turn.
+// Since the slot was taken, the others' attempts are truly the others':
+// where the region fails everyone, they fail. Half as many, so that the
+// others are judged in about half the time the caller's own attempts take
+// to be (at like rates): the retries a caller whose calls fail everywhere
+// makes meanwhile reach a region fewer times than it is judged on.
+func (p *Pool) others(i int, r *region, idx uint64, st *poolState) (judged, failing bool) {
+	ca, cf := r.blame[i].counted.sum(idx)
+	ra, rf := r.fails.sum(idx)
+	oa, of := max(ra-ca, 0), max(rf-cf, 0)
+	from := p.blame[i].from.Load()
+	sa, sf := r.fails.sumSince(idx, from)
+	if idx-from < windowBuckets {
+		// The slot's first bucket is in the sum: less what it held
+		// before the slot was taken.
+		b := r.blame[i].before.Load()
+		sa, sf = sa-int64(b>>32), sf-int64(b&(1<<32-1))
+	}
+	sa, sf = max(sa-ca, 0), max(sf-cf, 0)
+	since := (st.minRequests + 1) / 2
+	failing = st.isFailing(oa, of) || (sa >= since && float64(sf) >= st.threshold*float64(sa))
+	return oa >= st.minRequests && sa >= since, failing
+}
+
+// avoided has bit k set for each region of the pool (its k-th) that caller
+// key fails alone in: its calls rank them last (choose). None for a caller
+// the pool does not watch, or whose failures are its own: its calls fail
+// wherever they go, and moving them would only spend other regions'
+// quotas on them.
+func (p *Pool) avoided(key uint64, now int64, st *poolState) uint32 {
+	if key == 0 {
+		return 0
+	}
+	i := p.slotOf(key)
+	if i < 0 || p.blame[i].own.Load() {
+		return 0
+	}
+	idx := bucketOf(now, st.failWidth)
+	var m uint32
+	for k, s := range st.slots {
+		if p.failsAlone(i, s.r, idx, st) {
+			m |= 1 << k
+		}
+	}
+	return m
 }
 
 // judged logs the change of caller key's judgement, in slot i, to own.
@@ -155,6 +277,24 @@ func (p *Pool) judged(i int, key uint64, own bool, st *poolState) {
 	}
 	p.log.Info("a caller's failures count toward the regions again",
 		"project", tp.Project, "publisher", tp.Publisher, "model", tp.Model, "caller", fmt.Sprintf("%016x", key))
+}
+
+// judgedIn logs the change of caller key's judgement in region r, in slot
+// i, to alone.
+func (p *Pool) judgedIn(i int, r *region, key uint64, alone bool, st *poolState) {
+	if r.blame[i].alone.Swap(alone) == alone {
+		return
+	}
+	tp := &st.pool
+	region := r.cfg.Load().name
+	if alone {
+		p.log.Warn("a caller's calls fail in a region that serves the pool's other callers: "+
+			"its failures there count toward nothing of the region's, and its calls go to other regions first",
+			"project", tp.Project, "publisher", tp.Publisher, "model", tp.Model, "region", region, "caller", fmt.Sprintf("%016x", key))
+		return
+	}
+	p.log.Info("a caller's failures count toward the region again",
+		"project", tp.Project, "publisher", tp.Publisher, "model", tp.Model, "region", region, "caller", fmt.Sprintf("%016x", key))
 }
 
 // callersOwn reports whether the failures of the caller of slot i are its
@@ -176,15 +316,11 @@ func (p *Pool) callersOwn(i int, now int64, st *poolState) bool {
 			return false
 		}
 		failingIn++
-		ra, rf := r.fails.sum(idx)
-		ca, cf := r.blame[i].counted.sum(idx)
-		oa, of := max(ra-ca, 0), max(rf-cf, 0)
-		if oa >= st.minRequests {
-			if st.isFailing(oa, of) {
-				return false
-			}
-			servesOthers = true
+		judged, failing := p.others(i, r, idx, st)
+		if failing {
+			return false
 		}
+		servesOthers = servesOthers || judged
 	}
 	// Once its failures are its own, the caller's calls are no longer
 	// retried, so they fail in the one region they go to: it stays so

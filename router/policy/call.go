@@ -385,7 +385,9 @@ func (a *Attempt) Late() bool {
 // and returns the outcome the policy learned: r.Outcome, but CallerFault
 // for a failure that is the caller's own (blame.go), which the caller must
 // not retry, and Capacity for a full PT reported of an attempt that did not
-// ask for one. An attempt reported before returns r.Outcome.
+// ask for one. An attempt reported before returns r.Outcome. A failure of a
+// caller that fails alone in the region returns Failure, but the region
+// learns nothing of it (blame.go).
 func (a *Attempt) Finish(r Report) Outcome {
 	if a.call == nil || a.call.st.targets[a.n] == nil {
 		return r.Outcome
@@ -396,20 +398,22 @@ func (a *Attempt) Finish(r Report) Outcome {
 	}
 	a.call.st.done |= bit
 	r.lane = a.call.st.lanes[a.n]
-	switch r.Outcome {
-	case ProvisionedFull:
+	if r.Outcome == ProvisionedFull {
 		if r.lane != laneProvisioned {
 			r.Outcome = Capacity // only a PT can be full
 		} else {
 			a.call.st.full |= bit
 		}
-	case Success, Failure:
-		if key := a.call.st.caller; key != 0 {
-			r.Outcome = a.call.p.blameCaller(key, a.call.st.targets[a.n], r.Outcome)
-		}
+	}
+	// What the caller is told and what the region learns differ for a
+	// failure of a caller that fails alone in the region (blame.go): it is
+	// retried as any, and counts toward nothing of the region's.
+	learned := r.Outcome
+	if key := a.call.st.caller; key != 0 && (r.Outcome == Success || r.Outcome == Failure) {
+		learned, r.Outcome = a.call.p.blameCaller(key, a.call.st.targets[a.n], r.Outcome)
 	}
 	if a.n+1 == a.call.st.n {
-		a.call.st.last = r.Outcome
+		a.call.st.last = learned
 	}
 	r.charged, r.chargedAt, r.ticket = a.call.st.charged[a.n], a.call.st.at[a.n], a.call.st.tickets[a.n]
 	r.heard = a.call.st.heard&bit != 0
@@ -420,7 +424,7 @@ func (a *Attempt) Finish(r Report) Outcome {
 		a.call.p.budget.unrequest(r.chargedAt, a.call.p.nanos())
 	}
 	a.call.st.targets[a.n].done(r)
-	return r.Outcome
+	return learned
 }
 
 // priorityShare is the percentage of a concurrency limit that calls of a

@@ -255,6 +255,9 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool, below
 	cands := candidates{below: below}
 	var ref refusal
 	ejected := 0
+	// The regions the caller fails alone in rank last for its calls, as
+	// demoted ones (blame.go).
+	avoided := p.avoided(cs.caller, now, st)
 	for i, s := range st.slots {
 		if !cs.mayUse(s) {
 			continue
@@ -264,7 +267,7 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool, below
 			ref.note(until - now)
 			continue
 		}
-		cands.rankSlot(i, s, &rk, cs, now, retry, false)
+		cands.rankSlot(i, s, &rk, cs, now, retry, avoided&(1<<i) != 0)
 	}
 	// An ejected region is not removed: it ranks as a demoted one, behind
 	// every region that is not, and takes only what none of them has room
@@ -278,7 +281,7 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool, below
 		last := !panicking(ejected, len(st.slots))
 		for i, s := range st.slots {
 			if s.r.ejectedUntil.Load() > now && cs.mayUse(s) {
-				cands.rankSlot(i, s, &rk, cs, now, retry, last)
+				cands.rankSlot(i, s, &rk, cs, now, retry, last || avoided&(1<<i) != 0)
 			}
 		}
 	}
@@ -397,16 +400,17 @@ type candidates struct {
 // rankSlot adds the lanes of region s (the i-th slot) that the call may use
 // with their ranks. Only the lanes the region offers and the call may use
 // are ranked: every other lane is rankNone whatever the region's state.
-// ejected ranks the region as demoted (choose), as does its being demoted
-// or silent (silence.go).
-func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, now int64, retry, ejected bool) {
+// last ranks the region as demoted (choose: it is ejected, or the call's
+// caller fails alone in it), as does its being demoted or silent
+// (silence.go).
+func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, now int64, retry, last bool) {
 	m := s.lanes & rk.mask
 	if m == 0 {
 		return
 	}
 	demoted := s.r.demoted.Load() != nil
 	silent := s.r.quiet.silent(now, &s.r.inFlight, &s.r.fails, s.st)
-	last := ejected || demoted || silent
+	last = last || demoted || silent
 	for m != 0 {
 		l := uint8(bits.TrailingZeros8(m))
 		m &= m - 1

@@ -54,6 +54,11 @@ type CallerSnapshot struct {
 	// FailingIn names the regions where its attempts fail at or over the
 	// ejection threshold.
 	FailingIn []string `json:"failingIn,omitempty"`
+	// FailingAlone names the regions where its attempts fail while the
+	// region serves the pool's other callers: its failures there count
+	// toward nothing of the region's, and its calls go to other regions
+	// first.
+	FailingAlone []string `json:"failingAlone,omitempty"`
 }
 
 // RegionSnapshot is the live state of one region.
@@ -235,6 +240,9 @@ func (p *Pool) callers(now int64, st *poolState) []CallerSnapshot {
 			c.Answered, c.Failed = c.Answered+a, c.Failed+f
 			if a > 0 && float64(f) >= st.threshold*float64(a) {
 				c.FailingIn = append(c.FailingIn, s.name)
+			}
+			if p.failsAlone(i, s.r, idx, st) {
+				c.FailingAlone = append(c.FailingAlone, s.name)
 			}
 		}
 		out = append(out, c)
