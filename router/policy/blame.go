@@ -60,10 +60,14 @@ import (
 // pay-as-you-go (the outage's cascade) for what one caller sends, while
 // it helps that caller no more than ranking the region last for its calls
 // alone does. It matters most where the caller's failures cannot go to a
-// second region at all: a Live session or a stream that Google ends after
-// it began is committed to its region and never retried, so a neighbor
-// whose sessions Google fails at their first turn fails in the PT alone,
-// and, without this, its failures alone demoted the PT for everyone. The
+// second region at all: a stream that Google breaks off after it began is
+// committed to its region and never retried, and a call that names a
+// cached content is held to the content's region, so a neighbor whose
+// calls of that kind Google fails in the PT fails there alone and, without
+// this, demoted the PT for everyone once its failures outnumbered the
+// others' successes. (A Live session seldom does: its setup counts as a
+// success in the region, so its sessions ending at their first turn fail
+// half of what the region counts of it at most.) The
 // others' counts are the region's own failure window less what it counted
 // of this caller, so a caller whose failures the policy has excused does
 // not make the others look healthier than they are, and its own counts

@@ -75,3 +75,60 @@ func TestANeighborsFailingCallsDemoteNothing(t *testing.T) {
 		t.Errorf("the shared region got %d of the neighbor's calls, want about %d retries at most", retried, judged)
 	}
 }
+
+// TestANeighborFailingInThePTAloneDemotesNothing: a team's calls are served
+// by the PT when a neighbor starts sending three calls for each of the
+// team's that Google's servers fail in the PT alone (500 INTERNAL on what
+// they carry) and serve in the shared region. The neighbor fails alone in
+// the PT, which serves the team: its failures there are retried, and count
+// toward nothing of the PT's, so the PT is never demoted and keeps the
+// team's calls; and the neighbor's calls go to the shared region first.
+// Before, its failures, three to each of the team's successes, demoted the
+// PT and sent the team to pay-as-you-go.
+func TestANeighborFailingInThePTAloneDemotesNothing(t *testing.T) {
+	pt, shared, r := forwardingRouter(t)
+	const team, neighbor = "Bearer " + callerTok, "Bearer neighbor-token"
+	pt.set(func(b *upstreamtest.Behavior) { b.Refuse = map[string]codes.Code{neighbor: codes.Internal} })
+	body := `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`
+	path := "/v1/projects/" + project + "/locations/europe-west1/publishers/google/models/" + model + ":generateContent"
+	call := func(auth string) int {
+		resp, _ := r.post(path, body, http.Header{"Authorization": {auth}})
+		return resp.StatusCode
+	}
+	for range 40 { // the team's calls give the regions a history
+		if code := call(team); code != http.StatusOK {
+			t.Fatalf("the team's call: %d", code)
+		}
+	}
+	const calls = 120
+	for i := range calls {
+		if code := call(neighbor); code != http.StatusOK {
+			t.Errorf("the neighbor's call: %d, want it served by the shared region", code)
+		}
+		if i%3 == 2 {
+			if code := call(team); code != http.StatusOK {
+				t.Errorf("the team's call: %d", code)
+			}
+		}
+	}
+	for _, p := range r.srv.Snapshots() {
+		for _, reg := range p.Regions {
+			if reg.TimesDemoted > 0 || reg.TimesEjected > 0 {
+				t.Errorf("%s demoted %d times, ejected %d times by the neighbor's calls", reg.Name, reg.TimesDemoted, reg.TimesEjected)
+			}
+		}
+	}
+	for _, c := range shared.Seen() {
+		if len(c.Auth) != 1 || c.Auth[0] != neighbor {
+			t.Fatalf("the shared region served a call of the team's: the PT must keep them")
+		}
+	}
+	// The neighbor fails alone once it has failed in the PT as often as a
+	// region is judged on (the ejection's minRequests, 20) and the team's
+	// calls since its first failure are enough to judge that the PT serves
+	// the others (half as many, 10: after 30 of its calls, three to a team
+	// call); its calls go to the shared region first from then on.
+	if failed := r.attempts("europe-west1", "provisioned", policy.Failure); failed > 32 {
+		t.Errorf("the PT failed %v of the neighbor's calls, want its calls elsewhere after about 30", failed)
+	}
+}
