@@ -1,18 +1,12 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"os"
 	"runtime/pprof"
-	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/regionwarden/regionwarden/internal/loadtest"
 	"github.com/regionwarden/regionwarden/internal/tracing/tracingtest"
 	"github.com/regionwarden/regionwarden/router/server"
 	"github.com/regionwarden/regionwarden/router/table"
@@ -39,8 +34,7 @@ type rig struct {
 	// collector counts the spans traced exports; tp flushes them.
 	collector *tracingtest.Receiver
 	tp        *sdktrace.TracerProvider
-	client    *http.Client
-	body      []byte
+	load      *loadtest.Load // one client for every path
 }
 
 func newRig(b *testing.B) *rig {
@@ -62,14 +56,7 @@ func newRig(b *testing.B) *rig {
 		traced:    serveRouter(b, pt, tp) + path,
 		collector: rcv,
 		tp:        tp,
-		// As a load generator does (wrk2's connections, vegeta's
-		// -max-connections), the client keeps a bounded set of connections
-		// per host: a call that finds them all busy waits for one, and the
-		// wait counts in its latency, as its due time has passed. Unbounded,
-		// a moment of the machine stalling opens a connection per call
-		// queued behind it, thousands, and what is measured is their setup.
-		client: &http.Client{Transport: &http.Transport{MaxConnsPerHost: 256, MaxIdleConnsPerHost: 256}},
-		body:   []byte(`{"contents":[{"role":"user","parts":[{"text":"Which regions hold provisioned capacity for this model?"}]}],"generationConfig":{"temperature":0.2,"maxOutputTokens":256}}`),
+		load:      loadtest.New([]byte(`{"contents":[{"role":"user","parts":[{"text":"Which regions hold provisioned capacity for this model?"}]}],"generationConfig":{"temperature":0.2,"maxOutputTokens":256}}`)),
 	}
 }
 
@@ -111,87 +98,6 @@ func serveRouter(b *testing.B, pt *fakeRegion, tp trace.TracerProvider) string {
 	return "http://" + lis.Addr().String()
 }
 
-// call sends one generateContent and reads the whole answer. It uses the
-// transport straight, as a proxy's load generator would: http.Client's own
-// work (header copies, redirects) is the same for both paths and would only
-// add to the CPU both share.
-func (rg *rig) call(url string) error {
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(rg.body))
-	if err != nil {
-		return err
-	}
-	req.Header["Content-Type"] = jsonContentType
-	resp, err := rg.client.Transport.RoundTrip(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("status %d: %s", resp.StatusCode, b)
-	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	return err
-}
-
-var jsonContentType = []string{"application/json"}
-
-// openLoop sends n calls to each of urls, interleaved, at rate calls per
-// second per url, each at its due time whether or not earlier ones have
-// answered (open-loop load: a slow answer does not slow the load down, and
-// a late start counts in the latency). It returns each url's latencies,
-// measured from the call's due time, and how many calls failed.
-func (rg *rig) openLoop(urls []string, rate, n int) ([][]time.Duration, int) {
-	var (
-		mu     sync.Mutex
-		lat    = make([][]time.Duration, len(urls))
-		failed int
-		wg     sync.WaitGroup
-		first  error
-	)
-	defer func() {
-		if first != nil {
-			fmt.Fprintf(os.Stderr, "first failure: %v\n", first)
-		}
-	}()
-	every := time.Second / time.Duration(rate*len(urls))
-	start := time.Now()
-	for i := range n * len(urls) {
-		due := start.Add(time.Duration(i) * every)
-		if d := time.Until(due); d > 0 {
-			time.Sleep(d)
-		}
-		path := i % len(urls)
-		wg.Go(func() {
-			err := rg.call(urls[path])
-			d := time.Since(due)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if failed == 0 {
-					first = err
-				}
-				failed++
-				return
-			}
-			lat[path] = append(lat[path], d)
-		})
-	}
-	wg.Wait()
-	return lat, failed
-}
-
-// quantile is the q quantile of l, in microseconds; l is sorted.
-func quantile(l []time.Duration, q float64) float64 {
-	if len(l) == 0 {
-		return 0
-	}
-	slices.Sort(l)
-	return float64(l[min(int(q*float64(len(l))), len(l)-1)].Nanoseconds()) / 1e3
-}
-
-// cpuPerCall is the process's CPU time per call, in microseconds, while n
-// calls go to url at rate per second.
 // measurement is one phase of BenchmarkAddedLatency: the latencies of b.N
 // calls per path, sent interleaved, the machine's load around them, and the
 // CPU per call of the paths measured one at a time after them.
@@ -217,16 +123,16 @@ const cpuRounds = 5
 // turns (cpuRounds), all under b's timer.
 func (rg *rig) measure(b *testing.B, rate int, urls []string, cpuURLs ...string) measurement {
 	b.Helper()
-	if _, failed := rg.openLoop(urls, rate, min(b.N, 2000)); failed > 0 {
+	if _, failed := rg.load.OpenLoop(urls, rate, min(b.N, 2000)); failed > 0 {
 		b.Fatalf("%d warm-up calls failed", failed)
 	}
 	var m measurement
 	var machineBefore [2]time.Duration
 	var cpuBefore time.Duration
-	m.loadBefore, machineBefore, cpuBefore = loadAverage(), machineCPU(), processCPU()
+	m.loadBefore, machineBefore, cpuBefore = loadtest.LoadAverage(), loadtest.MachineCPU(), processCPU()
 	b.ResetTimer()
-	m.lat, m.failed = rg.openLoop(urls, rate, b.N)
-	m.busy, m.ours = machineShare(machineBefore, machineCPU(), processCPU()-cpuBefore)
+	m.lat, m.failed = rg.load.OpenLoop(urls, rate, b.N)
+	m.busy, m.ours = loadtest.MachineShare(machineBefore, loadtest.MachineCPU(), processCPU()-cpuBefore)
 	m.cpu, m.cpuFailed = make([]float64, len(cpuURLs)), make([]int, len(cpuURLs))
 	m.rounds = make([][]float64, len(cpuURLs))
 	for r := range cpuRounds {
@@ -258,60 +164,16 @@ func (m measurement) roundDiffs() string {
 // log says how the phase was run and how busy the machine was.
 func (m measurement) log(b *testing.B, rate int) {
 	b.Helper()
-	b.Logf("%d calls per path at %d/s per path, open loop, interleaved; load average %s before, %s after", b.N, rate, m.loadBefore, loadAverage())
+	b.Logf("%d calls per path at %d/s per path, open loop, interleaved; load average %s before, %s after", b.N, rate, m.loadBefore, loadtest.LoadAverage())
 	b.Logf("  the machine's CPUs were %.0f%% busy during the run, %.0f%% of them with this process", m.busy, m.ours)
 }
 
+// cpuPerCall is the process's CPU time per call, in microseconds, while n
+// calls go to url at rate per second, and how many failed.
 func (rg *rig) cpuPerCall(url string, rate, n int) (float64, int) {
 	before := processCPU()
-	_, failed := rg.openLoop([]string{url}, rate, n)
+	_, failed := rg.load.OpenLoop([]string{url}, rate, n)
 	return float64((processCPU() - before).Nanoseconds()) / 1e3 / float64(n), failed
-}
-
-// machineCPU reads the machine's CPU time, busy and all, from /proc/stat.
-func machineCPU() [2]time.Duration {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return [2]time.Duration{}
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 5 || f[0] != "cpu" {
-		return [2]time.Duration{}
-	}
-	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
-	var busy, total time.Duration
-	for i, v := range f[1:] {
-		n, _ := strconv.ParseInt(v, 10, 64)
-		total += time.Duration(n) * tick
-		if i != 3 && i != 4 { // idle, iowait
-			busy += time.Duration(n) * tick
-		}
-	}
-	return [2]time.Duration{busy, total}
-}
-
-// machineShare is how busy the machine's CPUs were between two readings, in
-// percent, and the share of that busy time this process took (ours).
-func machineShare(before, after [2]time.Duration, ours time.Duration) (busyPct, oursPct float64) {
-	busy, total := after[0]-before[0], after[1]-before[1]
-	if total <= 0 || busy <= 0 {
-		return 0, 0
-	}
-	return 100 * float64(busy) / float64(total), 100 * float64(ours) / float64(busy)
-}
-
-// loadAverage is the machine's 1-minute load average, as uptime shows it.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // BenchmarkAddedLatency measures what the router adds to a call, at 500 and
@@ -334,8 +196,8 @@ func BenchmarkAddedLatency(b *testing.B) {
 				return // the framework's first, one-call run
 			}
 			lat, failed, f1, f2, cpuDirect, cpuRouted := m.lat, m.failed, m.cpuFailed[0], m.cpuFailed[1], m.cpu[0], m.cpu[1]
-			d50, d99 := quantile(lat[0], 0.50), quantile(lat[0], 0.99)
-			r50, r99 := quantile(lat[1], 0.50), quantile(lat[1], 0.99)
+			d50, d99 := loadtest.Quantile(lat[0], 0.50), loadtest.Quantile(lat[0], 0.99)
+			r50, r99 := loadtest.Quantile(lat[1], 0.50), loadtest.Quantile(lat[1], 0.99)
 			b.ReportMetric(d50, "direct-p50-µs")
 			b.ReportMetric(d99, "direct-p99-µs")
 			b.ReportMetric(r50, "router-p50-µs")
@@ -346,8 +208,8 @@ func BenchmarkAddedLatency(b *testing.B) {
 			b.ReportMetric(float64(failed+f1+f2), "failed")
 			b.ReportMetric(0, "ns/op")
 			m.log(b, rate)
-			b.Logf("  straight p50 %.0f µs  p90 %.0f µs  p99 %.0f µs  p99.9 %.0f µs", d50, quantile(lat[0], 0.90), d99, quantile(lat[0], 0.999))
-			b.Logf("  router   p50 %.0f µs  p90 %.0f µs  p99 %.0f µs  p99.9 %.0f µs", r50, quantile(lat[1], 0.90), r99, quantile(lat[1], 0.999))
+			b.Logf("  straight p50 %.0f µs  p90 %.0f µs  p99 %.0f µs  p99.9 %.0f µs", d50, loadtest.Quantile(lat[0], 0.90), d99, loadtest.Quantile(lat[0], 0.999))
+			b.Logf("  router   p50 %.0f µs  p90 %.0f µs  p99 %.0f µs  p99.9 %.0f µs", r50, loadtest.Quantile(lat[1], 0.90), r99, loadtest.Quantile(lat[1], 0.999))
 			b.Logf("  added    p50 %.0f µs  p99 %.0f µs;  %d failed", r50-d50, r99-d99, failed+f1+f2)
 			b.Logf("  CPU per call (client, region and router in one process, the paths alternated in %d rounds): straight %.1f µs, through the router %.1f µs: the router %.1f µs (round by round:%s)",
 				cpuRounds, cpuDirect, cpuRouted, cpuRouted-cpuDirect, m.roundDiffs())
@@ -369,8 +231,8 @@ func BenchmarkAddedLatency(b *testing.B) {
 			if err := rg.tp.ForceFlush(context.Background()); err != nil || rg.collector.Count() < b.N {
 				b.Fatalf("the collector received %d spans for %d traced calls (%v)", rg.collector.Count(), b.N, err)
 			}
-			d50, r50, t50 := quantile(lat[0], 0.50), quantile(lat[1], 0.50), quantile(lat[2], 0.50)
-			d99, r99, t99 := quantile(lat[0], 0.99), quantile(lat[1], 0.99), quantile(lat[2], 0.99)
+			d50, r50, t50 := loadtest.Quantile(lat[0], 0.50), loadtest.Quantile(lat[1], 0.50), loadtest.Quantile(lat[2], 0.50)
+			d99, r99, t99 := loadtest.Quantile(lat[0], 0.99), loadtest.Quantile(lat[1], 0.99), loadtest.Quantile(lat[2], 0.99)
 			b.ReportMetric(r50-d50, "added-p50-µs")
 			b.ReportMetric(t50-d50, "added-traced-p50-µs")
 			b.ReportMetric(t50-r50, "tracing-p50-µs")
@@ -404,7 +266,7 @@ func benchmarkCalls(b *testing.B, url func(*rig) string) {
 	rg := newRig(b)
 	u := url(rg)
 	for range 200 {
-		if err := rg.call(u); err != nil {
+		if err := rg.load.Call(u); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -413,7 +275,7 @@ func benchmarkCalls(b *testing.B, url func(*rig) string) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if err := rg.call(u); err != nil {
+			if err := rg.load.Call(u); err != nil {
 				b.Error(err)
 			}
 		}
