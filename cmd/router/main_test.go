@@ -9,8 +9,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,7 +35,33 @@ import (
 // whose run left one behind once it returned (a server, the share store's
 // connections) leaks at every restart of it in a process, and hides what the
 // others leak.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+//
+// With routerProcessEnv set, the binary is the router instead, in a process
+// of its own (BenchmarkRouterProcess).
+func TestMain(m *testing.M) {
+	if args, ok := os.LookupEnv(routerProcessEnv); ok {
+		os.Exit(runAsRouter(args))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// routerProcessEnv holds, one to a line, the arguments of a router this test
+// binary runs instead of its tests.
+const routerProcessEnv = "REGIONWARDEN_TEST_ROUTER_ARGS"
+
+// runAsRouter runs the router with args (one to a line) until SIGTERM,
+// printing the address of its REST surface on a line of its own once it
+// listens, and returns the exit code.
+func runAsRouter(args string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	err := run(ctx, strings.Split(args, "\n"), os.Stderr, func(a addresses) { fmt.Println(a.api) })
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
 
 func TestFlagErrors(t *testing.T) {
 	dir := t.TempDir()
