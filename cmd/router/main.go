@@ -122,7 +122,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Uint64Var(&c.seed, "seed", 0, "for replays only: seed of the policy's random choices; 0 picks one")
 	fs.IntVar(&c.replicas, "replicas", 1, "how many routers meter the same regions, outside a cluster: each meters 1/N of every region's capacity")
 	fs.StringVar(&c.peersService, "peers-service", "", "the router's own Service, in namespace POD_NAMESPACE: the routers are counted from its EndpointSlices (needs get, list, watch on endpointslices there); POD_NAME ranks this router among them")
-	fs.StringVar(&c.shareStore, "share-store", "", "redis://host:port/db (rediss:// for TLS) of a Redis or Valkey server in which the routers meter request quotas together and through which they share the rest of the capacity by their demand; its password, if any, from the environment variable "+shareStorePasswordEnv+"; empty: each takes 1/N")
+	fs.StringVar(&c.shareStore, "share-store", "", "redis://host:port/db (rediss:// for TLS) of a Redis or Valkey server in which the routers meter request quotas together, share the rest of the capacity by their demand and keep the Live sessions' resumption handles; its password, if any, from the environment variable "+shareStorePasswordEnv+"; empty: each takes 1/N")
 	if err := command.Parse(fs, args); err != nil {
 		return c, err
 	}

@@ -20,9 +20,11 @@ import (
 
 	"github.com/regionwarden/regionwarden/internal/clocktest"
 	"github.com/regionwarden/regionwarden/internal/metricstest"
+	"github.com/regionwarden/regionwarden/internal/redisserver"
 	"github.com/regionwarden/regionwarden/router/metrics"
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/server"
+	"github.com/regionwarden/regionwarden/router/share"
 	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream"
 	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
@@ -185,6 +187,20 @@ type staticToken struct{}
 
 func (staticToken) Token(context.Context) (*auth.Token, error) {
 	return &auth.Token{Value: callerTok, Type: "Bearer", Expiry: time.Now().Add(time.Hour)}, nil
+}
+
+// withStore gives a router the share store at store, as --share-store does
+// (its meter named id, closed when t ends): the meter keeps the Live
+// sessions' resumption handles for every router sharing the store.
+func withStore(t testing.TB, store *redisserver.Server, id string) (*share.Meter, func(*server.Options)) {
+	t.Helper()
+	m, err := share.NewMeter(share.MeterOptions{URL: store.URL(), ID: id, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	ctl := share.New(share.Options{Apply: func(*table.Table) error { return nil }, Meter: m})
+	return m, func(o *server.Options) { o.Shares = ctl }
 }
 
 // client is the official genai SDK pointed at the router. version "" is the

@@ -20,6 +20,7 @@ import (
 
 	"github.com/regionwarden/regionwarden/router/auth"
 	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/share"
 	"github.com/regionwarden/regionwarden/router/upstream"
 )
 
@@ -171,7 +172,7 @@ func (x *exchange) serveLive(version string) {
 	}
 	ctx, cancel := x.bound(traced, timeout, callers)
 	defer cancel()
-	if is, ok := x.s.live.issuedBy(ls.handle); ok {
+	if is, ok := x.issuedBy(ctx, ls.handle); ok {
 		if x.who.Namespace != "" && is.caller != x.callerKey() {
 			// Under kubernetes the router resumes sessions as itself,
 			// and Google cannot tell its callers apart: a handle is
@@ -363,7 +364,10 @@ func (x *exchange) setUpLive(ctx context.Context, caller *websocket.Conn, ls *li
 // session made of the region, with its tokens (learnLive).
 func (x *exchange) liveMessage(msg []byte) {
 	if bytes.Contains(msg, resumptionUpdate) {
-		x.s.live.remember(msg, issued{region: x.target.Region.Name, caller: x.key, at: time.Now()})
+		h := x.s.live.remember(msg, issued{region: x.target.Region.Name, caller: x.key, at: time.Now()})
+		if h != "" && x.s.handles != nil {
+			x.s.handles.RememberHandle(h, x.target.Region.Name, x.key)
+		}
 	}
 	x.scan.Reset(upstream.FrameObject)
 	_, _ = x.scan.Write(msg)
@@ -553,8 +557,9 @@ const (
 // resumption handle.
 var resumptionUpdate = []byte(`"sessionResumptionUpdate"`)
 
-// remember notes the handle a region's message issues, if it issues one.
-func (l *liveSessions) remember(msg []byte, is issued) {
+// remember notes the handle a region's message issues, if it issues one,
+// and returns it ("" when it issues none).
+func (l *liveSessions) remember(msg []byte, is issued) string {
 	var m struct {
 		SessionResumptionUpdate *struct {
 			NewHandle string `json:"newHandle"`
@@ -562,7 +567,7 @@ func (l *liveSessions) remember(msg []byte, is issued) {
 		} `json:"sessionResumptionUpdate"`
 	}
 	if json.Unmarshal(msg, &m) != nil || m.SessionResumptionUpdate == nil || m.SessionResumptionUpdate.NewHandle == "" {
-		return
+		return ""
 	}
 	h := m.SessionResumptionUpdate.NewHandle
 	l.mu.Lock()
@@ -578,6 +583,34 @@ func (l *liveSessions) remember(msg []byte, is issued) {
 		delete(l.handles, l.order[0])
 		l.order = l.order[1:]
 	}
+	return h
+}
+
+// liveHandles keeps, for every router, the region and the caller of each
+// resumption handle a router relayed (share.Meter, in the share store).
+type liveHandles interface {
+	RememberHandle(handle, region string, caller uint64)
+	HandleOf(ctx context.Context, handle string) (region string, caller uint64, ok bool)
+}
+
+// handlesOf is the share store's keeper of handles, nil without one.
+func handlesOf(c *share.Controller) liveHandles {
+	if c == nil || c.Meter() == nil {
+		return nil
+	}
+	return c.Meter()
+}
+
+// issuedBy is where and to whom handle was issued: as this router relayed
+// it, or else as the share store says another router did (a client's
+// reconnection reaches any router behind the Service). Without either the
+// session is routed as a new one.
+func (x *exchange) issuedBy(ctx context.Context, handle string) (issued, bool) {
+	if is, ok := x.s.live.issuedBy(handle); ok || handle == "" || x.s.handles == nil {
+		return is, ok
+	}
+	region, caller, ok := x.s.handles.HandleOf(ctx, handle)
+	return issued{region: region, caller: caller, at: time.Now()}, ok
 }
 
 // issuedBy is where and to whom handle was issued, if this router relayed

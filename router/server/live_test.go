@@ -16,10 +16,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/regionwarden/regionwarden/internal/redisserver"
 	"github.com/regionwarden/regionwarden/internal/waittest"
 	"github.com/regionwarden/regionwarden/router/auth"
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/server"
+	"github.com/regionwarden/regionwarden/router/share"
 	"github.com/regionwarden/regionwarden/router/table"
 	"github.com/regionwarden/regionwarden/router/upstream"
 	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
@@ -466,46 +468,73 @@ func TestLiveTurnsCountAgainstQuotas(t *testing.T) {
 // new ones is resumed there once the PT has room again, and a new session
 // goes to the PT.
 func TestResumedLiveSessionsGoWhereTheirStateIs(t *testing.T) {
-	pt, shared, r := ptAndShared(t)
-	for _, region := range []*fakeRegion{pt, shared} {
-		region.set(func(b *upstreamtest.Behavior) { b.LiveResumption = true })
-	}
-	pt.set(func(b *upstreamtest.Behavior) {
-		b.Fault = func(int64) error {
-			return status.Error(codes.ResourceExhausted, "Quota exceeded for concurrent sessions.")
-		}
-	})
-	c := r.liveClient()
-	s := connect(t, c, &genai.LiveConnectConfig{SessionResumption: &genai.SessionResumptionConfig{}})
-	var handle string
-	for handle == "" {
-		msg, err := s.Receive()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if u := msg.SessionResumptionUpdate; u != nil {
-			handle = u.NewHandle
-		}
-	}
-	_ = s.Close()
-	if handle != "us-central1-handle" {
-		t.Fatalf("handle %q, want the shared region's", handle)
-	}
-	pt.set(func(b *upstreamtest.Behavior) { b.Fault = nil })
-	r.clock.Advance(time.Minute) // the PT's refusal is history
-
 	for _, tc := range []struct {
-		name, handle, want string
-	}{
-		{"resumed", handle, "us-central1"},
-		{"new", "", "europe-west1"},
-	} {
-		s := connect(t, c, &genai.LiveConnectConfig{SessionResumption: &genai.SessionResumptionConfig{Handle: tc.handle}})
-		text, _ := liveTurn(t, s, tc.name)
-		_ = s.Close()
-		if want := tc.want + " answers: " + tc.name; text != want {
-			t.Errorf("%s session: %q, want %q", tc.name, text, want)
-		}
+		name string
+		// store: two routers share a store, and the session is resumed
+		// through the other one (a reconnection reaches any router).
+		store bool
+	}{{"through the same router", false}, {"through another router sharing the store", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pt := startRegion(t, "europe-west1", table.TierProvisioned)
+			shared := startRegion(t, "us-central1", table.TierShared)
+			pool := poolOf(generous(), region(pt, 0), region(shared, 0))
+			first, then := startRouter(t, pool), (*router)(nil)
+			var thenMeter *share.Meter
+			if tc.store {
+				store := redisserver.ForTest(t)
+				_, firstOpts := withStore(t, store, "first")
+				m, thenOpts := withStore(t, store, "then")
+				first, then, thenMeter = startRouterWith(t, firstOpts, pool), startRouterWith(t, thenOpts, pool), m
+			}
+			for _, region := range []*fakeRegion{pt, shared} {
+				region.set(func(b *upstreamtest.Behavior) { b.LiveResumption = true })
+			}
+			pt.set(func(b *upstreamtest.Behavior) {
+				b.Fault = func(int64) error {
+					return status.Error(codes.ResourceExhausted, "Quota exceeded for concurrent sessions.")
+				}
+			})
+			s := connect(t, first.liveClient(), &genai.LiveConnectConfig{SessionResumption: &genai.SessionResumptionConfig{}})
+			var handle string
+			for handle == "" {
+				msg, err := s.Receive()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if u := msg.SessionResumptionUpdate; u != nil {
+					handle = u.NewHandle
+				}
+			}
+			_ = s.Close()
+			if handle != "us-central1-handle" {
+				t.Fatalf("handle %q, want the shared region's", handle)
+			}
+			pt.set(func(b *upstreamtest.Behavior) { b.Fault = nil })
+			first.clock.Advance(time.Minute) // the PT's refusal is history
+			c := first.liveClient()
+			if then != nil {
+				c = then.liveClient()
+				// The first router notes the handle in the store in
+				// the background.
+				waittest.For(t, 10*time.Second, "the handle in the store", func() bool {
+					_, _, ok := thenMeter.HandleOf(context.Background(), handle)
+					return ok
+				})
+			}
+			for _, tc := range []struct {
+				name, handle, want string
+			}{
+				{"resumed", handle, "us-central1"},
+				{"new", "", "europe-west1"},
+			} {
+				s := connect(t, c, &genai.LiveConnectConfig{SessionResumption: &genai.SessionResumptionConfig{Handle: tc.handle}})
+				text, _ := liveTurn(t, s, tc.name)
+				_ = s.Close()
+				if want := tc.want + " answers: " + tc.name; text != want {
+					t.Errorf("%s session: %q, want %q", tc.name, text, want)
+				}
+			}
+		})
 	}
 }
 
@@ -521,54 +550,78 @@ func (knownAccounts) Review(_ context.Context, token string) (auth.Identity, err
 // router resumes sessions as itself, so Google cannot tell its callers
 // apart: a handle issued to one ServiceAccount's session is refused (1008
 // PERMISSION_DENIED) to another that the pool admits, before any region
-// sees it, and resumes the session for its own.
+// sees it, and resumes the session for its own; through the router that
+// relayed it, or another that shares its store.
 func TestResumptionHandlesAreTheirCallers(t *testing.T) {
-	pt := startRegion(t, "europe-west1", table.TierProvisioned)
-	pt.set(func(b *upstreamtest.Behavior) { b.LiveResumption = true })
-	authn, err := auth.New(auth.ModeKubernetes, knownAccounts{})
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name  string
+		store bool // the handle comes back through another router sharing the store
+	}{{"through the same router", false}, {"through another router sharing the store", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pt := startRegion(t, "europe-west1", table.TierProvisioned)
+			pt.set(func(b *upstreamtest.Behavior) { b.LiveResumption = true })
+			authn, err := auth.New(auth.ModeKubernetes, knownAccounts{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pool := poolOf(generous(), region(pt, 0))
+			pool.Callers = table.Callers{ServiceAccounts: []table.ServiceAccount{{Namespace: "chat", Name: "*"}}}
+			withAuth := func(o *server.Options) { o.Auth = authn }
+			first := startRouterWith(t, withAuth, pool)
+			then, thenMeter := first, (*share.Meter)(nil)
+			if tc.store {
+				store := redisserver.ForTest(t)
+				_, firstOpts := withStore(t, store, "first")
+				m, thenOpts := withStore(t, store, "then")
+				first = startRouterWith(t, func(o *server.Options) { withAuth(o); firstOpts(o) }, pool)
+				then = startRouterWith(t, func(o *server.Options) { withAuth(o); thenOpts(o) }, pool)
+				thenMeter = m
+			}
+			name := "projects/" + project + "/locations/us-east5/publishers/google/models/" + model
+			open := func(r *router, token, handle string) (*websocket.Conn, error) {
+				url := "ws" + strings.TrimPrefix(r.http.URL, "http") + upstream.LivePath("v1")
+				conn, resp, err := websocket.DefaultDialer.Dial(url, http.Header{"Authorization": {"Bearer " + token}})
+				if err != nil {
+					return nil, err
+				}
+				_ = resp.Body.Close()
+				setup := `{"setup":{"model":"` + name + `","sessionResumption":{"handle":"` + handle + `"}}}`
+				if err := conn.WriteMessage(websocket.TextMessage, []byte(setup)); err != nil {
+					return conn, err
+				}
+				_, _, err = conn.ReadMessage() // setupComplete, or the close
+				return conn, err
+			}
+			conn, err := open(first, "alice", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, msg, err := conn.ReadMessage(); err != nil || !strings.Contains(string(msg), `"newHandle":"europe-west1-handle"`) {
+				t.Fatalf("the handle's message: %q, %v", msg, err)
+			}
+			_ = conn.Close()
+			if thenMeter != nil {
+				waittest.For(t, 10*time.Second, "the handle in the store", func() bool {
+					_, _, ok := thenMeter.HandleOf(context.Background(), "europe-west1-handle")
+					return ok
+				})
+			}
+			calls := pt.Calls()
+			conn, err = open(then, "mallory", "europe-west1-handle")
+			if ce, ok := errors.AsType[*websocket.CloseError](err); !ok || ce.Code != websocket.ClosePolicyViolation || !strings.HasPrefix(ce.Text, "PERMISSION_DENIED: ") {
+				t.Fatalf("another caller resuming: %v, want 1008 PERMISSION_DENIED", err)
+			}
+			_ = conn.Close()
+			if pt.Calls() != calls {
+				t.Fatal("the refused resumption reached the region")
+			}
+			conn, err = open(then, "alice", "europe-west1-handle")
+			if err != nil {
+				t.Fatalf("its own caller resuming: %v", err)
+			}
+			_ = conn.Close()
+		})
 	}
-	pool := poolOf(generous(), region(pt, 0))
-	pool.Callers = table.Callers{ServiceAccounts: []table.ServiceAccount{{Namespace: "chat", Name: "*"}}}
-	r := startRouterWith(t, func(o *server.Options) { o.Auth = authn }, pool)
-	url := "ws" + strings.TrimPrefix(r.http.URL, "http") + upstream.LivePath("v1")
-	name := "projects/" + project + "/locations/us-east5/publishers/google/models/" + model
-	open := func(token, handle string) (*websocket.Conn, error) {
-		conn, resp, err := websocket.DefaultDialer.Dial(url, http.Header{"Authorization": {"Bearer " + token}})
-		if err != nil {
-			return nil, err
-		}
-		_ = resp.Body.Close()
-		setup := `{"setup":{"model":"` + name + `","sessionResumption":{"handle":"` + handle + `"}}}`
-		if err := conn.WriteMessage(websocket.TextMessage, []byte(setup)); err != nil {
-			return conn, err
-		}
-		_, _, err = conn.ReadMessage() // setupComplete, or the close
-		return conn, err
-	}
-	conn, err := open("alice", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, msg, err := conn.ReadMessage(); err != nil || !strings.Contains(string(msg), `"newHandle":"europe-west1-handle"`) {
-		t.Fatalf("the handle's message: %q, %v", msg, err)
-	}
-	_ = conn.Close()
-	calls := pt.Calls()
-	conn, err = open("mallory", "europe-west1-handle")
-	if ce, ok := errors.AsType[*websocket.CloseError](err); !ok || ce.Code != websocket.ClosePolicyViolation || !strings.HasPrefix(ce.Text, "PERMISSION_DENIED: ") {
-		t.Fatalf("another caller resuming: %v, want 1008 PERMISSION_DENIED", err)
-	}
-	_ = conn.Close()
-	if pt.Calls() != calls {
-		t.Fatal("the refused resumption reached the region")
-	}
-	conn, err = open("alice", "europe-west1-handle")
-	if err != nil {
-		t.Fatalf("its own caller resuming: %v", err)
-	}
-	_ = conn.Close()
 }
 
 // TestLiveHandshakesTheUpgraderRefuses: a websocket handshake the router

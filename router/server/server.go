@@ -187,6 +187,7 @@ type Server struct {
 	refusals     func() []source.Refusal
 
 	live     liveSessions            // the Live sessions being relayed (live.go)
+	handles  liveHandles             // the resumption handles every router relayed; nil without a share store
 	state    atomic.Pointer[routing] // nil until the first Apply
 	draining atomic.Bool             // Drain was called: not ready
 	mu       sync.Mutex              // serializes Apply
@@ -286,6 +287,7 @@ func New(opts Options) (*Server, error) {
 		auth:         opts.Auth,
 		callersCreds: opts.Upstream.CallersCredentials(),
 		shares:       opts.Shares,
+		handles:      handlesOf(opts.Shares),
 		refusals:     opts.Refusals,
 	}
 	if _, off := opts.TracerProvider.(noop.TracerProvider); !off {

@@ -208,6 +208,11 @@ func (c *Controller) SetTable(t *table.Table) error {
 	return c.applyLocked()
 }
 
+// Meter is the store's meter (Options.Meter), which also keeps the Live
+// session resumption handles for every router (handles.go); nil without
+// one.
+func (c *Controller) Meter() *Meter { return c.o.Meter }
+
 // SharedMeter is the meter of pool key's request quotas in the store, for
 // its policy (policy.Pool.SetSharedMeter); nil without Options.Meter or
 // before SetTable has given the pool. The same pool keeps the same meter

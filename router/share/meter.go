@@ -347,12 +347,14 @@ func (m *Meter) queue(e extension) {
 
 // extension is a write for the extender: a request's later time in the
 // store (at), a request to count from when the store receives it (queued,
-// when the router queued it), or a request to remove (remove).
+// when the router queued it), a request to remove (remove), or a value to
+// set for a while (set, handles.go).
 type extension struct {
 	key, member string
 	at          int64
 	queued      time.Time
 	remove      bool
+	set         time.Duration
 }
 
 // extensionQueue bounds the updates waiting to be sent; extensionBatch is
@@ -404,6 +406,10 @@ func (m *Meter) extender() {
 		keys, args = keys[:0], append(args[:0], m.window)
 		for _, e := range batch {
 			if e.remove {
+				continue
+			}
+			if e.set > 0 {
+				pipe.Set(ctx, e.key, e.member, e.set)
 				continue
 			}
 			if !e.queued.IsZero() {

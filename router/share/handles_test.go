@@ -1,0 +1,49 @@
+package share
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/regionwarden/regionwarden/internal/redisserver"
+	"github.com/regionwarden/regionwarden/internal/waittest"
+)
+
+// TestHandlesAreSharedAndNotKept: a handle one router notes is read by
+// another through a real Redis server, with its region and caller, for
+// HandleTTL; the store holds the handle's hash, never the handle, which
+// resumes its session for whoever holds it. A handle no router noted is
+// unknown.
+func TestHandlesAreSharedAndNotKept(t *testing.T) {
+	srv := redisserver.ForTest(t)
+	a, b := newTestMeter(t, srv.URL(), "a"), newTestMeter(t, srv.URL(), "b")
+	ctx := context.Background()
+	const handle = "CiQ5NzQ2-the-session-handle"
+	a.RememberHandle(handle, "us-central1", 0xabc)
+	waittest.For(t, 10*time.Second, "the handle in the store", func() bool {
+		_, _, ok := b.HandleOf(ctx, handle)
+		return ok
+	})
+	if region, caller, _ := b.HandleOf(ctx, handle); region != "us-central1" || caller != 0xabc {
+		t.Fatalf("the other router reads %q, %x; want us-central1, abc", region, caller)
+	}
+	if _, _, ok := b.HandleOf(ctx, "another-handle"); ok {
+		t.Fatal("a handle no router noted is known")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer func() { _ = rdb.Close() }()
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("keys %q (%v), want the handle's", keys, err)
+	}
+	v, _ := rdb.Get(ctx, keys[0]).Result()
+	if strings.Contains(keys[0], handle) || strings.Contains(v, handle) {
+		t.Fatalf("the store holds the handle: %q = %q", keys[0], v)
+	}
+	if ttl := rdb.TTL(ctx, keys[0]).Val(); ttl <= HandleTTL-time.Minute || ttl > HandleTTL {
+		t.Fatalf("the handle is kept for %v, want %v", ttl, HandleTTL)
+	}
+}
