@@ -37,12 +37,14 @@ import (
 //
 // A caller fails alone in a region when its attempts there, at least
 // minRequests of them, are failing, and the other callers' attempts there,
-// judged as above, are not: the region serves everyone but it. Its further failures there are then retried as any (the region may
-// be broken for what it sends alone, a feature that has not rolled out
-// there) but counted toward nothing of the region's: not its failure
-// window, ejection, demotion nor throttle. And its calls rank the region
-// last, as a demoted one, so they go first to the regions that may serve
-// them (fail there too, and the first rule makes its failures its own).
+// judged as above, are not: the region serves everyone but it. Its further
+// failures there are then retried as any (the region may be broken for
+// what it sends alone, a feature that has not rolled out there) but
+// counted toward nothing of the region's: not its failure window,
+// ejection, demotion nor throttle. And its calls rank the region last, as
+// a demoted one (and take none of its probes), so they go first to the
+// regions that may serve them (fail there too, and the first rule makes
+// its failures its own).
 //
 // Why these hold by construction. A region that is down fails every
 // caller's calls there: where the others are judged they are failing
@@ -67,12 +69,11 @@ import (
 // this, demoted the PT for everyone once its failures outnumbered the
 // others' successes. (A Live session seldom does: its setup counts as a
 // success in the region, so its sessions ending at their first turn fail
-// half of what the region counts of it at most.) The
-// others' counts are the region's own failure window less what it counted
-// of this caller, so a caller whose failures the policy has excused does
-// not make the others look healthier than they are, and its own counts
-// keep every attempt, so excusing its failures does not make it look
-// healthier either. Once its failures are its own its calls are no longer
+// half of what the region counts of it at most.) The others' counts are
+// the region's own failure window less what it counted of this caller, so
+// a caller whose failures the policy has excused does not make the others
+// look healthier than they are, and its own counts keep every attempt, so
+// excusing its failures does not make it look healthier either. Once its failures are its own its calls are no longer
 // retried, so they fail in the one region they are sent to: the caller
 // stays so while they fail there and the region serves the others, and is
 // judged anew (two regions) once it has not been; such a caller's calls
@@ -151,11 +152,12 @@ func (p *Pool) claimSlot(key uint64, now int64, st *poolState) int {
 	return -1
 }
 
-// blameCaller is how an attempt of caller key's, which region r answered with o (a success or a failure), counts: learned,
-// what the caller is told (CallerFault for a failure that is the caller's
-// own, see Blame, o otherwise), and counted, what the region learns
-// (CallerFault, nothing, for a failure that is the caller's own or one in
-// a region the caller fails alone in; o otherwise). It notes the attempt
+// blameCaller is how an attempt of caller key's, which region r answered
+// with o (a success or a failure), counts: learned, what the caller is
+// told (CallerFault for a failure that is the caller's own, see Blame, o
+// otherwise), and counted, what the region learns (CallerFault, nothing,
+// for a failure that is the caller's own or one in a region the caller
+// fails alone in; o otherwise). It notes the attempt
 // in the caller's counts when the pool watches the caller, and starts
 // watching it on a failure.
 func (p *Pool) blameCaller(key uint64, r *region, o Outcome) (learned, counted Outcome) {

@@ -402,7 +402,11 @@ type candidates struct {
 // are ranked: every other lane is rankNone whatever the region's state.
 // last ranks the region as demoted (choose: it is ejected, or the call's
 // caller fails alone in it), as does its being demoted or silent
-// (silence.go).
+// (silence.go). A demoted region's probe goes to a call that last does not
+// rank last: an ejected region is not demoted (ejection is for the regions
+// that are not provisioned, demotion for those that are), and a probe of a
+// region the call's caller fails alone in says nothing of how it serves
+// the others.
 func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, now int64, retry, last bool) {
 	m := s.lanes & rk.mask
 	if m == 0 {
@@ -410,11 +414,12 @@ func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, n
 	}
 	demoted := s.r.demoted.Load() != nil
 	silent := s.r.quiet.silent(now, &s.r.inFlight, &s.r.fails, s.st)
+	probes := demoted && !silent && !last
 	last = last || demoted || silent
 	for m != 0 {
 		l := uint8(bits.TrailingZeros8(m))
 		m &= m - 1
-		rank := rankLane(s, l, rk.rank[l&(laneCount-1)], last, demoted && !silent, call, now, retry)
+		rank := rankLane(s, l, rk.rank[l&(laneCount-1)], last, probes, call, now, retry)
 		if l == s.hinted && s.metersReqs() && s.r.reqs.knownFull(now, s.reqCost) {
 			// Its meter refused a call this tick: it refuses this one. A
 			// full capacity the attempt may not take (below) is no room

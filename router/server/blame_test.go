@@ -10,6 +10,39 @@ import (
 	"github.com/regionwarden/regionwarden/router/upstream/upstreamtest"
 )
 
+// team and neighbor are two callers of one pool, by their credentials.
+const team, neighbor = "Bearer " + callerTok, "Bearer neighbor-token"
+
+// neighborsPool starts a PT and a shared region behind a router that
+// forwards its callers' credentials, has the PT (and the shared region, with
+// sharedToo) fail the neighbor's calls (500 INTERNAL on what they carry),
+// and gives the regions a history of 40 of the team's calls. call sends a
+// generateContent with credentials auth and returns its status; shared is
+// the shared region.
+func neighborsPool(t *testing.T, sharedToo bool) (shared *fakeRegion, r *router, call func(auth string) int) {
+	t.Helper()
+	pt, shared, r := forwardingRouter(t)
+	failing := []*fakeRegion{pt}
+	if sharedToo {
+		failing = append(failing, shared)
+	}
+	for _, region := range failing {
+		region.set(func(b *upstreamtest.Behavior) { b.Refuse = map[string]codes.Code{neighbor: codes.Internal} })
+	}
+	body := `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`
+	path := "/v1/projects/" + project + "/locations/europe-west1/publishers/google/models/" + model + ":generateContent"
+	call = func(auth string) int {
+		resp, _ := r.post(path, body, http.Header{"Authorization": {auth}})
+		return resp.StatusCode
+	}
+	for range 40 {
+		if code := call(team); code != http.StatusOK {
+			t.Fatalf("the team's call: %d", code)
+		}
+	}
+	return shared, r, call
+}
+
 // TestANeighborsFailingCallsDemoteNothing: in a pool that serves one team,
 // a neighbor starts sending calls that Google's servers fail wherever they
 // go (500 INTERNAL on what they carry). The router tells the neighbor by
@@ -19,22 +52,7 @@ import (
 // the neighbor's failures, half the PT's answers and retried to the
 // shared region, demoted the PT and sent the team to pay-as-you-go.
 func TestANeighborsFailingCallsDemoteNothing(t *testing.T) {
-	pt, shared, r := forwardingRouter(t)
-	const team, neighbor = "Bearer " + callerTok, "Bearer neighbor-token"
-	for _, region := range []*fakeRegion{pt, shared} {
-		region.set(func(b *upstreamtest.Behavior) { b.Refuse = map[string]codes.Code{neighbor: codes.Internal} })
-	}
-	body := `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`
-	path := "/v1/projects/" + project + "/locations/europe-west1/publishers/google/models/" + model + ":generateContent"
-	call := func(auth string) int {
-		resp, _ := r.post(path, body, http.Header{"Authorization": {auth}})
-		return resp.StatusCode
-	}
-	for range 40 { // the team's calls give the regions a history
-		if code := call(team); code != http.StatusOK {
-			t.Fatalf("the team's call: %d", code)
-		}
-	}
+	shared, r, call := neighborsPool(t, true)
 	neighborFailed := 0
 	for range 60 {
 		if code := call(neighbor); code == http.StatusInternalServerError {
@@ -86,20 +104,7 @@ func TestANeighborsFailingCallsDemoteNothing(t *testing.T) {
 // Before, its failures, three to each of the team's successes, demoted the
 // PT and sent the team to pay-as-you-go.
 func TestANeighborFailingInThePTAloneDemotesNothing(t *testing.T) {
-	pt, shared, r := forwardingRouter(t)
-	const team, neighbor = "Bearer " + callerTok, "Bearer neighbor-token"
-	pt.set(func(b *upstreamtest.Behavior) { b.Refuse = map[string]codes.Code{neighbor: codes.Internal} })
-	body := `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`
-	path := "/v1/projects/" + project + "/locations/europe-west1/publishers/google/models/" + model + ":generateContent"
-	call := func(auth string) int {
-		resp, _ := r.post(path, body, http.Header{"Authorization": {auth}})
-		return resp.StatusCode
-	}
-	for range 40 { // the team's calls give the regions a history
-		if code := call(team); code != http.StatusOK {
-			t.Fatalf("the team's call: %d", code)
-		}
-	}
+	shared, r, call := neighborsPool(t, false)
 	const calls = 120
 	for i := range calls {
 		if code := call(neighbor); code != http.StatusOK {
