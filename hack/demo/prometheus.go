@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -211,6 +212,23 @@ type series struct {
 	samples []sample
 }
 
+// percentPoints are samples of a share as points of a chart, in percent, at
+// the scenario time at gives each; a sample that is not a number is left
+// out, a gap in the line. Prometheus answers NaN for a ratio of two rates
+// that are both zero (a window with no calls yet, at the replay's start),
+// and Inf for one over zero: as its own graphs do, the chart shows neither
+// (the plotter refuses them, and one would make the axis NaN).
+func percentPoints(samples []sample, at func(time.Time) time.Duration) []replay.Point {
+	var out []replay.Point
+	for _, s := range samples {
+		if math.IsNaN(s.v) || math.IsInf(s.v, 0) {
+			continue
+		}
+		out = append(out, replay.Point{At: at(s.at), Y: 100 * s.v})
+	}
+	return out
+}
+
 // queryRange asks Prometheus for expr from start to end, one point per step.
 func (p *demoPrometheus) queryRange(ctx context.Context, expr string, start, end time.Time, step time.Duration) ([]series, error) {
 	q := url.Values{"query": {expr}, "start": {unix(start)}, "end": {unix(end)}, "step": {strconv.FormatFloat(step.Seconds(), 'f', -1, 64)}}
@@ -361,10 +379,10 @@ func (p *demoPrometheus) writeChart(ctx context.Context, path, scenario string, 
 		}
 		l := replay.Line{Label: s.label}
 		if len(ss) > 0 {
-			for _, pt := range ss[0].samples {
-				l.Points = append(l.Points, replay.Point{At: scenarioTime(pt.at), Y: 100 * pt.v})
-				top = max(top, 100*pt.v)
-			}
+			l.Points = percentPoints(ss[0].samples, scenarioTime)
+		}
+		for _, pt := range l.Points {
+			top = max(top, pt.Y)
 		}
 		c.Lines = append(c.Lines, l)
 	}
