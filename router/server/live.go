@@ -172,7 +172,14 @@ func (x *exchange) serveLive(version string) {
 	}
 	ctx, cancel := x.bound(traced, timeout, callers)
 	defer cancel()
-	if is, ok := x.issuedBy(ctx, ls.handle); ok {
+	is, ok, herr := x.issuedBy(ctx, ls.handle)
+	if herr != nil && x.who.Namespace != "" {
+		// Under kubernetes only the store could say whose session the
+		// handle resumes: the router will not resume it unchecked.
+		x.closeLive(conn, status.Error(codes.Unavailable, "the session this resumption handle resumes cannot be checked now: "+herr.Error()))
+		return
+	}
+	if ok {
 		if x.who.Namespace != "" && is.caller != x.callerKey() {
 			// Under kubernetes the router resumes sessions as itself,
 			// and Google cannot tell its callers apart: a handle is
@@ -590,7 +597,7 @@ func (l *liveSessions) remember(msg []byte, is issued) string {
 // resumption handle a router relayed (share.Meter, in the share store).
 type liveHandles interface {
 	RememberHandle(handle, region string, caller uint64)
-	HandleOf(ctx context.Context, handle string) (region string, caller uint64, ok bool)
+	HandleOf(ctx context.Context, handle string) (region string, caller uint64, ok bool, err error)
 }
 
 // handlesOf is the share store's keeper of handles, nil without one.
@@ -604,13 +611,14 @@ func handlesOf(c *share.Controller) liveHandles {
 // issuedBy is where and to whom handle was issued: as this router relayed
 // it, or else as the share store says another router did (a client's
 // reconnection reaches any router behind the Service). Without either the
-// session is routed as a new one.
-func (x *exchange) issuedBy(ctx context.Context, handle string) (issued, bool) {
+// session is routed as a new one. err is the store's failure to tell
+// (share.ErrHandlesUnknown).
+func (x *exchange) issuedBy(ctx context.Context, handle string) (issued, bool, error) {
 	if is, ok := x.s.live.issuedBy(handle); ok || handle == "" || x.s.handles == nil {
-		return is, ok
+		return is, ok, nil
 	}
-	region, caller, ok := x.s.handles.HandleOf(ctx, handle)
-	return issued{region: region, caller: caller, at: time.Now()}, ok
+	region, caller, ok, err := x.s.handles.HandleOf(ctx, handle)
+	return issued{region: region, caller: caller, at: time.Now()}, ok, err
 }
 
 // issuedBy is where and to whom handle was issued, if this router relayed

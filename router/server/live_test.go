@@ -517,7 +517,7 @@ func TestResumedLiveSessionsGoWhereTheirStateIs(t *testing.T) {
 				// The first router notes the handle in the store in
 				// the background.
 				waittest.For(t, 10*time.Second, "the handle in the store", func() bool {
-					_, _, ok := thenMeter.HandleOf(context.Background(), handle)
+					_, _, ok, _ := thenMeter.HandleOf(context.Background(), handle)
 					return ok
 				})
 			}
@@ -551,7 +551,9 @@ func (knownAccounts) Review(_ context.Context, token string) (auth.Identity, err
 // apart: a handle issued to one ServiceAccount's session is refused (1008
 // PERMISSION_DENIED) to another that the pool admits, before any region
 // sees it, and resumes the session for its own; through the router that
-// relayed it, or another that shares its store.
+// relayed it, or another that shares its store. With the store gone, the
+// other router cannot tell whose session the handle resumes and refuses it
+// (1013 UNAVAILABLE); the one that relayed it still resumes it.
 func TestResumptionHandlesAreTheirCallers(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -569,8 +571,9 @@ func TestResumptionHandlesAreTheirCallers(t *testing.T) {
 			withAuth := func(o *server.Options) { o.Auth = authn }
 			first := startRouterWith(t, withAuth, pool)
 			then, thenMeter := first, (*share.Meter)(nil)
+			var store *redisserver.Server
 			if tc.store {
-				store := redisserver.ForTest(t)
+				store = redisserver.ForTest(t)
 				_, firstOpts := withStore(t, store, "first")
 				m, thenOpts := withStore(t, store, "then")
 				first = startRouterWith(t, func(o *server.Options) { withAuth(o); firstOpts(o) }, pool)
@@ -602,7 +605,7 @@ func TestResumptionHandlesAreTheirCallers(t *testing.T) {
 			_ = conn.Close()
 			if thenMeter != nil {
 				waittest.For(t, 10*time.Second, "the handle in the store", func() bool {
-					_, _, ok := thenMeter.HandleOf(context.Background(), "europe-west1-handle")
+					_, _, ok, _ := thenMeter.HandleOf(context.Background(), "europe-west1-handle")
 					return ok
 				})
 			}
@@ -618,6 +621,28 @@ func TestResumptionHandlesAreTheirCallers(t *testing.T) {
 			conn, err = open(then, "alice", "europe-west1-handle")
 			if err != nil {
 				t.Fatalf("its own caller resuming: %v", err)
+			}
+			_ = conn.Close()
+			if !tc.store {
+				return
+			}
+			// With the store gone, a router that did not relay the
+			// handle cannot tell whose it is, and resumes nothing; the
+			// one that relayed it still can.
+			_, thirdOpts := withStore(t, store, "third")
+			third := startRouterWith(t, func(o *server.Options) { withAuth(o); thirdOpts(o) }, pool)
+			store.Kill()
+			calls = pt.Calls()
+			conn, err = open(third, "alice", "europe-west1-handle")
+			if ce, ok := errors.AsType[*websocket.CloseError](err); !ok || ce.Code != websocket.CloseTryAgainLater || !strings.HasPrefix(ce.Text, "UNAVAILABLE: ") {
+				t.Fatalf("resuming through the other router, the store gone: %v, want 1013 UNAVAILABLE", err)
+			}
+			_ = conn.Close()
+			if pt.Calls() != calls {
+				t.Fatal("the unchecked resumption reached the region")
+			}
+			if conn, err = open(first, "alice", "europe-west1-handle"); err != nil {
+				t.Fatalf("resuming through the router that relayed it, the store gone: %v", err)
 			}
 			_ = conn.Close()
 		})

@@ -37,26 +37,32 @@ func (m *Meter) RememberHandle(handle, region string, caller uint64) {
 	m.queue(extension{key: m.handleKey(handle), member: region + " " + strconv.FormatUint(caller, 16), set: HandleTTL})
 }
 
+// ErrHandlesUnknown says the store did not answer whether a router noted a
+// handle: it does not answer (the meter has found it so), or not within the
+// meter's timeout.
+var ErrHandlesUnknown = errors.New("the share store does not answer")
+
 // HandleOf is the region that issued handle and the caller of its session,
 // as some router noted them (RememberHandle); ok is false when the store
-// knows none, or does not answer within the meter's timeout (the session is
-// then routed as a new one).
-func (m *Meter) HandleOf(ctx context.Context, handle string) (region string, caller uint64, ok bool) {
+// knows none (no router relayed it in HandleTTL, or it is not one Google
+// issued). err (ErrHandlesUnknown) is when the store cannot tell.
+func (m *Meter) HandleOf(ctx context.Context, handle string) (region string, caller uint64, ok bool, err error) {
 	if m.down.Load() != 0 {
-		return "", 0, false
+		return "", 0, false, ErrHandlesUnknown
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
 	v, err := m.rdb.Get(ctx, m.handleKey(handle)).Result()
-	if err != nil {
-		if !errors.Is(err, redis.Nil) {
-			m.log.Debug("share meter: a resumption handle was not read from the store", "router", m.id, "error", err)
-		}
-		return "", 0, false
+	switch {
+	case errors.Is(err, redis.Nil):
+		return "", 0, false, nil
+	case err != nil:
+		m.log.Debug("share meter: a resumption handle was not read from the store", "router", m.id, "error", err)
+		return "", 0, false, ErrHandlesUnknown
 	}
 	region, c, found := strings.Cut(v, " ")
 	if caller, err = strconv.ParseUint(c, 16, 64); !found || err != nil {
-		return "", 0, false
+		return "", 0, false, nil
 	}
-	return region, caller, true
+	return region, caller, true, nil
 }

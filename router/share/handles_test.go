@@ -2,6 +2,7 @@ package share
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 // another through a real Redis server, with its region and caller, for
 // HandleTTL; the store holds the handle's hash, never the handle, which
 // resumes its session for whoever holds it. A handle no router noted is
-// unknown.
+// unknown; with the store gone, the meter says it cannot tell.
 func TestHandlesAreSharedAndNotKept(t *testing.T) {
 	srv := redisserver.ForTest(t)
 	a, b := newTestMeter(t, srv.URL(), "a"), newTestMeter(t, srv.URL(), "b")
@@ -24,14 +25,14 @@ func TestHandlesAreSharedAndNotKept(t *testing.T) {
 	const handle = "CiQ5NzQ2-the-session-handle"
 	a.RememberHandle(handle, "us-central1", 0xabc)
 	waittest.For(t, 10*time.Second, "the handle in the store", func() bool {
-		_, _, ok := b.HandleOf(ctx, handle)
+		_, _, ok, _ := b.HandleOf(ctx, handle)
 		return ok
 	})
-	if region, caller, _ := b.HandleOf(ctx, handle); region != "us-central1" || caller != 0xabc {
+	if region, caller, _, err := b.HandleOf(ctx, handle); region != "us-central1" || caller != 0xabc || err != nil {
 		t.Fatalf("the other router reads %q, %x; want us-central1, abc", region, caller)
 	}
-	if _, _, ok := b.HandleOf(ctx, "another-handle"); ok {
-		t.Fatal("a handle no router noted is known")
+	if _, _, ok, err := b.HandleOf(ctx, "another-handle"); ok || err != nil {
+		t.Fatalf("a handle no router noted: known %v, %v; want unknown, and said so", ok, err)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer func() { _ = rdb.Close() }()
@@ -45,5 +46,9 @@ func TestHandlesAreSharedAndNotKept(t *testing.T) {
 	}
 	if ttl := rdb.TTL(ctx, keys[0]).Val(); ttl <= HandleTTL-time.Minute || ttl > HandleTTL {
 		t.Fatalf("the handle is kept for %v, want %v", ttl, HandleTTL)
+	}
+	srv.Kill()
+	if _, _, ok, err := b.HandleOf(ctx, handle); ok || !errors.Is(err, ErrHandlesUnknown) {
+		t.Fatalf("the store gone: known %v, %v; want ErrHandlesUnknown", ok, err)
 	}
 }
