@@ -609,15 +609,22 @@ func TestResumptionHandlesAreTheirCallers(t *testing.T) {
 					return ok
 				})
 			}
-			calls := pt.Calls()
-			conn, err = open(then, "mallory", "europe-west1-handle")
-			if ce, ok := errors.AsType[*websocket.CloseError](err); !ok || ce.Code != websocket.ClosePolicyViolation || !strings.HasPrefix(ce.Text, "PERMISSION_DENIED: ") {
-				t.Fatalf("another caller resuming: %v, want 1008 PERMISSION_DENIED", err)
+			// refused opens a resumption of the handle through r as
+			// token, which must be closed with code and status before
+			// any region sees it.
+			refused := func(what string, r *router, token string, code int, status string) {
+				t.Helper()
+				calls := pt.Calls()
+				conn, err := open(r, token, "europe-west1-handle")
+				if ce, ok := errors.AsType[*websocket.CloseError](err); !ok || ce.Code != code || !strings.HasPrefix(ce.Text, status+": ") {
+					t.Fatalf("%s: %v, want %d %s", what, err, code, status)
+				}
+				_ = conn.Close()
+				if pt.Calls() != calls {
+					t.Fatalf("%s: the refused resumption reached the region", what)
+				}
 			}
-			_ = conn.Close()
-			if pt.Calls() != calls {
-				t.Fatal("the refused resumption reached the region")
-			}
+			refused("another caller resuming", then, "mallory", websocket.ClosePolicyViolation, "PERMISSION_DENIED")
 			conn, err = open(then, "alice", "europe-west1-handle")
 			if err != nil {
 				t.Fatalf("its own caller resuming: %v", err)
@@ -632,15 +639,7 @@ func TestResumptionHandlesAreTheirCallers(t *testing.T) {
 			_, thirdOpts := withStore(t, store, "third")
 			third := startRouterWith(t, func(o *server.Options) { withAuth(o); thirdOpts(o) }, pool)
 			store.Kill()
-			calls = pt.Calls()
-			conn, err = open(third, "alice", "europe-west1-handle")
-			if ce, ok := errors.AsType[*websocket.CloseError](err); !ok || ce.Code != websocket.CloseTryAgainLater || !strings.HasPrefix(ce.Text, "UNAVAILABLE: ") {
-				t.Fatalf("resuming through the other router, the store gone: %v, want 1013 UNAVAILABLE", err)
-			}
-			_ = conn.Close()
-			if pt.Calls() != calls {
-				t.Fatal("the unchecked resumption reached the region")
-			}
+			refused("resuming through another router, the store gone", third, "alice", websocket.CloseTryAgainLater, "UNAVAILABLE")
 			if conn, err = open(first, "alice", "europe-west1-handle"); err != nil {
 				t.Fatalf("resuming through the router that relayed it, the store gone: %v", err)
 			}
