@@ -235,9 +235,7 @@ func TestClaudeCountTokens(t *testing.T) {
 	if want := "projects/" + project + "/locations/europe-west1/publishers/anthropic/models/count-tokens"; last.Model != want || !strings.Contains(string(last.Body), `"model":"`+claude+`"`) {
 		t.Errorf("the region saw model %q with body %s, want %q with the body's model", last.Model, last.Body, want)
 	}
-	if got := counter(t, r.metrics, "regionwarden_router_requests_total", map[string]string{"pool": project + "/anthropic/" + claude, "method": "countTokens", "code": "200"}); got != 1 {
-		t.Errorf("countTokens requests counted %v, want 1", got)
-	}
+	r.requestsCounted("countTokens answered 200", map[string]string{"pool": project + "/anthropic/" + claude, "method": "countTokens", "code": "200"}, 1)
 
 	resp, body := r.post("/v1/projects/"+project+"/locations/europe-west1/publishers/anthropic/models/count-tokens:rawPredict", `{"messages":[]}`, nil)
 	if code, msg, _ := googleErr(t, body); resp.StatusCode != 400 || code != 400 || !strings.Contains(msg, `no "model"`) {
@@ -319,9 +317,7 @@ func TestClaudeOverGRPC(t *testing.T) {
 	if last := pt.Last(); last.Endpoint != "projects/"+project+"/locations/europe-west1/publishers/anthropic/models/count-tokens" {
 		t.Errorf("count_tokens reached the region at %q, want its count-tokens", last.Endpoint)
 	}
-	if n := counter(t, r.metrics, "regionwarden_router_requests_total", map[string]string{"pool": project + "/anthropic/" + claude, "method": "countTokens", "code": "200"}); n != 1 {
-		t.Errorf("countTokens requests counted %v, want 1", n)
-	}
+	r.requestsCounted("countTokens answered 200", map[string]string{"pool": project + "/anthropic/" + claude, "method": "countTokens", "code": "200"}, 1)
 	if _, err := c.RawPredict(ctx, &aiplatformpb.RawPredictRequest{Endpoint: countAt, HttpBody: &httpbody.HttpBody{Data: []byte(`{"messages":[]}`)}}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("count_tokens without a model: %v, want INVALID_ARGUMENT", err)
 	}

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"github.com/regionwarden/regionwarden/internal/clocktest"
 	"github.com/regionwarden/regionwarden/internal/metricstest"
 	"github.com/regionwarden/regionwarden/internal/redisserver"
+	"github.com/regionwarden/regionwarden/internal/waittest"
 	"github.com/regionwarden/regionwarden/router/metrics"
 	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/server"
@@ -303,6 +305,17 @@ func (r *router) snapshotOf(name string) policy.RegionSnapshot {
 func (r *router) attempts(region, tier string, o policy.Outcome) float64 {
 	return counter(r.t, r.metrics, "regionwarden_router_attempts_total", map[string]string{
 		"pool": project + "/google/" + model, "region": region, "tier": tier, "outcome": o.String()})
+}
+
+// requestsCounted waits until regionwarden_router_requests_total with labels
+// is n, and fails the test, saying what, if it does not get there: a request
+// is counted once its handler returns, which may be just after its client
+// has read the answer.
+func (r *router) requestsCounted(what string, labels map[string]string, n float64) {
+	r.t.Helper()
+	waittest.Until(r.t, 10*time.Second, fmt.Sprintf("%s counted %v times", what, n),
+		func() float64 { return counter(r.t, r.metrics, "regionwarden_router_requests_total", labels) },
+		func(v float64) bool { return v == n })
 }
 
 // counter reads one sample of a metric from the registry; 0 if absent.

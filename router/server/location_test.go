@@ -57,12 +57,8 @@ func TestLocationCallsAreForwarded(t *testing.T) {
 	if n := shared.Calls(); n != 0 {
 		t.Errorf("the pool's other region got %d calls, want none", n)
 	}
-	if n := counter(t, r.metrics, "regionwarden_router_requests_total", map[string]string{"method": "passthrough", "code": "200"}); n != 2 {
-		t.Errorf("passthrough answered 200 counted %v, want 2 (create and get)", n)
-	}
-	if n := counter(t, r.metrics, "regionwarden_router_requests_total", map[string]string{"method": "passthrough", "code": "404"}); n != 2 {
-		t.Errorf("passthrough answered 404 counted %v, want 2 (the missing job, predictLongRunning)", n)
-	}
+	r.requestsCounted("passthrough answered 200 (create and get)", map[string]string{"method": "passthrough", "code": "200"}, 2)
+	r.requestsCounted("passthrough answered 404 (the missing job, predictLongRunning)", map[string]string{"method": "passthrough", "code": "404"}, 2)
 
 	resp, body = r.do(http.MethodGet, "/v1/projects/"+project+"/locations/asia-south1/batchPredictionJobs/1", nil, http.Header{"Authorization": {"Bearer " + callerTok}})
 	if _, msg, _ := googleErr(t, body); resp.StatusCode != http.StatusNotFound || !strings.Contains(msg, `location "asia-south1"`) {
