@@ -78,6 +78,7 @@ func TestApplyKeepsLiveStateAndDropsPools(t *testing.T) {
 	if resp, body := r.post(proPath, `{"contents":[{"parts":[{"text":"hi"}]}]}`, nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("remaining pool answered %d: %s", resp.StatusCode, body)
 	}
+	r.requestsCounted("the remaining pool's call", map[string]string{"pool": "demo-project/google/gemini-2.5-pro", "method": "generateContent", "code": "200"}, 1)
 	code, metricsText := r.get("/metrics")
 	for _, want := range []string{
 		`regionwarden_router_requests_total{code="200",method="generateContent",pool="demo-project/google/gemini-2.5-pro"}`,
