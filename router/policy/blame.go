@@ -143,7 +143,7 @@ func (p *Pool) claimSlot(key uint64, now int64, st *poolState) int {
 			for _, rs := range st.slots {
 				c := &rs.r.blame[i]
 				c.alone.Store(false)
-				a, f := rs.r.fails.bucket(from)
+				a, f := rs.r.fails.sumSince(from, from) // that bucket alone
 				c.before.Store(uint64(a)<<32 | uint64(f))
 			}
 			return int(i)

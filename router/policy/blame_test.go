@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regionwarden/regionwarden/internal/clocktest"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -24,16 +25,10 @@ type blameRun struct {
 	ok, attempts, ownFault map[uint64]int
 }
 
-// blameClock is the clock runCallers advances.
-type blameClock interface {
-	Now() time.Time
-	Advance(time.Duration)
-}
-
 // runCallers sends, every 50 ms for d, one call of each caller in keys
 // through p (a call retried as the policy allows), each attempt answered by
 // serve, and returns what they met.
-func runCallers(p *Pool, clk blameClock, d time.Duration, keys []uint64, serve func(key uint64, region string) Outcome) blameRun {
+func runCallers(p *Pool, clk *clocktest.Clock, d time.Duration, keys []uint64, serve func(key uint64, region string) Outcome) blameRun {
 	return runCalls(p, clk, d, keys, serve, callsOpts{retry: true})
 }
 
@@ -50,7 +45,7 @@ type callsOpts struct {
 
 // runCalls is runCallers, the calls sent as o says. A key listed n times
 // sends n calls every 50 ms.
-func runCalls(p *Pool, clk blameClock, d time.Duration, keys []uint64, serve func(key uint64, region string) Outcome, o callsOpts) blameRun {
+func runCalls(p *Pool, clk *clocktest.Clock, d time.Duration, keys []uint64, serve func(key uint64, region string) Outcome, o callsOpts) blameRun {
 	run := blameRun{ok: map[uint64]int{}, attempts: map[uint64]int{}, ownFault: map[uint64]int{}}
 	for end := clk.Now().Add(d); clk.Now().Before(end); clk.Advance(50 * time.Millisecond) {
 		for _, key := range keys {

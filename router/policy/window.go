@@ -115,16 +115,6 @@ func (w *window) sumSince(idx, from uint64) (a, b int64) {
 	return a, b
 }
 
-// bucket returns the counts of bucket idx, zero when the window no longer
-// holds it.
-func (w *window) bucket(idx uint64) (a, b int64) {
-	x := w.b[idx%windowSlots].Load()
-	if x>>(2*countBits) != idx&tagMask {
-		return 0, 0
-	}
-	return int64(x >> countBits & countMax), int64(x & countMax)
-}
-
 // load reads the n buckets (at most windowSlots) that end at bucket idx into
 // v, v[k] holding bucket idx-k: each bucket once, one atomic load each, its
 // tag cleared and a stale bucket (or one before bucket 0) as zero.
