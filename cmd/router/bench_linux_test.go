@@ -90,7 +90,7 @@ func BenchmarkRouterProcess(b *testing.B) {
 				"--caller-auth", "none", "--upstream-insecure", "--allow-endpoint-host", "127.0.0.1", "--log-level", "error", "--shutdown-delay", "0s")
 			path := "/v1/projects/" + project + "/locations/europe-west1/publishers/google/models/" + model + ":generateContent"
 			urls := []string{"http://" + region.Addr + path, "http://" + router.api + path}
-			load := loadtest.New([]byte(`{"contents":[{"role":"user","parts":[{"text":"Which regions hold provisioned capacity for this model?"}]}],"generationConfig":{"temperature":0.2,"maxOutputTokens":256}}`))
+			load := loadtest.New(loadtest.GenerateBody)
 			// Warm the connections, the policy and the router's heap.
 			if _, failed := load.OpenLoop(urls, rate, min(b.N, 2000)); failed > 0 {
 				b.Fatalf("%d warm-up calls failed", failed)

@@ -32,6 +32,10 @@ type Load struct {
 	Body   []byte
 }
 
+// GenerateBody is the benchmarks' call: a generateContent request of a
+// short prompt, as an application sends one.
+var GenerateBody = []byte(`{"contents":[{"role":"user","parts":[{"text":"Which regions hold provisioned capacity for this model?"}]}],"generationConfig":{"temperature":0.2,"maxOutputTokens":256}}`)
+
 // New is a Load of body with a transport of at most 256 connections a host.
 func New(body []byte) *Load {
 	return &Load{Client: &http.Client{Transport: &http.Transport{MaxConnsPerHost: 256, MaxIdleConnsPerHost: 256}}, Body: body}

@@ -56,7 +56,7 @@ func newRig(b *testing.B) *rig {
 		traced:    serveRouter(b, pt, tp) + path,
 		collector: rcv,
 		tp:        tp,
-		load:      loadtest.New([]byte(`{"contents":[{"role":"user","parts":[{"text":"Which regions hold provisioned capacity for this model?"}]}],"generationConfig":{"temperature":0.2,"maxOutputTokens":256}}`)),
+		load:      loadtest.New(loadtest.GenerateBody),
 	}
 }
 
@@ -129,10 +129,10 @@ func (rg *rig) measure(b *testing.B, rate int, urls []string, cpuURLs ...string)
 	var m measurement
 	var machineBefore [2]time.Duration
 	var cpuBefore time.Duration
-	m.loadBefore, machineBefore, cpuBefore = loadtest.LoadAverage(), loadtest.MachineCPU(), processCPU()
+	m.loadBefore, machineBefore, cpuBefore = loadtest.LoadAverage(), loadtest.MachineCPU(), loadtest.SelfCPU()
 	b.ResetTimer()
 	m.lat, m.failed = rg.load.OpenLoop(urls, rate, b.N)
-	m.busy, m.ours = loadtest.MachineShare(machineBefore, loadtest.MachineCPU(), processCPU()-cpuBefore)
+	m.busy, m.ours = loadtest.MachineShare(machineBefore, loadtest.MachineCPU(), loadtest.SelfCPU()-cpuBefore)
 	m.cpu, m.cpuFailed = make([]float64, len(cpuURLs)), make([]int, len(cpuURLs))
 	m.rounds = make([][]float64, len(cpuURLs))
 	for r := range cpuRounds {
@@ -171,9 +171,9 @@ func (m measurement) log(b *testing.B, rate int) {
 // cpuPerCall is the process's CPU time per call, in microseconds, while n
 // calls go to url at rate per second, and how many failed.
 func (rg *rig) cpuPerCall(url string, rate, n int) (float64, int) {
-	before := processCPU()
+	before := loadtest.SelfCPU()
 	_, failed := rg.load.OpenLoop([]string{url}, rate, n)
-	return float64((processCPU() - before).Nanoseconds()) / 1e3 / float64(n), failed
+	return float64((loadtest.SelfCPU() - before).Nanoseconds()) / 1e3 / float64(n), failed
 }
 
 // BenchmarkAddedLatency measures what the router adds to a call, at 500 and

@@ -1,14 +1,15 @@
 //go:build unix
 
-package server_test
+package loadtest
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU is the user and system CPU time the process has used.
-func processCPU() time.Duration {
+// SelfCPU is the user and system CPU time this process has used, as
+// getrusage measures it (finer than ProcessCPU's ticks).
+func SelfCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
