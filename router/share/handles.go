@@ -38,21 +38,25 @@ func (m *Meter) RememberHandle(handle, region string, caller uint64) {
 }
 
 // ErrHandlesUnknown says the store did not answer whether a router noted a
-// handle: it does not answer (the meter has found it so), or not within the
-// meter's timeout.
+// handle.
 var ErrHandlesUnknown = errors.New("the share store does not answer")
 
 // HandleOf is the region that issued handle and the caller of its session,
 // as some router noted them (RememberHandle); ok is false when the store
 // knows none (no router relayed it in HandleTTL, or it is not one Google
 // issued). err (ErrHandlesUnknown) is when the store cannot tell.
+//
+// It asks on the meter's background connections, whose timeouts are a
+// window (a second and a fortieth), not on the metering ones, whose timeout
+// (20 ms by default) bounds what a call may wait on its way: a resumption
+// is one read a session, made once, and a store that answers in 50 ms
+// (another zone) must not have it refused or sent where the session's
+// state is not; nor is the meter's finding that the store is down (its
+// 20 ms went by) a reason not to ask.
 func (m *Meter) HandleOf(ctx context.Context, handle string) (region string, caller uint64, ok bool, err error) {
-	if m.down.Load() != 0 {
-		return "", 0, false, ErrHandlesUnknown
-	}
-	ctx, cancel := context.WithTimeout(ctx, m.timeout)
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(m.window)*time.Microsecond)
 	defer cancel()
-	v, err := m.rdb.Get(ctx, m.handleKey(handle)).Result()
+	v, err := m.bg.Get(ctx, m.handleKey(handle)).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return "", 0, false, nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/regionwarden/regionwarden/internal/proxytest"
 	"github.com/regionwarden/regionwarden/internal/redisserver"
 	"github.com/regionwarden/regionwarden/internal/waittest"
 )
@@ -50,5 +51,26 @@ func TestHandlesAreSharedAndNotKept(t *testing.T) {
 	srv.Kill()
 	if _, _, ok, err := b.HandleOf(ctx, handle); ok || !errors.Is(err, ErrHandlesUnknown) {
 		t.Fatalf("the store gone: known %v, %v; want ErrHandlesUnknown", ok, err)
+	}
+}
+
+// TestHandlesAreReadFromASlowStore: a store that answers in 100 ms, slower
+// than the meter's 20 ms for a call's metering (a store in another zone on a
+// bad day), still tells a router where a handle was issued: a resumption
+// waits for it rather than be refused or sent where its state is not.
+func TestHandlesAreReadFromASlowStore(t *testing.T) {
+	srv := redisserver.ForTest(t)
+	slow := proxytest.Start(t, srv.Addr)
+	slow.DelayAnswers(100 * time.Millisecond)
+	a := newTestMeter(t, srv.URL(), "a")
+	b := meterWith(t, MeterOptions{URL: "redis://" + slow.Addr() + "/0", ID: "b", Timeout: DefaultMeterTimeout})
+	ctx := context.Background()
+	a.RememberHandle("the-handle", "europe-west4", 7)
+	waittest.For(t, 10*time.Second, "the handle in the store", func() bool {
+		_, _, ok, _ := a.HandleOf(ctx, "the-handle")
+		return ok
+	})
+	if region, caller, ok, err := b.HandleOf(ctx, "the-handle"); !ok || err != nil || region != "europe-west4" || caller != 7 {
+		t.Fatalf("through the slow store: %q, %d, known %v, %v; want europe-west4, 7", region, caller, ok, err)
 	}
 }
