@@ -205,6 +205,16 @@ func withStore(t testing.TB, store *redisserver.Server, id string) (*share.Meter
 	return m, func(o *server.Options) { o.Shares = ctl }
 }
 
+// handleStored waits until the store m reads holds handle: the router that
+// relayed it notes it there in the background.
+func handleStored(t testing.TB, m *share.Meter, handle string) {
+	t.Helper()
+	waittest.For(t, 10*time.Second, "the handle "+handle+" in the store", func() bool {
+		_, _, ok, _ := m.HandleOf(context.Background(), handle)
+		return ok
+	})
+}
+
 // client is the official genai SDK pointed at the router. version "" is the
 // SDK's default, v1beta1.
 func (r *router) client(version string) *genai.Client {

@@ -514,12 +514,7 @@ func TestResumedLiveSessionsGoWhereTheirStateIs(t *testing.T) {
 			c := first.liveClient()
 			if then != nil {
 				c = then.liveClient()
-				// The first router notes the handle in the store in
-				// the background.
-				waittest.For(t, 10*time.Second, "the handle in the store", func() bool {
-					_, _, ok, _ := thenMeter.HandleOf(context.Background(), handle)
-					return ok
-				})
+				handleStored(t, thenMeter, handle)
 			}
 			for _, tc := range []struct {
 				name, handle, want string
@@ -604,10 +599,7 @@ func TestResumptionHandlesAreTheirCallers(t *testing.T) {
 			}
 			_ = conn.Close()
 			if thenMeter != nil {
-				waittest.For(t, 10*time.Second, "the handle in the store", func() bool {
-					_, _, ok, _ := thenMeter.HandleOf(context.Background(), "europe-west1-handle")
-					return ok
-				})
+				handleStored(t, thenMeter, "europe-west1-handle")
 			}
 			// refused opens a resumption of the handle through r as
 			// token, which must be closed with code and status before
