@@ -30,8 +30,8 @@ import (
 //     in every region that answered it: whatever region its calls go to,
 //     they fail;
 //   - in no region where it fails are the other callers' attempts failing,
-//     judged on at least minRequests of theirs, and half as many since the
-//     caller was first watched (others says why);
+//     judged on at least minRequests of theirs, and on those since the
+//     caller was first watched, one at least (others says why);
 //   - and in at least one such region the other callers' attempts are
 //     judged and not failing: the region serves them.
 //
@@ -70,10 +70,12 @@ import (
 // others' successes. (A Live session seldom does: its setup counts as a
 // success in the region, so its sessions ending at their first turn fail
 // half of what the region counts of it at most.) The others' counts are
-// the region's own failure window less what it counted of this caller, so
-// a caller whose failures the policy has excused does not make the others
-// look healthier than they are, and its own counts keep every attempt, so
-// excusing its failures does not make it look healthier either. Once its failures are its own its calls are no longer
+// every success and failure the region answered (region.tried) less this
+// caller's: not the region's failure window, from which the failures of a
+// caller already excused are missing while its successes are not. Judged
+// on that window, a region failing 60% of four callers' calls excused each
+// caller in turn (the others looking healthier with each) and was never
+// demoted. Once its failures are its own its calls are no longer
 // retried, so they fail in the one region they are sent to: the caller
 // stays so while they fail there and the region serves the others, and is
 // judged anew (two regions) once it has not been; such a caller's calls
@@ -143,7 +145,7 @@ func (p *Pool) claimSlot(key uint64, now int64, st *poolState) int {
 			for _, rs := range st.slots {
 				c := &rs.r.blame[i]
 				c.alone.Store(false)
-				a, f := rs.r.fails.sumSince(from, from) // that bucket alone
+				a, f := rs.r.tried.sumSince(from, from) // that bucket alone
 				c.before.Store(uint64(a)<<32 | uint64(f))
 			}
 			return int(i)
@@ -196,6 +198,16 @@ func (p *Pool) blameCaller(key uint64, r *region, o Outcome) (learned, counted O
 	return o, o
 }
 
+// tally counts a success or failure of r in its tried window, whatever the
+// blame rule makes of it.
+func (r *region) tally(o Outcome) {
+	failed := int64(0)
+	if o == Failure {
+		failed = 1
+	}
+	r.tried.add(bucketOf(r.p.nanos(), r.cfg.Load().st.failWidth), 1, failed)
+}
+
 // failsAlone reports whether the caller of slot i fails alone in r over
 // the ejection interval ending in bucket idx: its attempts there are
 // failing, and the others', judged, are not (see Blame).
@@ -207,31 +219,40 @@ func (p *Pool) failsAlone(i int, r *region, idx uint64, st *poolState) bool {
 	return judged && !failing
 }
 
-// others judges the attempts of the pool's other callers in r, those the
-// region's failure window counted over the interval ending in bucket idx
-// less the ones of the caller of slot i: judged when there are enough of
+// others judges the attempts of the pool's other callers in r, every one
+// it answered (tried) over the interval ending in bucket idx less the ones
+// of the caller of slot i: judged when there are enough of
 // them, failing when they fail at or over the ejection threshold.
 //
 // Judged twice. Over the whole window, on at least minRequests: the
 // evidence that the region serves the others. And over the part of it
 // since the slot was taken (blameSlot.from, callerCounts.before), on at
-// least half as many: the caller was not watched before its first
-// failure, so its own successes of that time are in the region's window
-// but not in its counts, and pass for the others'. Judged over the whole
-// window alone, a region going down for everyone would find each caller
-// failing where "the others", its own successes of a moment before among
-// them, are served; and each caller's failures would be excused in turn.
-// Since the slot was taken, the others' attempts are truly the others':
-// where the region fails everyone, they fail. Half as many, so that the
-// others are judged in about half the time the caller's own attempts take
-// to be (at like rates): the retries a caller whose calls fail everywhere
-// makes meanwhile reach a region fewer times than it is judged on.
+// least one attempt: the caller was not watched before its first failure,
+// so its own successes of that time are in the region's window but not in
+// its counts, and pass for the others'. Judged over the whole window
+// alone, a region going down for everyone would find each caller failing
+// where "the others", its own successes of a moment before among them,
+// are served; and each caller's failures would be excused in turn. Since
+// the slot was taken, the others' attempts are truly the others': where
+// the region fails everyone, they fail, the first of them already.
+//
+// Why one attempt, not more. Until the others are judged, a caller whose
+// calls fail everywhere is retried, and its retries' failures count in
+// the pay-as-you-go regions they reach; the longer the wait, the more of
+// them, and a caller sending several times the others' calls ejected one
+// of those regions while the others made half of minRequests attempts.
+// The first of the others' attempts since comes as soon as any does. A
+// region failing most but not all of everyone's calls may pass that one
+// lucky attempt, and a failure of the caller's is excused; but each later
+// failure is judged again, on every attempt of the others' since, and the
+// whole window must not be failing either (TestACallerFailingEverywhere
+// FailsItself: a PT failing 60% of four callers' calls is demoted).
 func (p *Pool) others(i int, r *region, idx uint64, st *poolState) (judged, failing bool) {
-	ca, cf := r.blame[i].counted.sum(idx)
-	ra, rf := r.fails.sum(idx)
+	ca, cf := r.blame[i].all.sum(idx)
+	ra, rf := r.tried.sum(idx)
 	oa, of := max(ra-ca, 0), max(rf-cf, 0)
 	from := p.blame[i].from.Load()
-	sa, sf := r.fails.sumSince(idx, from)
+	sa, sf := r.tried.sumSince(idx, from)
 	if idx-from < windowBuckets {
 		// The slot's first bucket is in the sum: less what it held
 		// before the slot was taken.
@@ -239,9 +260,8 @@ func (p *Pool) others(i int, r *region, idx uint64, st *poolState) (judged, fail
 		sa, sf = sa-int64(b>>32), sf-int64(b&(1<<32-1))
 	}
 	sa, sf = max(sa-ca, 0), max(sf-cf, 0)
-	since := (st.minRequests + 1) / 2
-	failing = st.isFailing(oa, of) || (sa >= since && float64(sf) >= st.threshold*float64(sa))
-	return oa >= st.minRequests && sa >= since, failing
+	failing = st.isFailing(oa, of) || (sa > 0 && float64(sf) >= st.threshold*float64(sa))
+	return oa >= st.minRequests && sa > 0, failing
 }
 
 // avoided has bit k set for each region of the pool (its k-th) that caller

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -148,6 +149,50 @@ func TestACallerFailingEverywhereFailsItself(t *testing.T) {
 		}
 		return Success
 	}
+	// A PT failing 60% of four callers' calls, at random, in a pool that
+	// served them: the others are judged on their first attempt since a
+	// caller's first failure, which one in 2.5 passes, but each later
+	// failure is judged again and the region's failures still count. Over
+	// an interval, once the history has left the window, it is demoted.
+	t.Run("region failing most calls of four callers, after serving them", func(t *testing.T) {
+		rnd := rand.New(rand.NewPCG(1, 2))
+		clk := newClock()
+		p := mustNew(t, blamePool(), clk)
+		four := []uint64{goodCaller, poisonCaller, 0x3333_0003, 0x4444_0004}
+		runCallers(p, clk, 10*time.Second, four, func(uint64, string) Outcome { return Success })
+		run := runCallers(p, clk, 10*time.Second, four, func(_ uint64, region string) Outcome {
+			if region == "europe-west1" && rnd.Float64() < 0.6 {
+				return Failure
+			}
+			return Success
+		})
+		if pt := p.Snapshot().Regions[0]; pt.TimesDemoted == 0 {
+			t.Errorf("the PT failing 60%% of everyone's calls is not demoted: %+v", pt)
+		}
+		for key, n := range run.ownFault {
+			t.Errorf("caller %x: %d failures taken for its own", key, n)
+		}
+	})
+	// A neighbor sending three calls for each of the other's: its retries
+	// reach the pay-as-you-go regions three times as fast until the others
+	// are judged, and must not eject one meanwhile.
+	t.Run("poison calls, three to the other's one", func(t *testing.T) {
+		clk := newClock()
+		p := mustNew(t, blamePool(), clk)
+		runCallers(p, clk, 10*time.Second, []uint64{goodCaller}, poison)
+		run := runCallers(p, clk, 20*time.Second, []uint64{goodCaller, poisonCaller, poisonCaller, poisonCaller}, poison)
+		for _, r := range p.Snapshot().Regions {
+			if r.TimesDemoted > 0 || r.TimesEjected > 0 {
+				t.Errorf("%s demoted %d times, ejected %d times by one caller's calls", r.Name, r.TimesDemoted, r.TimesEjected)
+			}
+		}
+		if calls := 400; run.ok[goodCaller] != calls || run.attempts[goodCaller] != calls {
+			t.Errorf("the other caller: %d of %d calls served in %d attempts, want all in one each", run.ok[goodCaller], calls, run.attempts[goodCaller])
+		}
+		if calls := 1200; run.ownFault[poisonCaller] < calls*9/10 {
+			t.Errorf("the failing caller: %d of %d calls its own fault, want nearly all", run.ownFault[poisonCaller], calls)
+		}
+	})
 	for _, tc := range []struct {
 		name string
 		// history: the pool served the callers for an interval before.

@@ -409,8 +409,12 @@ func (a *Attempt) Finish(r Report) Outcome {
 	// failure of a caller that fails alone in the region (blame.go): it is
 	// retried as any, and counts toward nothing of the region's.
 	learned := r.Outcome
-	if key := a.call.st.caller; key != 0 && (r.Outcome == Success || r.Outcome == Failure) {
-		learned, r.Outcome = a.call.p.blameCaller(key, a.call.st.targets[a.n], r.Outcome)
+	if r.Outcome == Success || r.Outcome == Failure {
+		t := a.call.st.targets[a.n]
+		t.tally(r.Outcome)
+		if key := a.call.st.caller; key != 0 {
+			learned, r.Outcome = a.call.p.blameCaller(key, t, r.Outcome)
+		}
 	}
 	if a.n+1 == a.call.st.n {
 		a.call.st.last = learned

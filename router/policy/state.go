@@ -101,13 +101,16 @@ type region struct {
 	p   *Pool
 	cfg atomic.Pointer[slot] // the slot of the latest config that holds the region
 
-	inFlight     atomic.Int64
-	limit        aimd
-	reqs         requestMeter // requests admitted, in costUnits of the region's RPS
-	slow         pacer        // requests, for an RPS under one call per rateWindow
-	toks         meter        // tokens admitted or consumed, in costUnits of its TokensPerSecond over the slot's tokWindow
-	tokEst       atomic.Int64 // tokens a successful call consumes, on average (EWMA)
-	fails        window       // a: answered, b: failed; buckets of the state's failWidth
+	inFlight atomic.Int64
+	limit    aimd
+	reqs     requestMeter // requests admitted, in costUnits of the region's RPS
+	slow     pacer        // requests, for an RPS under one call per rateWindow
+	toks     meter        // tokens admitted or consumed, in costUnits of its TokensPerSecond over the slot's tokWindow
+	tokEst   atomic.Int64 // tokens a successful call consumes, on average (EWMA)
+	fails    window       // a: answered, b: failed; buckets of the state's failWidth
+	// tried is every success and failure the region answered, those the
+	// blame rule kept out of fails among them (blame.go: others).
+	tried        window
 	lanes        [laneCount]lane
 	ejectedUntil atomic.Int64 // 0 or a time; ejected while in the future
 	timesEjected atomic.Int64
