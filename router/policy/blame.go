@@ -113,7 +113,7 @@ type callerCounts struct {
 	// alone is set while the caller fails alone in the region, so that the
 	// change is logged once each way.
 	alone atomic.Bool
-	// before is what the region's failure window had counted in the
+	// before is what the region had answered (region.tried) in the
 	// slot's first bucket (blameSlot.from) when the slot was taken,
 	// answered<<32 | failed: attempts of the time before it (others).
 	before atomic.Uint64
