@@ -107,14 +107,36 @@ func (l *aimd) clamp(hi float64) {
 // rate, and a call without a deadline may take any time: the bound is then
 // regionMaxLimit.
 //
-// The bound applies only while the region is answering (slot.answering): not
-// failing, not demoted, and not throttled for 429s or errors. A region whose
-// latency rises together with failures or 429s is held to its AIMD limit,
-// which those outcomes shrink.
-func (s *slot) littleLimit(l uint8, now, deadline int64) int64 {
+// The whole bound applies while the region is answering (slot.answering):
+// not failing, not demoted, and not throttled for 429s or errors. A region
+// that is not keeps the share of it that it answers: with answered attempts
+// over the ejection interval, failed of them, a call finds room while the
+// calls in flight are within
+//
+//	bound × (answered − failed) / answered
+//
+// (slot.roomInFlight). A region slow enough that some of its calls run out
+// their deadline fails them, and is demoted or ejected once they are half of
+// what it ends; it then takes only what the regions that answer have no room
+// for, so a call it is sent would otherwise be refused, a certain failure,
+// where the region answers that share of them in time. Held to its AIMD
+// limit, which those timeouts shrink, such a region took a few calls a
+// second and the rest were shed while its capacity stood idle. The share
+// makes the bound the whole of it for a region answering every call, and
+// nothing for one answering none, which is held to its AIMD limit as
+// before: a region that holds calls without answering them, or that answers
+// only after their deadline, takes no more of them than that limit. A
+// region failing at once (a 503) holds few calls whatever its limit; it is
+// the slow failures the share is for. A bound that is not the region's
+// capacity (regionMaxLimit, for want of one) is no measure of what it can
+// answer, and lends a failing region nothing.
+//
+// known says the bound is one of the region's capacity, not regionMaxLimit
+// for want of one.
+func (s *slot) littleLimit(l uint8, now, deadline int64) (n int64, known bool) {
 	hi := int64(s.st.maxLimit)
 	if deadline == 0 || l != s.hinted {
-		return hi
+		return hi, false
 	}
 	var rate float64
 	burst := rateWindow
@@ -125,8 +147,8 @@ func (s *slot) littleLimit(l uint8, now, deadline int64) int64 {
 		rate = float64(rateCapacity) / (float64(est) * s.tokCost) / (float64(s.tokWindow) / float64(time.Second))
 		burst = s.tokWindow
 	default:
-		return hi
+		return hi, false
 	}
 	span := float64(deadline-now+burst) / float64(time.Second)
-	return min(int64(math.Ceil(rate*span)), hi)
+	return min(int64(math.Ceil(rate*span)), hi), true
 }

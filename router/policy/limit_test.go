@@ -155,7 +155,9 @@ func TestGlobalCap(t *testing.T) {
 // at 40 calls a second (under its quota of 50), each held 4 s, 160 calls are
 // in flight, far over the AIMD limit of 64 it starts with; none is shed,
 // since the region answers and 50/s × (10 s deadline + 1 s) bounds them.
-// Once the same region fails as well, it is held to its AIMD limit again.
+// Once the same region fails every call it ends, it is held to its AIMD
+// limit again; once it answers some of them, it keeps that share of the
+// bound (slot.roomInFlight), and a call finds room again with 80 in flight.
 func TestSlowIsNotOverloaded(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -189,20 +191,37 @@ func TestSlowIsNotOverloaded(t *testing.T) {
 			if n := p.Snapshot().Regions[0].InFlight; n != 160 {
 				t.Fatalf("%d in flight, want 160", n)
 			}
-			// It fails now, half its calls: no longer answering.
-			for i := range 40 {
-				o := Failure
-				if i%2 == 0 && i < 38 {
-					o = Success
-				}
-				held[i].DoneTokens(o, 500)
+			// It fails now, every call it ends: no longer answering, and
+			// answering nothing.
+			for _, a := range held[:40] {
+				a.DoneTokens(Failure, 500)
 			}
 			c := p.Start(Request{Deadline: clk.Now().Add(10 * time.Second)})
 			if _, err := c.Pick(); !errors.Is(err, ErrOverCapacity) {
-				t.Errorf("failing region with %d in flight over its limit %d: Pick = %v, want ErrOverCapacity",
+				t.Errorf("region failing every call with %d in flight over its limit %d: Pick = %v, want ErrOverCapacity",
 					p.Snapshot().Regions[0].InFlight, p.Snapshot().Regions[0].Limit, err)
 			}
-			for _, a := range held[40:] {
+			// It answers half of the next 40, every other one (a demoted
+			// PT is not restored by them): a quarter of what it ended
+			// lately. With 80 in flight, over its limit of 64, there is
+			// room for one more call: a quarter of 50/s × 11 s is 137.
+			for i, a := range held[40:80] {
+				o := Failure
+				if i%2 == 0 {
+					o = Success
+				}
+				a.DoneTokens(o, 500)
+			}
+			if rs := p.Snapshot().Regions[0]; !rs.Failing || rs.InFlight <= rs.Limit {
+				t.Fatalf("region %+v, want failing with more in flight than its limit", rs)
+			}
+			c = p.Start(Request{Deadline: clk.Now().Add(10 * time.Second)})
+			a, err := c.Pick()
+			if err != nil {
+				t.Fatalf("region answering a quarter of its calls with %d in flight: Pick = %v, want room", p.Snapshot().Regions[0].InFlight, err)
+			}
+			a.Done(Cancelled)
+			for _, a := range held[80:] {
 				a.Done(Cancelled)
 			}
 		})

@@ -569,11 +569,24 @@ func (s *slot) tokCharge() int64 { return int64(float64(s.r.tokEst.Load()) * s.t
 // priority, with n calls in flight counting the one being admitted, still has
 // room for a call on lane l whose deadline is deadline: it does while it answers and n
 // is within the calls its capacity can keep in flight before their deadlines
-// (slot.littleLimit), whatever the call's priority. Priorities are shed first
-// where a region is overloaded (its AIMD limit, shrunk by timeouts)
-// or the pool is (maxInFlight), never where it is only slow.
+// (slot.littleLimit), whatever the call's priority, and while it does not
+// answer, within the share of that bound it answers lately (see
+// littleLimit). Priorities are shed first where a region is overloaded (its
+// AIMD limit, shrunk by timeouts) or the pool is (maxInFlight), never where
+// it is only slow.
 func (s *slot) roomInFlight(l uint8, n, now, deadline int64) bool {
-	return n <= s.littleLimit(l, now, deadline) && s.r.answering(l, now, s.st)
+	bound, known := s.littleLimit(l, now, deadline)
+	if n > bound {
+		return false
+	}
+	if s.r.answering(l, now, s.st) {
+		return true
+	}
+	if !known {
+		return false
+	}
+	answered, failed := s.r.fails.sum(bucketOf(now, s.st.failWidth))
+	return n*answered <= bound*(answered-failed)
 }
 
 // answering reports whether the region answers on lane l: it is not
