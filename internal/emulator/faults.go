@@ -80,11 +80,36 @@ type latencySampler struct {
 
 func newLatencySampler(l Latency, seed uint64) *latencySampler {
 	s := &latencySampler{rng: rand.New(rand.NewPCG(seed, seed>>1|1)), fixed: l.P50.Duration}
-	if l.Distribution == Lognormal && l.P99.Duration > l.P50.Duration {
-		s.mu = math.Log(float64(l.P50.Duration))
-		s.sigma = (math.Log(float64(l.P99.Duration)) - s.mu) / z99
-	}
+	s.mu, s.sigma = l.lognormal()
 	return s
+}
+
+// lognormal is the distribution's mu and sigma, of ln(latency in ns); sigma
+// is zero when the latency is fixed at P50.
+func (l Latency) lognormal() (mu, sigma float64) {
+	if l.Distribution != Lognormal || l.P99.Duration <= l.P50.Duration {
+		return 0, 0
+	}
+	mu = math.Log(float64(l.P50.Duration))
+	return mu, (math.Log(float64(l.P99.Duration)) - mu) / z99
+}
+
+// Within is the share of calls whose latency, drawn from l, is shorter
+// than d: the distribution's CDF at d. A caller whose deadline leaves d for
+// the region's own latency (its deadline less what faults add) is answered
+// in time by that share of its calls.
+func (l Latency) Within(d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	mu, sigma := l.lognormal()
+	if sigma == 0 {
+		if d > l.P50.Duration {
+			return 1
+		}
+		return 0
+	}
+	return 0.5 * math.Erfc(-(math.Log(float64(d))-mu)/(sigma*math.Sqrt2))
 }
 
 func (s *latencySampler) sample() time.Duration {

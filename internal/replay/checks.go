@@ -27,6 +27,7 @@ const (
 	ScenarioSpillFailing         = "spill-regions-failing"
 	ScenarioProvisionedFlapping  = "provisioned-region-flapping"
 	ScenarioSharedHangs          = "shared-region-hangs"
+	ScenarioNearDeadline         = "provisioned-region-near-deadline"
 )
 
 // Targets of the scenarios.
@@ -62,6 +63,11 @@ const (
 	// may spill to pay-as-you-go in the bursts on a small PT, as a share of
 	// what metering it over one second spills.
 	MaxWindowSpill = 0.5
+	// MaxNearDeadlineShed is the most of the calls regionwarden may shed
+	// while the provisioned region answers half its calls past their
+	// deadline: it has room and answers the others in time, so a call
+	// refused there is lost for nothing.
+	MaxNearDeadlineShed = 0.01
 )
 
 // Check is one target of a scenario and what a policy measured against it.
@@ -187,6 +193,15 @@ func Checks(rep *Report) []Check {
 				Target:   fmt.Sprintf("%s serves every call and sheds none while the provisioned region answers 3 s slower (%s to %s)", r.Policy, fmtDuration(rep.Fault.From), fmtDuration(rep.Fault.To)),
 				Measured: fmt.Sprintf("%s of %d calls served (%s while it was slow), %d shed", pct(r.SuccessRate()), r.Requests, pct(r.Fault.Success), r.Shed),
 				Pass:     r.Requests > 0 && r.Succeeded == r.Requests && r.Shed == 0,
+			}
+		})
+	case ScenarioNearDeadline:
+		each(regionwardenPolicies, func(r *Result) Check {
+			return Check{
+				Target: fmt.Sprintf("%s sheds at most %s of the calls while the provisioned region answers half of its calls past their deadline (%s to %s)",
+					r.Policy, pct(MaxNearDeadlineShed), fmtDuration(rep.Fault.From), fmtDuration(rep.Fault.To)),
+				Measured: fmt.Sprintf("%d of %d calls shed; %s served while it was slow", r.Shed, r.Requests, pct(r.Fault.Success)),
+				Pass:     r.Requests > 0 && float64(r.Shed) <= MaxNearDeadlineShed*float64(r.Requests),
 			}
 		})
 	case ScenarioProvisionedThrottled:

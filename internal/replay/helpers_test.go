@@ -221,9 +221,11 @@ func TestFaultSpan(t *testing.T) {
 		// The PT's all for the 60 s it answers; two quotas' 12 of 40 for
 		// the 120 s it is down and the third one hangs.
 		{ScenarioSharedHangs, 5 * time.Minute, Span{time.Minute, 4 * time.Minute}, 96.0 / 180, 96.0 / 180},
-		// The PT's all until its ramp reaches the deadline, 40 s in; the
-		// quotas' 45% for the 80 s after.
-		{"provisioned-region-backing-up", 5 * time.Minute, Span{time.Minute, 3 * time.Minute}, 76.0 / 120, 76.0 / 120},
+		// The PT answers half of what it is sent within the 5 s deadline,
+		// its median 600 ms answer coming then: half of the whole load,
+		// and the quotas' 45%, carry 95%. Sent once, the quotas' 45% and
+		// half of the other 55%.
+		{ScenarioNearDeadline, 4 * time.Minute, Span{time.Minute, 3 * time.Minute}, 0.95, 0.725},
 	} {
 		sc := testScenario(t, tc.name)
 		sp, carry := faultSpan(sc, tc.dur)
@@ -234,10 +236,20 @@ func TestFaultSpan(t *testing.T) {
 			t.Errorf("%s cut to %s: %v carried once, want %v", tc.name, tc.dur, once, tc.wantOnce)
 		}
 	}
+	// A PT whose latency ramps to 30 s added over 2 minutes (lognormal,
+	// median 600 ms, p99 2.5 s), past the 10 s deadline 40 s in: all of it
+	// for at least the 30 s in which the ramp leaves it 2.5 s, the quotas'
+	// 45% after; less than all of it for the full 40 s, as its slower
+	// answers miss the deadline before the ramp reaches it.
+	ramp := testScenario(t, "provisioned-region-backing-up")
+	if sp, carry := faultSpan(ramp, 5*time.Minute); carry < (30+90*0.45)/120 || carry >= 76.0/120 {
+		t.Errorf("provisioned-region-backing-up: faults %+v carrying %v, want in [%v, %v)", sp, carry, (30+90*0.45)/120, 76.0/120)
+	}
 	// 20 calls/s: half of europe-west1's 10 answered, none of
 	// europe-west4's (slower than the deadline), europe-north1's 4, and
-	// europe-west2's 4 until its ramp reaches the deadline 50 s into the
-	// minute: 13 of 20 for 50 s, then 9 for 10 s, 740 of 1,200.
+	// europe-west2's 4 while its ramp leaves its 300 ms latency within the
+	// deadline, 48.5 s into the minute: 13 of 20 in the 48 one-second steps
+	// before, then 9 in the 12 after, 732 of 1,200.
 	sc, err := emulator.ParseScenario([]byte(`
 name: partial
 project: p
@@ -265,14 +277,14 @@ regions:
 		t.Fatal(err)
 	}
 	sp, carry := faultSpan(sc, 2*time.Minute)
-	if want := 740.0 / 1200; math.Abs(carry-want) > 1e-9 {
+	if want := 732.0 / 1200; math.Abs(carry-want) > 1e-9 {
 		t.Errorf("errors and latency: carrying %v, want %v", carry, want)
 	}
 	// Sent once, in the table's order europe-west1 would take 10 and answer
 	// 5, europe-west4 the other 10 and answer none: a quarter. The regions
 	// that answer most take first: europe-north1's 4 and europe-west2's
 	// while it answers, then half of europe-west1's 10: the same.
-	if once, want := carryOnce(sc, sp), 740.0/1200; math.Abs(once-want) > 1e-9 {
+	if once, want := carryOnce(sc, sp), 732.0/1200; math.Abs(once-want) > 1e-9 {
 		t.Errorf("errors and latency: %v carried once, want %v", once, want)
 	}
 }
@@ -315,6 +327,8 @@ func TestFaultChecks(t *testing.T) {
 		{ScenarioProvisionedSlow, Result{Requests: 9000, Succeeded: 9000, Fault: in(1, 1, 0)}, true},
 		{ScenarioProvisionedSlow, Result{Requests: 9000, Succeeded: 8999, Fault: in(1, 1, 0)}, false},
 		{ScenarioProvisionedSlow, Result{Requests: 9000, Succeeded: 9000, Shed: 1, Fault: in(1, 1, 0)}, false},
+		{ScenarioNearDeadline, Result{Requests: 9000, Shed: 90, Fault: in(0.64, 1, 0)}, true},
+		{ScenarioNearDeadline, Result{Requests: 9000, Shed: 91, Fault: in(0.64, 1, 0)}, false}, // refused what the slow PT answers half of
 		{ScenarioTotalOutage, Result{Requests: 9000, Fault: in(0, 0.6, 3*time.Second)}, true},
 		{ScenarioTotalOutage, Result{Requests: 9000, Fault: in(0, 1.01, 3*time.Second)}, false},
 		{ScenarioTotalOutage, Result{Requests: 9000, Fault: in(0, 0.6, 11*time.Second)}, false},

@@ -752,20 +752,26 @@ func overSpan(sc *emulator.Scenario, sp Span, none float64, carry func(t time.Du
 }
 
 // answeredAt is the share of its calls that region r answers within
-// deadline (zero: none) under its faults at t: none in an outage or while
-// the latency a fault adds reaches the deadline, else all but the error
-// rate.
+// deadline (zero: none) under its faults at t: none in an outage, else all
+// but the error rate, and of those, while faults add latency, the share
+// that the region's latency distribution answers within what the deadline
+// leaves (emulator.Latency.Within): none once the added latency reaches the
+// deadline, about half while it leaves the median.
 func answeredAt(r *emulator.Region, t, deadline time.Duration) float64 {
-	share := 1.0
+	share, added := 1.0, time.Duration(0)
 	for i := range r.Faults {
 		f := &r.Faults[i]
 		if !f.Active(t) {
 			continue
 		}
-		if f.Outage != "" || (deadline > 0 && f.AddedLatencyAt(t) >= deadline) {
+		if f.Outage != "" {
 			return 0
 		}
+		added += f.AddedLatencyAt(t)
 		share = min(share, 1-f.ErrorRate)
+	}
+	if deadline > 0 && added > 0 {
+		share *= r.Latency.Within(deadline - added)
 	}
 	return share
 }

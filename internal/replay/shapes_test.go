@@ -11,8 +11,8 @@ import (
 
 // TestFailureShapes replays short versions of the provisioned region's
 // failure shapes (test/scenarios: provisioned-region-down, -slow,
-// -throttled, -brownout and total-outage; the full ones are in
-// docs/replays.md) against regionwarden in process, all five at once: 40 s
+// -throttled, -brownout, -near-deadline and total-outage; the full ones are
+// in docs/replays.md) against regionwarden in process, all six at once: 40 s
 // of normal traffic, the fault, then 30 s of recovery (the brownout: 60 s
 // of it, and no recovery). It checks what docs/replays.md checks, with room
 // for a busy machine where the full targets leave none:
@@ -30,7 +30,10 @@ import (
 //   - slow: no call shed (the target, with no room: a slow region that
 //     answers is never the reason a call is shed), at least 99.9% served;
 //   - total outage: at most 1.0 attempt per call, and success back to its
-//     baseline within 15 s (the target is 10 s).
+//     baseline within 15 s (the target is 10 s);
+//   - near the deadline (half the PT's calls answered after it): at most
+//     2% of the calls shed (the target is 1%), where a router that holds
+//     the PT to its AIMD limit sheds about a sixth of them.
 //
 // Scale 6 replays each in about 12 s of real time.
 func TestFailureShapes(t *testing.T) {
@@ -50,6 +53,7 @@ func TestFailureShapes(t *testing.T) {
 		{name: ScenarioTotalOutage, sc: shortScenario(t, ScenarioTotalOutage, 40*time.Second, 90*time.Second)},
 		{name: ScenarioProvisionedThrottled, sc: shortScenario(t, ScenarioProvisionedThrottled, 40*time.Second, 100*time.Second)},
 		{name: ScenarioProvisionedBrownout, sc: shortScenario(t, ScenarioProvisionedBrownout, 40*time.Second, 100*time.Second)},
+		{name: ScenarioNearDeadline, sc: shortScenario(t, ScenarioNearDeadline, 40*time.Second, 100*time.Second)},
 	}
 	var wg sync.WaitGroup
 	for _, s := range shapes {
@@ -101,6 +105,10 @@ func TestFailureShapes(t *testing.T) {
 		case ScenarioProvisionedSlow:
 			if r.Shed != 0 || r.SuccessRate() < 0.999 {
 				t.Errorf("%s: %d calls shed, %.2f%% served; want none shed and at least 99.9%% served", s.name, r.Shed, 100*r.SuccessRate())
+			}
+		case ScenarioNearDeadline:
+			if want := 2 * MaxNearDeadlineShed; float64(r.Shed) > want*float64(r.Requests) {
+				t.Errorf("%s: %d of %d calls shed while the provisioned region answered half its calls in time, want at most %.0f%%", s.name, r.Shed, r.Requests, 100*want)
 			}
 		case ScenarioTotalOutage:
 			if f.AttemptsPerRequest > MaxOutageAttempts {
