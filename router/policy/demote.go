@@ -1,6 +1,9 @@
 package policy
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Demotion: a provisioned region is never removed, but it is not always
 // first either.
@@ -22,6 +25,14 @@ import "time"
 //     the next call a probe at once (failures pace the probes, successes do
 //     not), so a recovered region is restored one probe interval and
 //     restoreAfter calls after it recovers.
+//   - The successes are in a row in the order the region was sent them, not
+//     the order they end in (successRun): a region that answers some calls
+//     at once and lets others run out their deadline ends its quick
+//     successes first, and a run of them in the order they end says nothing
+//     of the calls still in it. The run counts once the attempts in flight
+//     when it began have ended, or once it has lasted longer than the
+//     region's slowest recent answer; a failure of an attempt sent before
+//     the run's first one does not break it.
 //
 // An intermittently failing region (the bursty 504s of an upstream incident,
 // 5-10% of calls) stays under the threshold and is never demoted: it keeps its
@@ -37,12 +48,15 @@ type demotion struct {
 	answered, failed int64 // the failure window when the region was demoted
 }
 
-// maybeDemote demotes provisioned region r after a failure at now, if it is
-// failing and not demoted yet; a failure of a demoted region breaks its run
-// of successes.
-func (r *region) maybeDemote(s *slot, now int64) {
+// maybeDemote demotes provisioned region r after a failure at now of an
+// attempt picked at pickedAt, if it is failing and not demoted yet; a
+// failure of a demoted region breaks its run of successes, unless the
+// attempt was sent before the run's first (successRun).
+func (r *region) maybeDemote(s *slot, now, pickedAt int64) {
 	if r.demoted.Load() != nil {
-		r.streak.Store(0)
+		if pickedAt >= r.run.sent.Load() {
+			r.streak.Store(0)
+		}
 		return
 	}
 	answered, failed := r.fails.sum(bucketOf(now, s.st.failWidth))
@@ -74,12 +88,64 @@ func (r *region) maybeDemote(s *slot, now int64) {
 // a share of the pace (their ejection evidence is scaled by their share)
 // and each must see the recovery for itself. The evidence a restoration
 // needs is unchanged: restoreAfter successes in a row.
-func (r *region) succeeded(s *slot, now int64) {
-	if r.streak.Add(1) >= s.st.restoreAfter {
+func (r *region) succeeded(s *slot, now, pickedAt int64) {
+	n := r.streak.Add(1)
+	if n == 1 {
+		// The count first: every attempt it counts was picked no later
+		// than the time taken after it.
+		inFlight := r.inFlight.Load()
+		r.run.begin(inFlight, pickedAt, r.p.nanos())
+	}
+	if n >= s.st.restoreAfter && r.run.settled(now, r.quiet.slowest.Load()) {
 		r.restore(s, now, "it answered its probes")
 		return
 	}
 	r.probe.next.Store(now)
+}
+
+// ended counts an attempt of demoted region r, picked at pickedAt, that
+// ended at now with any outcome: one that was in flight when the run of
+// successes began leaves the run's count of them, and the last of them to
+// end restores the region when the run is long enough.
+func (r *region) ended(s *slot, now, pickedAt int64) {
+	if r.streak.Load() == 0 || pickedAt > r.run.from.Load() {
+		return
+	}
+	if r.run.before.Add(-1) == 0 && r.streak.Load() >= s.st.restoreAfter {
+		r.restore(s, now, "it answered its probes")
+	}
+}
+
+// successRun is where a demoted region's run of successes began. Its
+// successes are in a row in the order the region was sent them only once
+// the attempts it was sent before the run began have ended: a region
+// answering some calls quickly and letting the others run out their
+// deadline ends its quick successes first, and restoreAfter of them in a
+// row as they end, while the calls sent with them still wait, is no
+// evidence that it fails less than the threshold. Those attempts settle the
+// run when the last of them ends, or once the run has lasted longer than
+// the region's slowest recent answer (silence): an attempt in flight longer
+// than that is late by the region's own measure, or a stream whose answer
+// began long ago, and waiting for it would hold a recovered region back for
+// as long as a stream lasts.
+type successRun struct {
+	sent   atomic.Int64 // when the attempt whose success began the run was picked
+	from   atomic.Int64 // when the run began: its first success ended
+	before atomic.Int64 // the attempts in flight when it began that have not ended
+}
+
+// begin starts a run at from with inFlight attempts in flight, read before
+// from was taken; its first success's attempt was picked at pickedAt.
+func (u *successRun) begin(inFlight, pickedAt, from int64) {
+	u.before.Store(inFlight)
+	u.sent.Store(pickedAt)
+	u.from.Store(from)
+}
+
+// settled reports whether the run may restore its region at now, the
+// region's slowest recent answer being slowest (0: none known).
+func (u *successRun) settled(now, slowest int64) bool {
+	return u.before.Load() <= 0 || now-u.from.Load() > slowest
 }
 
 // restore ends r's demotion, if any, with a fresh failure and throttle

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regionwarden/regionwarden/internal/clocktest"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -63,4 +64,97 @@ func TestSuccessfulProbeProbesAgainAtOnce(t *testing.T) {
 	if d := p.Snapshot().Regions[0].Demotion; d != nil {
 		t.Errorf("still demoted after %d successful probes at one moment", p.st.Load().restoreAfter)
 	}
+}
+
+// TestRestoredInTheOrderItWasSent: a demoted PT's successes restore it when
+// they are in a row in the order it was sent its calls, not the order they
+// end in. A PT that answers some calls at once and lets others run out
+// their deadline ends its quick successes first: restoreAfter of them in a
+// row while the calls sent before them still wait is no evidence it fails
+// less. The region's slowest recent answer took 2 s.
+func TestRestoredInTheOrderItWasSent(t *testing.T) {
+	// demoted returns a pool whose PT answered one call in 2 s and was then
+	// demoted, with held probes of it in flight, sent before what follows.
+	demoted := func(t *testing.T, held int) (*Pool, *clocktest.Clock, []Attempt) {
+		clk := newClock()
+		p := mustNew(t, pool(provisioned("europe-west4", table.Capacity{}), shared("europe-west1", 0)), clk)
+		_, a := pick(t, p, PriorityDefault)
+		clk.Advance(2 * time.Second)
+		a.Done(Success)
+		for p.Snapshot().Regions[0].Demotion == nil {
+			clk.Advance(time.Millisecond)
+			if _, a := pick(t, p, PriorityDefault); a.Region != "europe-west4" {
+				t.Fatalf("call went to %s before the PT was demoted", a.Region)
+			} else {
+				a.Done(Failure)
+			}
+		}
+		var old []Attempt
+		for range held {
+			clk.Advance(time.Duration(p.st.Load().probeEvery))
+			if _, a := pick(t, p, PriorityDefault); a.Region != "europe-west4" {
+				t.Fatalf("probe went to %s", a.Region)
+			} else {
+				old = append(old, a)
+			}
+		}
+		clk.Advance(time.Duration(p.st.Load().probeEvery))
+		return p, clk, old
+	}
+	// succeed makes n probes of the PT that succeed at once, a millisecond
+	// apart.
+	succeed := func(t *testing.T, p *Pool, clk *clocktest.Clock, n int64) {
+		t.Helper()
+		for range n {
+			clk.Advance(time.Millisecond)
+			_, a := pick(t, p, PriorityDefault)
+			if a.Region != "europe-west4" {
+				t.Fatalf("call went to %s, want a probe of the PT", a.Region)
+			}
+			a.Done(Success)
+		}
+	}
+	isDemoted := func(p *Pool) bool { return p.Snapshot().Regions[0].Demotion != nil }
+
+	t.Run("the calls sent before the run end after it, failed", func(t *testing.T) {
+		p, clk, old := demoted(t, 3)
+		succeed(t, p, clk, p.st.Load().restoreAfter)
+		if !isDemoted(p) {
+			t.Fatal("restored by quick successes while three calls sent before them were in flight")
+		}
+		for i, a := range old {
+			a.Finish(Report{Outcome: Failure, Timeout: true})
+			if last := i == len(old)-1; isDemoted(p) == last {
+				t.Fatalf("after %d of the earlier calls ended: demoted %v, want restored only when the last one ends", i+1, isDemoted(p))
+			}
+		}
+	})
+	t.Run("a call sent in the run fails", func(t *testing.T) {
+		p, clk, old := demoted(t, 1)
+		succeed(t, p, clk, 1)
+		clk.Advance(time.Millisecond)
+		_, in := pick(t, p, PriorityDefault)
+		if in.Region != "europe-west4" {
+			t.Fatalf("call went to %s, want a probe of the PT", in.Region)
+		}
+		clk.Advance(time.Duration(p.st.Load().probeEvery))
+		succeed(t, p, clk, p.st.Load().restoreAfter)
+		in.Finish(Report{Outcome: Failure, Timeout: true})
+		old[0].Finish(Report{Outcome: Failure, Timeout: true})
+		if !isDemoted(p) {
+			t.Error("restored by a run of successes that a call sent within it failed")
+		}
+	})
+	t.Run("a call held longer than the slowest answer", func(t *testing.T) {
+		p, clk, _ := demoted(t, 1)
+		succeed(t, p, clk, p.st.Load().restoreAfter)
+		if !isDemoted(p) {
+			t.Fatal("restored at once while a call sent before the run was in flight")
+		}
+		clk.Advance(2100 * time.Millisecond)
+		succeed(t, p, clk, 1)
+		if isDemoted(p) {
+			t.Error("still demoted: a call in flight for longer than the region's slowest answer holds its restoration back")
+		}
+	})
 }

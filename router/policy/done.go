@@ -51,13 +51,16 @@ func (r *region) done(rep Report) {
 	default:
 		r.quiet.answered(now, rep.chargedAt, int64(st.interval))
 	}
+	if r.demoted.Load() != nil {
+		r.ended(s, now, rep.chargedAt)
+	}
 	switch rep.Outcome {
 	case Success:
 		r.fails.add(bucketOf(now, st.failWidth), 1, 0)
 		ln.throttled(now, true)
 		r.limit.grow(n, st.maxLimit)
 		if r.demoted.Load() != nil {
-			r.succeeded(s, now)
+			r.succeeded(s, now, rep.chargedAt)
 		}
 		if rep.lane == laneProvisioned && !rep.OnDemand {
 			ln.markOpen(rep.chargedAt)
@@ -76,7 +79,7 @@ func (r *region) done(rep Report) {
 		case s.ejectable:
 			p.maybeEject(r, now)
 		case s.provisioned:
-			r.maybeDemote(s, now)
+			r.maybeDemote(s, now, rep.chargedAt)
 		}
 	}
 	if s.tokCost > 0 && rep.lane == s.hinted {

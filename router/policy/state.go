@@ -118,6 +118,7 @@ type region struct {
 
 	demoted      atomic.Pointer[demotion] // nil unless demoted
 	streak       atomic.Int64             // successes in a row while demoted
+	run          successRun               // where the streak began, in the order the region was sent its attempts
 	probe        pacer                    // spaces a demoted region's probes
 	timesDemoted atomic.Int64
 
