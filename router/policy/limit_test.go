@@ -259,3 +259,50 @@ func TestOnlyLateTimeoutsShrinkTheLimit(t *testing.T) {
 		t.Fatalf("after a timeout that took 2 s: limit %d, want 14 (16 x 0.9)", got)
 	}
 }
+
+// TestHangingDemotedRegionLendsNothing: a demoted PT whose calls all hang
+// ends none of them for longer than the ejection interval, and its failure
+// window empties; no answer is no evidence of answering, and it is held to
+// its AIMD limit, not lent its Little's-law bound.
+func TestHangingDemotedRegionLendsNothing(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(provisioned("europe-west4", table.Capacity{TokensPerSecond: 25_000})), clk)
+	_, a := pick(t, p, PriorityDefault)
+	a.DoneTokens(Success, 500)
+	// Half its calls fail: demoted, and not throttled (a throttle sends
+	// twice what a region accepts).
+	for i := 0; p.Snapshot().Regions[0].Demotion == nil; i++ {
+		clk.Advance(10 * time.Millisecond)
+		c := p.Start(Request{Deadline: clk.Now().Add(time.Minute)})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := Failure
+		if i%2 == 1 {
+			o = Success
+		}
+		a.DoneTokens(o, 500)
+	}
+	var held []Attempt
+	for len(held) < 64 {
+		clk.Advance(25 * time.Millisecond)
+		c := p.Start(Request{Deadline: clk.Now().Add(time.Minute), Priority: PriorityCritical})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatalf("with %d in flight: %v", len(held), err)
+		}
+		held = append(held, a)
+	}
+	clk.Advance(11 * time.Second)
+	if rs := p.Snapshot().Regions[0]; rs.Demotion == nil || rs.Answered != 0 {
+		t.Fatalf("region %+v, want demoted with nothing answered in the interval", rs)
+	}
+	c := p.Start(Request{Deadline: clk.Now().Add(time.Minute), Priority: PriorityCritical})
+	if _, err := c.Pick(); !errors.Is(err, ErrOverCapacity) {
+		t.Errorf("hanging demoted region with %d in flight at its limit: Pick = %v, want ErrOverCapacity", len(held), err)
+	}
+	for _, a := range held {
+		a.Done(Cancelled)
+	}
+}

@@ -585,8 +585,10 @@ func (s *slot) roomInFlight(l uint8, n, now, deadline int64) bool {
 	if !known {
 		return false
 	}
+	// No attempt ended lately is no evidence of answering: a demoted region
+	// whose calls all hang past the ejection interval lends nothing.
 	answered, failed := s.r.fails.sum(bucketOf(now, s.st.failWidth))
-	return n*answered <= bound*(answered-failed)
+	return answered > 0 && n*answered <= bound*(answered-failed)
 }
 
 // answering reports whether the region answers on lane l: it is not
