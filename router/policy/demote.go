@@ -96,7 +96,7 @@ func (r *region) succeeded(s *slot, now, pickedAt int64) {
 		inFlight := r.inFlight.Load()
 		r.run.begin(inFlight, pickedAt, r.p.nanos())
 	}
-	if n >= s.st.restoreAfter && r.run.settled(now, r.quiet.slowest.Load()) {
+	if r.restores(s, now) {
 		r.restore(s, now, "it answered its probes")
 		return
 	}
@@ -105,15 +105,24 @@ func (r *region) succeeded(s *slot, now, pickedAt int64) {
 
 // ended counts an attempt of demoted region r, picked at pickedAt, that
 // ended at now with any outcome: one that was in flight when the run of
-// successes began leaves the run's count of them, and the last of them to
-// end restores the region when the run is long enough.
+// successes began leaves the run's count of them, and may be what the run
+// waited for to restore the region.
 func (r *region) ended(s *slot, now, pickedAt int64) {
 	if r.streak.Load() == 0 || pickedAt > r.run.from.Load() {
 		return
 	}
-	if r.run.before.Add(-1) == 0 && r.streak.Load() >= s.st.restoreAfter {
+	r.run.before.Add(-1)
+	if r.restores(s, now) {
 		r.restore(s, now, "it answered its probes")
 	}
+}
+
+// restores reports whether demoted region r's run of successes restores it
+// at now: restoreAfter of them, and the attempts in flight when the run
+// began have ended, or the run has lasted longer than the region's slowest
+// recent answer (silence.late).
+func (r *region) restores(s *slot, now int64) bool {
+	return r.streak.Load() >= s.st.restoreAfter && (r.run.before.Load() <= 0 || r.quiet.late(now-r.run.from.Load()))
 }
 
 // successRun is where a demoted region's run of successes began. Its
@@ -140,12 +149,6 @@ func (u *successRun) begin(inFlight, pickedAt, from int64) {
 	u.before.Store(inFlight)
 	u.sent.Store(pickedAt)
 	u.from.Store(from)
-}
-
-// settled reports whether the run may restore its region at now, the
-// region's slowest recent answer being slowest (0: none known).
-func (u *successRun) settled(now, slowest int64) bool {
-	return u.before.Load() <= 0 || now-u.from.Load() > slowest
 }
 
 // restore ends r's demotion, if any, with a fresh failure and throttle
