@@ -27,6 +27,26 @@ type Request struct {
 	// fail wherever they go while the regions serve the others fails
 	// itself, not the regions (blame.go).
 	Caller uint64
+	// Counting marks a call that runs the model's tokenizer, not the model:
+	// Vertex AI's countTokens and computeTokens. Google serves them free,
+	// under a quota of their own (3,000 requests a minute), and they take
+	// none of a PT's throughput nor of the model's pay-as-you-go quota. So
+	// a counting call takes and is charged nothing of a region's metered
+	// capacity (its tokens, its requests, the shared meter; nor does it wait
+	// behind or reserve that room: reserve.go), and how it went is no
+	// evidence of how the region serves the model: it feeds no failure
+	// window, ejection, demotion or restoration, in-flight limit, throttle,
+	// latency or blame, and is never a demoted region's probe. Otherwise it
+	// is routed as any call (the same order of regions, its place in
+	// flight, the retry budget), so it goes where the model answers.
+	//
+	// Without it, a caller that counts a prompt's tokens before sending it,
+	// a common pattern, is charged a PT's average call twice for each call
+	// it makes, and the PT spills half its paid throughput to
+	// pay-as-you-go; and a region whose model hangs while its tokenizer
+	// answers looks, to the failure rate, as healthy as the share of
+	// counting calls in its traffic.
+	Counting bool
 }
 
 // NewRequest returns a request of priority pr bounded by ctx's deadline.
@@ -69,6 +89,7 @@ type callState struct {
 	resort   uint8 // bit i: attempt i went to a region ranked last, no answering capacity having room (lastResortRetry)
 	last     Outcome
 	caller   uint64                    // Request.Caller
+	counting bool                      // Request.Counting
 	pin      string                    // the only region the call may use; "": any
 	class    Class                     // the attempt's place in the order of calls waiting for a capacity's room (reserve.go)
 	targets  [maxAttemptsLimit]*region // the regions tried, in order
@@ -81,7 +102,7 @@ type callState struct {
 
 // start sets up the zero state of a new call for req.
 func (cs *callState) start(req Request) {
-	cs.prio, cs.pin, cs.caller = req.Priority, req.Region, req.Caller
+	cs.prio, cs.pin, cs.caller, cs.counting = req.Priority, req.Region, req.Caller, req.Counting
 	if !req.Deadline.IsZero() {
 		cs.deadline = req.Deadline.UnixNano()
 	}
@@ -126,8 +147,8 @@ func (c *Call) Pin(first Attempt, region string) (Attempt, error) {
 	}
 	first.Finish(Report{Outcome: Cancelled})
 	c.p.budget.unrequest(c.st.at[0], c.p.nanos())
-	pin, prio, deadline := c.st.pin, c.st.prio, c.st.deadline
-	c.st = callState{pin: pin, prio: prio, deadline: deadline}
+	pin, prio, deadline, counting := c.st.pin, c.st.prio, c.st.deadline, c.st.counting
+	c.st = callState{pin: pin, prio: prio, deadline: deadline, counting: counting}
 	return c.Pick()
 }
 
@@ -300,6 +321,8 @@ type Report struct {
 	lane               uint8
 	// ticket is the shared meter's name of the attempt's request; 0: none.
 	ticket uint64
+	// counting marks an attempt of a counting call (Request.Counting).
+	counting bool
 	// heard: the attempt's answer began to arrive before it was reported
 	// (Attempt.Heard), and its latency was measured then.
 	heard bool
@@ -409,7 +432,8 @@ func (a *Attempt) Finish(r Report) Outcome {
 	// failure of a caller that fails alone in the region (blame.go): it is
 	// retried as any, and counts toward nothing of the region's.
 	learned := r.Outcome
-	if r.Outcome == Success || r.Outcome == Failure {
+	r.counting = a.call.st.counting
+	if !r.counting && (r.Outcome == Success || r.Outcome == Failure) {
 		t := a.call.st.targets[a.n]
 		t.tally(r.Outcome)
 		if key := a.call.st.caller; key != 0 {

@@ -40,6 +40,16 @@ func (r *region) done(rep Report) {
 	s := r.cfg.Load()
 	st := s.st
 	ln := &r.lanes[min(rep.lane, laneCount-1)]
+	if rep.counting {
+		// No evidence of how the region serves the model, and nothing
+		// metered to settle (Request.Counting); a demoted region's run of
+		// successes still waits for it if it was in flight when the run
+		// began.
+		if r.demoted.Load() != nil {
+			r.ended(s, now, rep.chargedAt)
+		}
+		return
+	}
 	switch {
 	case rep.Outcome == Cancelled || (rep.Outcome == Failure && rep.Timeout):
 		// Nothing came back: the region said nothing (silence.go).

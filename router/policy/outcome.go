@@ -4,7 +4,9 @@ import "github.com/regionwarden/regionwarden/router/table"
 
 // Outcome is how one attempt against one region went: what the router learns
 // from. Each kind says what it feeds; only a failure ejects or demotes, and
-// only a success restores.
+// only a success restores. An attempt of a counting call (Request.Counting)
+// feeds none of it, whatever its outcome: it ran the tokenizer, not the
+// model.
 type Outcome uint8
 
 const (

@@ -414,13 +414,15 @@ func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, n
 	}
 	demoted := s.r.demoted.Load() != nil
 	silent := s.r.quiet.silent(now, &s.r.inFlight, &s.r.fails, s.st)
-	probes := demoted && !silent && !last
+	// A counting call is no probe: its answer says nothing of the model
+	// (Request.Counting).
+	probes := demoted && !silent && !last && !call.counting
 	last = last || demoted || silent
 	for m != 0 {
 		l := uint8(bits.TrailingZeros8(m))
 		m &= m - 1
 		rank := rankLane(s, l, rk.rank[l&(laneCount-1)], last, probes, call, now, retry)
-		if l == s.hinted && s.metersReqs() && s.r.reqs.knownFull(now, s.reqCost) {
+		if l == s.hinted && !call.counting && s.metersReqs() && s.r.reqs.knownFull(now, s.reqCost) {
 			// Its meter refused a call this tick: it refuses this one. A
 			// full capacity the attempt may not take (below) is no room
 			// the call waits for.
@@ -503,7 +505,7 @@ func (cs *candidates) weighted(st *poolState, rank int8, rnd *rng) int {
 // refusal of the region's meter (s is slot i) is noted by the slot, and its
 // wait is worked out only if every candidate refuses (refusal.err).
 func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe bool, ref *refusal) (charged int64, ok bool) {
-	if !probe && l == s.hinted && (s.tokCost > 0 || s.reqCost > 0) {
+	if !probe && !cs.counting && l == s.hinted && (s.tokCost > 0 || s.reqCost > 0) {
 		if c, ok := s.r.outranked(cs.class); ok {
 			// A call of a higher class waits for this room (reserve.go).
 			ref.yield(i, c, cs.class, yieldWait(now))
@@ -533,8 +535,8 @@ func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe bo
 			return 0, false
 		}
 	}
-	if l != s.hinted {
-		return 0, true
+	if l != s.hinted || cs.counting {
+		return 0, true // no meter, or a call that takes none of it (Request.Counting)
 	}
 	// A slot has a request cost or a token cost, never both (buildSlots), so
 	// a refusal below never leaves tokens charged.

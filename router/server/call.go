@@ -43,7 +43,7 @@ type call struct {
 	span, aspan   trace.Span
 	traced        context.Context // ctx with the call's span, for logs
 	n             int
-	vertexMethod  string // generateContent, streamGenerateContent or countTokens
+	vertexMethod  string // the Vertex method called (methodGenerate...), for spans and the policy (admit)
 	model         string
 	input, output int64
 	traffic       string
@@ -60,6 +60,7 @@ func (c *call) admit(ctx context.Context) error {
 	req := c.s.request(ctx, c.prio)
 	c.key = c.callerKey()
 	req.Region, req.Caller = c.pinned, c.key
+	req.Counting = c.vertexMethod == methodCount || c.vertexMethod == methodCompute
 	c.pc = c.pool.router.Start(req)
 	return c.next()
 }
