@@ -103,8 +103,9 @@
 //
 // Demotion, never removal (demote.go). A provisioned region is never ejected:
 // a failing one is demoted. First attempts then go to the regions that are
-// answering and have headroom; it takes what none of them has room for, and
-// a probe every interval/minRequests (minRequests answers per ejection
+// answering and have headroom; it takes what none of them has room for,
+// within the share of its bound it answers (none while it answers none:
+// Pool.admit), and a probe every interval/minRequests (minRequests answers per ejection
 // interval, the evidence the failure rate is judged on). After restoreAfter
 // successes in a row (7 at the default threshold) it is restored with its full
 // share. An intermittently failing region (the bursty 504s of an upstream

@@ -123,13 +123,14 @@ func (l *aimd) clamp(hi float64) {
 // limit, which those timeouts shrink, such a region took a few calls a
 // second and the rest were shed while its capacity stood idle. The share
 // makes the bound the whole of it for a region answering every call, and
-// nothing for one answering none, which is held to its AIMD limit as
-// before: a region that holds calls without answering them, or that answers
-// only after their deadline, takes no more of them than that limit. A
-// region failing at once (a 503) holds few calls whatever its limit; it is
-// the slow failures the share is for. A bound that is not the region's
-// capacity (regionMaxLimit, for want of one) is no measure of what it can
-// answer, and lends a failing region nothing.
+// nothing for one answering none: a region that holds calls without
+// answering them, or that answers only after their deadline, takes no more
+// of them than its AIMD limit, and, ranked last (demoted, ejected), none
+// beyond its probes, under that limit as over it (Pool.admit): each would
+// be lost, where waiting a moment for an answering region's room serves it.
+// A bound that is not the region's capacity (regionMaxLimit, for want of
+// one) is no measure of what it can answer: such a region ranked last gets
+// the share of its AIMD limit instead, and over that limit nothing.
 //
 // known says the bound is one of the region's capacity, not regionMaxLimit
 // for want of one.

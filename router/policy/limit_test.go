@@ -306,3 +306,59 @@ func TestHangingDemotedRegionLendsNothing(t *testing.T) {
 		a.Done(Cancelled)
 	}
 }
+
+// TestLastResortTakesTheShareItAnswers: a demoted PT takes what the
+// answering region has no room for within the share of its bound it
+// answers, under its AIMD limit as over it. Answering none of its calls, it
+// takes none, and the call waits for the answering region's room, while its
+// probes still go; answering half, half its limit (no deadline: its
+// Little's-law bound is not known).
+func TestLastResortTakesTheShareItAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		answered int // of every 2 calls the PT ends
+		want     int // calls it takes at last resort
+	}{
+		{"answering none", 0, 0},
+		{"answering half", 1, 28}, // 64 x 0.9 for the default priority, halved
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			p := mustNew(t, pool(provisioned("europe-west4", table.Capacity{}), shared("europe-west1", 2)), clk)
+			for i := range 40 {
+				o := Failure
+				if i%2 < tc.answered {
+					o = Success
+				}
+				report(p, 0, o, 1)
+			}
+			if regionOf(t, p, "europe-west4").Demotion == nil {
+				t.Fatal("the PT was not demoted")
+			}
+			regions := map[string]int{}
+			var held []Attempt
+			var err error
+			for err == nil && len(held) < 100 {
+				c := p.Start(Request{})
+				var a Attempt
+				if a, err = c.Pick(); err == nil {
+					regions[a.Region]++
+					held = append(held, a)
+				}
+			}
+			if !errors.Is(err, ErrOverCapacity) {
+				t.Errorf("once no region had room: %v, want ErrOverCapacity", err)
+			}
+			if regions["europe-west1"] != 2 || regions["europe-west4"] != tc.want {
+				t.Errorf("calls taken %v, want 2 by the answering region's quota and %d by the demoted PT", regions, tc.want)
+			}
+			clk.Advance(time.Second)
+			if _, a := pick(t, p, PriorityDefault); a.Region != "europe-west4" {
+				t.Errorf("a second later the first call went to %s, want the demoted PT's probe", a.Region)
+			}
+			for _, a := range held {
+				a.Done(Cancelled)
+			}
+		})
+	}
+}

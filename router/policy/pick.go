@@ -303,7 +303,7 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool, below
 				present |= 1 << rankDemoted
 				continue
 			}
-			if charged, ok := p.admit(s, int(k/laneCount), l, cs, now, probe, &ref); ok {
+			if charged, ok := p.admit(s, int(k/laneCount), l, cs, now, probe, rank%rankTried == rankDemoted, &ref); ok {
 				switch {
 				case probe:
 					cs.probed |= 1 << cs.n
@@ -504,7 +504,19 @@ func (cs *candidates) weighted(st *poolState, rank int8, rnd *rng) int {
 // when the call ends. On refusal it notes why in ref and takes nothing; a
 // refusal of the region's meter (s is slot i) is noted by the slot, and its
 // wait is worked out only if every candidate refuses (refusal.err).
-func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe bool, ref *refusal) (charged int64, ok bool) {
+//
+// last says the region ranks last for the call (demoted, ejected, silent,
+// or failing the call's caller alone): it takes what the regions that
+// answer have no room for. If it is not answering, it takes that within
+// the share of its bound it answers (slot.roomInFlight), under its AIMD
+// limit as over it. A call it refuses waits for room where the calls are
+// answered (Call.PickWaiting), or is refused; sent to a region answering
+// none of them, it would fail for sure, and one that fails by running out
+// its deadline leaves no time to retry: a demoted PT that hangs kept
+// taking calls up to its limit's floor (its initial limit, 64 by default),
+// each one lost, while the answering regions' quotas had room a moment
+// later.
+func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe, last bool, ref *refusal) (charged int64, ok bool) {
 	if !probe && !cs.counting && l == s.hinted && (s.tokCost > 0 || s.reqCost > 0) {
 		if c, ok := s.r.outranked(cs.class); ok {
 			// A call of a higher class waits for this room (reserve.go).
@@ -517,9 +529,10 @@ func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe bo
 	if n == 1 {
 		r.quiet.busy(now)
 	}
-	if n > ceiling(int64(r.limit.get()), cs.prio) && !s.roomInFlight(l, n, now, cs.deadline) {
+	if lim := ceiling(int64(r.limit.get()), cs.prio); (n > lim || last && !probe && !r.answering(l, now, s.st)) && !s.roomInFlight(l, n, now, cs.deadline, lim) {
 		r.inFlight.Add(-1)
-		ref.shed = ref.shed || n <= int64(r.limit.get())
+		// Shed: refused for the call's priority alone.
+		ref.shed = ref.shed || n > lim && n <= int64(r.limit.get())
 		ref.note(int64(time.Second))
 		return 0, false
 	}
@@ -567,16 +580,18 @@ func (s *slot) metersReqs() bool {
 // the region's average tokens per call, in the meter's costUnits.
 func (s *slot) tokCharge() int64 { return int64(float64(s.r.tokEst.Load()) * s.tokCost) }
 
-// roomInFlight reports whether a region over its AIMD limit for the call's
-// priority, with n calls in flight counting the one being admitted, still has
-// room for a call on lane l whose deadline is deadline: it does while it answers and n
-// is within the calls its capacity can keep in flight before their deadlines
+// roomInFlight reports whether a region over limit, its AIMD limit for the
+// call's priority (or ranked last and not answering: admit), with n calls in
+// flight counting the one being admitted, still has room for a call on lane
+// l whose deadline is deadline: it does while it answers and n is within
+// the calls its capacity can keep in flight before their deadlines
 // (slot.littleLimit), whatever the call's priority, and while it does not
 // answer, within the share of that bound it answers lately (see
-// littleLimit). Priorities are shed first where a region is overloaded (its
-// AIMD limit, shrunk by timeouts) or the pool is (maxInFlight), never where
-// it is only slow.
-func (s *slot) roomInFlight(l uint8, n, now, deadline int64) bool {
+// littleLimit), or of limit when the bound is not its capacity's.
+// Priorities are shed first where a region is overloaded (its AIMD limit,
+// shrunk by timeouts) or the pool is (maxInFlight), never where it is only
+// slow.
+func (s *slot) roomInFlight(l uint8, n, now, deadline, limit int64) bool {
 	bound, known := s.littleLimit(l, now, deadline)
 	if n > bound {
 		return false
@@ -585,7 +600,8 @@ func (s *slot) roomInFlight(l uint8, n, now, deadline int64) bool {
 		return true
 	}
 	if !known {
-		return false
+		// Its AIMD limit is all that is known of what it holds.
+		bound = limit
 	}
 	// No attempt ended lately is no evidence of answering: a demoted region
 	// whose calls all hang past the ejection interval lends nothing.

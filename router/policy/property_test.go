@@ -152,7 +152,8 @@ func checkInvariants(p *Pool) error {
 // hasHeadroom reports whether some region could surely take a call of
 // priority pr now: it offers a capacity the call may use (its PT, not known
 // to be full, or one of the call's pay-as-you-go tiers), and it is not
-// ejected (or in panic), under its in-flight ceiling, not throttled at all
+// ejected (or in panic), under its in-flight ceiling, not ranked last for
+// want of answering (demoted, or failing and silent), not throttled at all
 // and under its capacities.
 func hasHeadroom(p *Pool, pr Priority) bool {
 	st := p.st.Load()
@@ -171,6 +172,9 @@ func hasHeadroom(p *Pool, pr Priority) bool {
 		case !usable:
 		case r.ejectedUntil.Load() > now && !panicking:
 		case r.inFlight.Load()+1 > ceiling(int64(r.limit.get()), pr):
+		case r.demoted.Load() != nil, r.failing(now, st) && r.quiet.silent(now, &r.inFlight, &r.fails, st):
+			// Ranked last and not answering: it takes only the share of
+			// its bound it answers (Pool.admit).
 		case r.throttleP(now, st) > 0:
 		case s.tokCost > 0 && !fits(r.toks.sum(now, s.tokWidth), int64(float64(r.tokEst.Load())*s.tokCost)):
 		case s.reqCost > 0 && s.reqCost <= rateCapacity && !fits(r.reqs.m.sum(now, meterWidth), s.reqCost):
