@@ -41,18 +41,9 @@ regions:
   latency: {distribution: fixed, p50: 10ms}
 `
 
-// claudePool is the scenario's pool as the operator renders it, its PT
-// called dedicated, so that a full PT says so.
+// claudePool is the scenario's pool as the operator renders it.
 func claudePool(addr map[string]string) table.Pool {
-	pol := table.DefaultPolicy()
-	pol.Provisioned.RequestType = table.RequestTypeDedicated
-	return table.Pool{
-		Project: project, Publisher: "anthropic", Model: claude, Policy: pol,
-		Regions: []table.Region{
-			{Name: "us-east5", Endpoint: addr["us-east5"], Tier: table.TierProvisioned, Capacity: table.Capacity{GSUs: 1}},
-			{Name: "europe-west1", Endpoint: addr["europe-west1"], Tier: table.TierShared, Ejectable: true},
-		},
-	}
+	return dedicatedPool(addr, "anthropic", claude, "us-east5", "europe-west1")
 }
 
 // TestClaudeOnVertexToday drives Claude on Vertex AI through the router with

@@ -37,16 +37,9 @@ regions:
   latency: {distribution: fixed, p50: 10ms}
 `
 
+// livePool is the scenario's pool as the operator renders it.
 func livePool(addr map[string]string) table.Pool {
-	pol := table.DefaultPolicy()
-	pol.Provisioned.RequestType = table.RequestTypeDedicated
-	return table.Pool{
-		Project: project, Publisher: "google", Model: model, Policy: pol,
-		Regions: []table.Region{
-			{Name: "europe-west1", Endpoint: addr["europe-west1"], Tier: table.TierProvisioned, Capacity: table.Capacity{GSUs: 1}},
-			{Name: "us-central1", Endpoint: addr["us-central1"], Tier: table.TierShared, Ejectable: true},
-		},
-	}
+	return dedicatedPool(addr, "google", model, "europe-west1", "us-central1")
 }
 
 // liveAnswer sends a turn and returns the answer's text, or the error that

@@ -122,22 +122,28 @@ func startScenario(t *testing.T, yml string, pool func(addr map[string]string) t
 
 // globalPT is the pool of the scenario as the operator renders it: the PT
 // on global, which lists its three pay-as-you-go tiers, and europe-west4.
-// PTs are called dedicated, so that a full PT says so; each region is
-// judged on few answers, so that a handful of 429s throttles.
+// Each region is judged on few answers, so that a handful of 429s
+// throttles.
 func globalPT(addr map[string]string) table.Pool {
+	p := dedicatedPool(addr, "google", model, "global", "europe-west4")
+	p.Policy.Ejection.MinRequests = 3
+	p.Policy.Retry = table.Retry{MaxAttempts: 3, BudgetPercent: new(100), MinRetriesPerSecond: new(100)}
+	p.Regions[0].PayGoTiers = []table.PayGoTier{table.PayGoStandard, table.PayGoPriority, table.PayGoFlex}
+	return p
+}
+
+// dedicatedPool is a pool of a scenario as the operator renders it, one PT
+// of one GSU in region pt and a shared region, at the emulator's addresses
+// addr, under the default policy but for the PT called dedicated, so that
+// a full PT says so.
+func dedicatedPool(addr map[string]string, publisher, model, pt, shared string) table.Pool {
 	pol := table.DefaultPolicy()
 	pol.Provisioned.RequestType = table.RequestTypeDedicated
-	pol.Ejection.MinRequests = 3
-	pol.Retry = table.Retry{MaxAttempts: 3, BudgetPercent: new(100), MinRetriesPerSecond: new(100)}
 	return table.Pool{
-		Project: project, Publisher: "google", Model: model, Policy: pol,
+		Project: project, Publisher: publisher, Model: model, Policy: pol,
 		Regions: []table.Region{
-			{
-				Name: "global", Endpoint: addr["global"], Tier: table.TierProvisioned,
-				Capacity:   table.Capacity{GSUs: 1},
-				PayGoTiers: []table.PayGoTier{table.PayGoStandard, table.PayGoPriority, table.PayGoFlex},
-			},
-			{Name: "europe-west4", Endpoint: addr["europe-west4"], Tier: table.TierShared, Ejectable: true},
+			{Name: pt, Endpoint: addr[pt], Tier: table.TierProvisioned, Capacity: table.Capacity{GSUs: 1}},
+			{Name: shared, Endpoint: addr[shared], Tier: table.TierShared, Ejectable: true},
 		},
 	}
 }
