@@ -29,16 +29,17 @@ type Request struct {
 	Caller uint64
 	// Counting marks a call that runs the model's tokenizer, not the model:
 	// Vertex AI's countTokens and computeTokens. Google serves them free,
-	// under a quota of their own (3,000 requests a minute), and they take
-	// none of a PT's throughput nor of the model's pay-as-you-go quota. So
-	// a counting call takes and is charged nothing of a region's metered
-	// capacity (its tokens, its requests, the shared meter; nor does it wait
-	// behind or reserve that room: reserve.go), and how it went is no
-	// evidence of how the region serves the model: it feeds no failure
-	// window, ejection, demotion or restoration, in-flight limit, throttle,
-	// latency or blame, and is never a demoted region's probe. Otherwise it
-	// is routed as any call (the same order of regions, its place in
-	// flight, the retry budget), so it goes where the model answers.
+	// under a quota of their own (countTokens: 3,000 requests a minute),
+	// and they take none of a PT's throughput nor of the model's
+	// pay-as-you-go quota. So a counting call takes and is charged nothing
+	// of a region's metered capacity (its tokens, its requests, the shared
+	// meter; nor does it wait behind or reserve that room: reserve.go),
+	// and how it went is no evidence of how the region serves the model:
+	// it feeds no failure window, ejection, demotion or restoration,
+	// in-flight limit, throttle, latency or blame, and is never a demoted
+	// region's probe. Otherwise it is routed as any call (the same order of
+	// regions, its place in flight, the retry budget), so it goes where the
+	// model answers.
 	//
 	// Without it, a caller that counts a prompt's tokens before sending it,
 	// a common pattern, is charged a PT's average call twice for each call
