@@ -138,13 +138,3 @@ func TestCountingCallsAreNoEvidence(t *testing.T) {
 		}
 	})
 }
-
-// regionOf is the snapshot of p's region name.
-func regionOf(t *testing.T, p *Pool, name string) RegionSnapshot {
-	t.Helper()
-	rs, ok := p.Snapshot().Region(name)
-	if !ok {
-		t.Fatalf("%s is not in the snapshot", name)
-	}
-	return rs
-}

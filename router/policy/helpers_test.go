@@ -178,3 +178,13 @@ func report(p *Pool, i int, o Outcome, k int) {
 		s.r.done(Report{Outcome: o, lane: s.hinted})
 	}
 }
+
+// regionOf is the snapshot of p's region name.
+func regionOf(t *testing.T, p *Pool, name string) RegionSnapshot {
+	t.Helper()
+	rs, ok := p.Snapshot().Region(name)
+	if !ok {
+		t.Fatalf("%s is not in the snapshot", name)
+	}
+	return rs
+}

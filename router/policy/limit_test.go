@@ -262,8 +262,9 @@ func TestOnlyLateTimeoutsShrinkTheLimit(t *testing.T) {
 
 // TestHangingDemotedRegionLendsNothing: a demoted PT whose calls all hang
 // ends none of them for longer than the ejection interval, and its failure
-// window empties; no answer is no evidence of answering, and it is held to
-// its AIMD limit, not lent its Little's-law bound.
+// window empties; no answer is no evidence of answering, and it is lent
+// nothing of its Little's-law bound (ranked last, nothing at all:
+// TestLastResortTakesTheShareItAnswers).
 func TestHangingDemotedRegionLendsNothing(t *testing.T) {
 	clk := newClock()
 	p := mustNew(t, pool(provisioned("europe-west4", table.Capacity{TokensPerSecond: 25_000})), clk)

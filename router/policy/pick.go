@@ -517,7 +517,10 @@ func (cs *candidates) weighted(st *poolState, rank int8, rnd *rng) int {
 // each one lost, while the answering regions' quotas had room a moment
 // later.
 func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe, last bool, ref *refusal) (charged int64, ok bool) {
-	if !probe && !cs.counting && l == s.hinted && (s.tokCost > 0 || s.reqCost > 0) {
+	// The hinted lane alone has a meter, and a counting call meets none
+	// (Request.Counting).
+	metered := l == s.hinted && !cs.counting
+	if !probe && metered && (s.tokCost > 0 || s.reqCost > 0) {
 		if c, ok := s.r.outranked(cs.class); ok {
 			// A call of a higher class waits for this room (reserve.go).
 			ref.yield(i, c, cs.class, yieldWait(now))
@@ -548,8 +551,8 @@ func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe, l
 			return 0, false
 		}
 	}
-	if l != s.hinted || cs.counting {
-		return 0, true // no meter, or a call that takes none of it (Request.Counting)
+	if !metered {
+		return 0, true
 	}
 	// A slot has a request cost or a token cost, never both (buildSlots), so
 	// a refusal below never leaves tokens charged.
