@@ -50,7 +50,9 @@
 // Throughput", for a PT called dedicated) marks the PT full: the call spills
 // at once, outside the retry budget, to the region's other capacities and
 // the pool's pay-as-you-go, later calls skip the PT, and one a second asks it
-// again; the region is not throttled, shrunk or demoted for it. An answer
+// again: the PT opens when that call is not refused in twice the time
+// recent refusals took (it was let in), without waiting for its answer;
+// the region is not throttled, shrunk or demoted for it. An answer
 // that pay-as-you-go served (Report.OnDemand) never reopens a full PT. A capacity is counted over a
 // sliding window of one second, as regions count their quota: a burst may
 // take a whole second's capacity at once, but no second ever gets more (a

@@ -72,13 +72,17 @@ func (r *region) done(rep Report) {
 		if r.demoted.Load() != nil {
 			r.succeeded(s, now, rep.chargedAt)
 		}
-		if rep.lane == laneProvisioned && !rep.OnDemand {
-			ln.markOpen(rep.chargedAt)
+		if rep.lane == laneProvisioned {
+			if rep.OnDemand {
+				ln.markSpilled(now, rep.chargedAt)
+			} else {
+				ln.markOpen(rep.chargedAt)
+			}
 		}
 	case Capacity:
 		ln.throttled(now, false)
 	case ProvisionedFull:
-		ln.markFull(now)
+		ln.markFull(now, rep.chargedAt)
 	case Failure:
 		r.fails.add(bucketOf(now, st.failWidth), 1, 1)
 		ln.throttled(now, false)

@@ -48,6 +48,12 @@ type lane struct {
 	fullUntil atomic.Int64
 	// fullAt is, on the PT lane, when Google last said the PT is full.
 	fullAt atomic.Int64
+	// askedAt is, on the PT lane, when the last call that asked a full PT
+	// again (ptOpen's turn) was picked; refusedIn is how long Google's
+	// recent PT-full refusals took to come back, from the call's pick to
+	// its report (see markFull).
+	askedAt   atomic.Int64
+	refusedIn atomic.Int64
 }
 
 // ptFullFor is how long the router keeps calls off a PT that Google said is
@@ -62,10 +68,38 @@ type lane struct {
 // demoted or shrunk for it.
 const ptFullFor = time.Second
 
-// markFull records that Google said the PT is full at now.
-func (l *lane) markFull(now int64) {
+// refusedGrace is how many times the slowest recent PT-full refusal the
+// call that asks a full PT again must go unrefused before the PT counts as
+// open (ptOpen). Google refuses a call over the PT's quota when it admits
+// it, before the model runs: a refusal takes a round trip and the
+// admission, a served call that plus the model's time. A call not refused
+// in twice the time the slowest recent refusal took was let in (the margin
+// absorbs a round trip's jitter and the router's own scheduling), and so
+// the PT had room for it: later calls may ask it at once, without waiting
+// for that call's answer, which may be a whole generation away (seconds,
+// and minutes for a long stream). Were the PT still full after all, the
+// next call's quick refusal marks it full again, at the cost of the calls
+// picked in between, each spilled at once outside the retry budget.
+const refusedGrace = 2
+
+// markFull records that Google said the PT is full at now, refusing a call
+// picked at pickedAt. The refusal's time feeds refusedIn: it takes a slower
+// one at once and moves an eighth of the way toward a faster one, so it
+// stays near the slowest refusal of late.
+func (l *lane) markFull(now, pickedAt int64) {
 	l.fullAt.Store(now)
 	l.fullUntil.Store(now + int64(ptFullFor))
+	took := max(now-pickedAt, 0)
+	for {
+		old := l.refusedIn.Load()
+		nv := took
+		if took < old {
+			nv = old - (old-took)/8
+		}
+		if nv == old || l.refusedIn.CompareAndSwap(old, nv) {
+			return
+		}
+	}
 }
 
 // markOpen records that the PT served a call picked at pickedAt: it is not
@@ -85,30 +119,62 @@ func (l *lane) markOpen(pickedAt int64) {
 	}
 }
 
+// markSpilled records that a call picked at pickedAt on a PT called in
+// spillover was served by pay-as-you-go (Report.OnDemand) while the PT
+// counts as full: Google had no room for it in the PT, which is as good as
+// a refusal for the PT's state (but says nothing of how long a refusal
+// takes).
+func (l *lane) markSpilled(now, pickedAt int64) {
+	if l.fullUntil.Load() != 0 && pickedAt > l.fullAt.Load() {
+		l.fullAt.Store(now)
+		l.fullUntil.Store(now + int64(ptFullFor))
+	}
+}
+
 // reopen forgets that the PT was full (the region no longer has one).
 func (l *lane) reopen() {
 	l.fullAt.Store(0)
 	l.fullUntil.Store(0)
+	l.askedAt.Store(0)
 }
 
 // ptOpen reports whether a call may ask the PT at now: it may while the PT
 // is not known to be full; once ptFullFor has passed since Google said it is
-// full, one call in each ptFullFor may (the first to take the turn), and
-// until its answer says otherwise the PT still counts as full. When the call
-// may not, wait is how long until one may.
-func (l *lane) ptOpen(now int64) (ok bool, wait int64) {
+// full, one call in each ptFullFor may (the first to take the turn: asked
+// is true for it), and the PT counts as full until that call's answer
+// says otherwise, or until it has gone unrefused for refusedGrace times the
+// slowest recent refusal (the PT let it in: it has room), whichever comes
+// first. When the call may not, wait is how long until one may.
+func (l *lane) ptOpen(now int64) (ok, asked bool, wait int64) {
 	for {
 		until := l.fullUntil.Load()
 		switch {
 		case until == 0:
-			return true, 0
+			return true, false, 0
 		case until > now:
-			return false, until - now
+			at := l.askedAt.Load()
+			if at == 0 || at <= l.fullAt.Load() {
+				// No call asked since the last refusal.
+				return false, false, until - now
+			}
+			open := at + refusedGrace*l.refusedIn.Load()
+			if open >= now {
+				return false, false, min(until, open+1) - now
+			}
+			if l.fullUntil.CompareAndSwap(until, 0) {
+				return true, false, 0
+			}
 		case l.fullUntil.CompareAndSwap(until, now+int64(ptFullFor)):
-			return true, 0
+			l.askedAt.Store(now)
+			return true, true, 0
 		}
 	}
 }
+
+// unask takes back the turn that ptOpen gave a call picked at now, when the
+// call was refused before it was sent: no call asked the PT, and its
+// silence would say nothing.
+func (l *lane) unask(now int64) { l.askedAt.CompareAndSwap(now, 0) }
 
 // full reports whether the PT counts as full at now, for snapshots.
 func (l *lane) full(now int64) bool { return l.fullUntil.Load() > now }

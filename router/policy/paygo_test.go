@@ -107,6 +107,92 @@ func TestFullPTSpillsWithoutThrottling(t *testing.T) {
 	a.Done(Success)
 }
 
+// TestFullPTOpensOnceAskedUnrefused: a call that asks a full PT again and
+// is not refused within twice the time Google's refusals took was let in,
+// so the PT has room: later calls ask it at once, without waiting for that
+// call's answer (a whole generation away). Refused, it keeps the PT full;
+// asked by no call (the turn's call refused by the PT's own meter), the PT
+// stays full whatever the time.
+func TestFullPTOpensOnceAskedUnrefused(t *testing.T) {
+	const refusal = 20 * time.Millisecond
+	tier := func(p *Pool) table.Tier {
+		t.Helper()
+		_, a := pick(t, p, PriorityDefault)
+		a.Done(Success)
+		return a.Tier
+	}
+	g := NewWithT(t)
+	clk := newClock()
+	p := mustNew(t, globalPT(table.RequestTypeDedicated), clk)
+	_, a := pick(t, p, PriorityDefault)
+	clk.Advance(refusal)
+	a.Done(ProvisionedFull)
+
+	clk.Advance(ptFullFor)
+	_, asked := pick(t, p, PriorityDefault) // a long generation: no answer yet
+	g.Expect(asked.Tier).To(Equal(table.TierProvisioned))
+	clk.Advance(refusedGrace*refusal - time.Millisecond)
+	g.Expect(tier(p)).To(Equal(table.TierShared), "it could still be refused")
+	clk.Advance(2 * time.Millisecond)
+	g.Expect(tier(p)).To(Equal(table.TierProvisioned), "not refused in time: the PT let it in")
+	g.Expect(p.Snapshot().Regions[0].ProvisionedFull).To(BeFalse())
+
+	// Full again: the call asking is refused in time, and the PT stays full.
+	_, a = pick(t, p, PriorityDefault)
+	a.Done(ProvisionedFull)
+	clk.Advance(ptFullFor)
+	_, asked2 := pick(t, p, PriorityDefault)
+	g.Expect(asked2.Tier).To(Equal(table.TierProvisioned))
+	clk.Advance(time.Millisecond)
+	asked2.Done(ProvisionedFull)
+	clk.Advance(refusedGrace * refusal)
+	g.Expect(tier(p)).To(Equal(table.TierShared), "refused: still full")
+	// The long generation answers at last; it was asked before the last
+	// refusal, so it says nothing of now.
+	asked.Done(Success)
+	g.Expect(tier(p)).To(Equal(table.TierShared), "an answer older than the refusal says nothing")
+}
+
+// TestFullPTTurnTakenBackByTheMeter: when the call that takes the turn to
+// ask a full PT is refused by the PT's own meter, nothing asked Google, and
+// the PT stays full however long nothing is refused.
+func TestFullPTTurnTakenBackByTheMeter(t *testing.T) {
+	const tokens = 100
+	g := NewWithT(t)
+	clk := newClock()
+	tp := pool(
+		provisioned("europe-west1", table.Capacity{GSUs: 1, TokensPerSecond: 1000}),
+		shared("europe-west4", 10000),
+	)
+	tp.Policy.Provisioned.RequestType = table.RequestTypeDedicated
+	tp.Policy.Provisioned.Window = table.Duration{Duration: 10 * time.Second}
+	p := mustNew(t, tp, clk)
+	burstToPT(t, p, clk, 1, tokens)
+	clk.Advance(time.Hour)
+	g.Expect(burstToPT(t, p, clk, 200, tokens)).To(BeNumerically(">", 50), "the burst fills the PT's window")
+	c := p.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
+	a, err := c.Pick()
+	g.Expect(err).NotTo(HaveOccurred())
+	a.Done(Success)
+	_, a = pick(t, p, PriorityDefault)
+	g.Expect(a.Tier).To(Equal(table.TierShared), "the meter is full")
+	a.Done(Success)
+	// Google says the PT is full; a second later the turn to ask it goes
+	// to a call the meter (still full) refuses.
+	c = p.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
+	r := p.st.Load().slots[0].r
+	r.lanes[laneProvisioned].markFull(p.nanos(), p.nanos()-int64(time.Millisecond))
+	clk.Advance(ptFullFor)
+	a, err = c.Pick()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(a.Tier).To(Equal(table.TierShared))
+	a.Done(Success)
+	clk.Advance(time.Second / 2)
+	_, a = pick(t, p, PriorityDefault)
+	a.Done(Success)
+	g.Expect(p.Snapshot().Regions[0].ProvisionedFull).To(BeTrue(), "no call asked the PT")
+}
+
 // TestPayGo429ThrottlesItsOwnTier: a 429 of one tier throttles that tier of
 // the region alone, and no 429 shrinks the region's in-flight limit (a
 // refusal of rate, which the throttle answers, not of concurrency).

@@ -544,8 +544,11 @@ func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe, l
 		ref.note(int64(time.Second))
 		return 0, false
 	}
+	asked := false
 	if l == laneProvisioned {
-		if ok, wait := r.lanes[l].ptOpen(now); !ok {
+		var ok bool
+		var wait int64
+		if ok, asked, wait = r.lanes[l].ptOpen(now); !ok {
 			r.inFlight.Add(-1)
 			ref.note(wait)
 			return 0, false
@@ -562,11 +565,17 @@ func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe, l
 		if !r.toks.take(now, charged, s.tokWidth) {
 			r.inFlight.Add(-1)
 			ref.metered |= 1 << i
+			if asked {
+				r.lanes[l].unask(now)
+			}
 			return 0, false
 		}
 	case s.reqCost > 0:
 		if !p.takeRequest(s, i, now, cs, ref) {
 			r.inFlight.Add(-1)
+			if asked {
+				r.lanes[l].unask(now)
+			}
 			return 0, false
 		}
 	}
