@@ -46,7 +46,7 @@ func newPoolCollector() *poolCollector {
 		demoted:      d("region_demoted", "1 while the provisioned region is demoted for its failure rate: answering regions take first attempts, it takes the rest and probes.", region),
 		timesDemoted: d("region_demotions_total", "Demotions of the provisioned region since the router started.", region),
 		demotedSince: d("region_demoted_since_timestamp_seconds", "When the demoted provisioned region was demoted, in seconds since the Unix epoch; absent while it is not.", region),
-		panic:        d("pool_panic", "1 while too few regions are un-ejected for ejection to be honored (every region takes traffic).", []string{"pool"}),
+		panic:        d("pool_panic", "1 while too few regions are neither ejected nor on probation for either to be honored (every region takes traffic).", []string{"pool"}),
 		failureRate:  d("region_failure_rate", "Failures over answered attempts in the region's ejection interval.", region),
 		throttle:     d("region_throttle_probability", "Share of calls the region's throttle (fed by 429s and failures) turns away.", region),
 		regionFlight: d("region_in_flight", "Attempts in flight to the region.", region),

@@ -242,8 +242,10 @@ func (p *Pool) Update(tp table.Pool) error {
 		if !s.ejectable && r.ejectedUntil.Load() > now {
 			r.ejectedUntil.Store(now)
 		}
+		if d := r.demoted.Load(); d != nil && (d.ejected && !s.ejectable || !d.ejected && !s.provisioned) {
+			r.restore(s, now, "the region is no longer "+map[bool]string{true: "ejectable", false: "provisioned"}[d.ejected])
+		}
 		if !s.provisioned {
-			r.restore(s, now, "the region is no longer provisioned")
 			r.lanes[laneProvisioned].reopen()
 		}
 		r.cfg.Store(s)

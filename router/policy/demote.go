@@ -46,6 +46,25 @@ import (
 type demotion struct {
 	since            int64 // nanoseconds since the Unix epoch
 	answered, failed int64 // the failure window when the region was demoted
+	// ejected: the probation of a shared region after an ejection
+	// (eject.go), not the demotion of a provisioned one.
+	ejected bool
+}
+
+// onProbation reports whether r is an ejected region or one on probation
+// after an ejection: out of the regions that answer, for panic's count.
+func (r *region) onProbation() bool {
+	d := r.demoted.Load()
+	return d != nil && d.ejected
+}
+
+// breakRun: a failure of an attempt picked at pickedAt breaks demoted (or
+// probation) region r's run of successes, unless the attempt was sent
+// before the run's first (successRun).
+func (r *region) breakRun(pickedAt int64) {
+	if pickedAt >= r.run.sent.Load() {
+		r.streak.Store(0)
+	}
 }
 
 // maybeDemote demotes provisioned region r after a failure at now of an
@@ -54,9 +73,7 @@ type demotion struct {
 // attempt was sent before the run's first (successRun).
 func (r *region) maybeDemote(s *slot, now, pickedAt int64) {
 	if r.demoted.Load() != nil {
-		if pickedAt >= r.run.sent.Load() {
-			r.streak.Store(0)
-		}
+		r.breakRun(pickedAt)
 		return
 	}
 	answered, failed := r.fails.sum(bucketOf(now, s.st.failWidth))
@@ -164,7 +181,11 @@ func (r *region) restore(s *slot, now int64, why string) {
 		r.lanes[i].reset()
 	}
 	tp := &s.st.pool
-	r.p.log.Info("provisioned region restored: "+why,
+	what := "provisioned region restored: "
+	if d.ejected {
+		what = "region back from its ejection: "
+	}
+	r.p.log.Info(what+why,
 		"project", tp.Project, "publisher", tp.Publisher, "model", tp.Model, "region", s.name,
 		"demotedFor", time.Duration(now-d.since), "successesInARow", r.streak.Load())
 }

@@ -98,10 +98,16 @@
 // the multiplier grows per ejection and decays per healthy interval. An
 // ejected region ranks behind every region that is not and takes only what
 // none of them has room for: a call refused for want of headroom fails for
-// sure, one sent to a region that answers half its calls does not. An
-// ejection happens only if afterwards at most maxEjectedPercent of the regions
-// are ejected. When fewer than half the regions are left un-ejected (Envoy's
-// panic threshold, 50%), ejections are ignored.
+// sure, one sent to a region that answers half its calls does not. When
+// the ejection ends the region is on probation (a circuit breaker's half
+// open): the failures that ejected it have aged out of its window, so it
+// would look healthy and take its full share for as long as its first
+// answers take to fail again; instead it ranks last still, takes a probe
+// every interval/minRequests, and gets its share back after restoreAfter
+// successes in a row, as a demoted region does. An ejection happens only if
+// afterwards at most maxEjectedPercent of the regions are ejected or on
+// probation. When fewer than half the regions are left out of both
+// (Envoy's panic threshold, 50%), ejections and probations are ignored.
 //
 // Demotion, never removal (demote.go). A provisioned region is never ejected:
 // a failing one is demoted. First attempts then go to the regions that are

@@ -91,6 +91,9 @@ func (r *region) done(rep Report) {
 		}
 		switch {
 		case s.ejectable:
+			if r.demoted.Load() != nil {
+				r.breakRun(rep.chargedAt)
+			}
 			p.maybeEject(r, now)
 		case s.provisioned:
 			r.maybeDemote(s, now, rep.chargedAt)

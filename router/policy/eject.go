@@ -16,11 +16,25 @@ package policy
 //   - Ejected is not removed: an ejected region ranks behind every region
 //     that is not, as a demoted provisioned region does, and takes only the
 //     calls none of them has room for (choose says why).
+//   - When the ejection ends, the region is on probation, a circuit
+//     breaker's half-open state: it ranks last still, takes a probe every
+//     interval/minRequests (any lane the call may use), and is restored to
+//     its full share after restoreAfter successes in a row, as a demoted
+//     provisioned region is (demote.go: the probes, the run of successes
+//     and the restoration are the same). Without it a region whose
+//     ejection ends while it still fails looks healthy (the failures that
+//     ejected it have aged out of its window) and takes its full share of
+//     first attempts until minRequests of them have failed again: for a
+//     region that hangs past the callers' deadlines, every call it is sent
+//     for a deadline and more, lost each time an ejection ends. The
+//     failure window is not reset at ejection: the calls an ejected region
+//     takes for want of room elsewhere are judged on what it answered.
 //   - An ejection happens only if, after it, at most maxEjectedPercent of the
-//     pool's regions are ejected. maxEjectedPercent < 100, so one region is
-//     always left.
+//     pool's regions are ejected or on probation. maxEjectedPercent < 100,
+//     so one region is always left.
 //   - Panic (Envoy's healthy panic threshold): when fewer than half the
-//     regions are left un-ejected, ejections are ignored.
+//     regions are left neither ejected nor on probation, ejections and
+//     probations are ignored.
 
 // failing reports whether the region's failure rate over the ejection interval
 // reaches the threshold with enough answered attempts to count.
@@ -48,7 +62,11 @@ func (p *Pool) maybeEject(r *region, now int64) {
 	if s.st != st || !s.ejectable || r.ejectedUntil.Load() > now || !r.failing(now, st) {
 		return
 	}
-	if (st.ejected(now)+1)*100 > st.maxEjectedPct*len(st.slots) {
+	out := st.ejected(now)
+	if !r.onProbation() {
+		out++
+	}
+	if out*100 > st.maxEjectedPct*len(st.slots) {
 		return
 	}
 	if last := r.ejectedUntil.Load(); last > 0 {
@@ -63,7 +81,12 @@ func (p *Pool) maybeEject(r *region, now int64) {
 	d -= int64(float64(d) * 0.1 * p.rnd.float())
 	r.ejectedUntil.Store(now + d)
 	r.timesEjected.Add(1)
-	r.fails.reset()
+	if r.demoted.Load() == nil {
+		answered, failed := r.fails.sum(bucketOf(now, st.failWidth))
+		r.demoted.Store(&demotion{since: now, answered: answered, failed: failed, ejected: true})
+	}
+	r.streak.Store(0)
+	r.probe.next.Store(now + d)
 }
 
 // capEjections lifts ejections, soonest-ending first, until at most
@@ -71,12 +94,16 @@ func (p *Pool) maybeEject(r *region, now int64) {
 // regions or lowered the cap. Caller must hold p.mu.
 func (st *poolState) capEjections(now int64) {
 	for (st.ejected(now))*100 > st.maxEjectedPct*len(st.slots) {
-		var first *region
+		var first *slot
 		for _, s := range st.slots {
-			if u := s.r.ejectedUntil.Load(); u > now && (first == nil || u < first.ejectedUntil.Load()) {
-				first = s.r
+			if !s.r.onProbation() && s.r.ejectedUntil.Load() <= now {
+				continue
+			}
+			if first == nil || s.r.ejectedUntil.Load() < first.r.ejectedUntil.Load() {
+				first = s
 			}
 		}
-		first.ejectedUntil.Store(now)
+		first.r.ejectedUntil.Store(min(first.r.ejectedUntil.Load(), now))
+		first.r.restore(first, now, "too many regions were out for the pool's ejection cap")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
+
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -229,3 +231,92 @@ func TestEjectedRegionTakesWhatNoOtherCan(t *testing.T) {
 		t.Errorf("calls by region %v, want 10 on each", got)
 	}
 }
+
+// TestEjectedRegionReturnsOnProbation: when its ejection ends, a region
+// does not get its share of first attempts back at once (the failures that
+// ejected it have aged out of its window, and it would look healthy): it
+// ranks behind the regions that answer and takes one probe per probe
+// interval, a failed probe breaks its run, and restoreAfter successes in a
+// row give it its full share back. In panic its probation, as its
+// ejection, is ignored.
+func TestEjectedRegionReturnsOnProbation(t *testing.T) {
+	g := NewWithT(t)
+	clk := newClock()
+	tp := pool(shared("europe-west1", 100), shared("europe-west2", 100), shared("europe-west3", 100))
+	e := &tp.Policy.Ejection
+	e.MinRequests, e.FailureRateThreshold, e.MaxEjectedPercent = 10, 0.5, new(50)
+	p := mustNew(t, tp, clk)
+	report(p, 0, Failure, 10)
+	g.Expect(p.Snapshot().Regions[0].Ejected).To(BeTrue())
+	clk.Advance(tp.Policy.Ejection.BaseEjectionTime.Duration)
+	rs := p.Snapshot().Regions[0]
+	g.Expect(rs.Ejected).To(BeFalse())
+	g.Expect(rs.Probation).To(BeTrue())
+
+	// firsts makes n calls at this instant and reports each with o on
+	// europe-west1, success elsewhere; it returns how many went there.
+	firsts := func(n int, o Outcome) int {
+		k := 0
+		for range n {
+			c := p.Start(Request{})
+			a, err := c.Pick()
+			if err != nil {
+				t.Fatalf("pick: %v", err)
+			}
+			if a.Region == "europe-west1" {
+				k++
+				a.Done(o)
+				continue
+			}
+			a.Done(Success)
+		}
+		return k
+	}
+	g.Expect(firsts(30, Failure)).To(Equal(1), "one probe, the others go to the regions that answer")
+	g.Expect(p.Snapshot().Regions[0].Probation).To(BeTrue(), "its probe failed")
+	probeEvery := tp.Policy.Ejection.Interval.Duration / time.Duration(e.MinRequests)
+	clk.Advance(probeEvery)
+	// Successes make the next call a probe at once (demote.go).
+	for i := range st(p).restoreAfter {
+		g.Expect(p.Snapshot().Regions[0].Probation).To(BeTrue(), "after %d successes", i)
+		g.Expect(firsts(1, Success)).To(Equal(1), "probe %d", i+1)
+	}
+	rs = p.Snapshot().Regions[0]
+	g.Expect(rs.Probation).To(BeFalse(), "restored after its run of successes")
+	clk.Advance(time.Second)
+	g.Expect(firsts(150, Success)).To(BeNumerically("~", 50, 20), "its share back")
+
+	// Panic: two regions of three out, and their probations are ignored
+	// as their ejections would be.
+	tp.Policy.Ejection.MaxEjectedPercent = new(99)
+	g.Expect(p.Update(tp)).To(Succeed())
+	clk.Advance(tp.Policy.Ejection.Interval.Duration) // the successes above age out
+	report(p, 1, Failure, 10)
+	report(p, 2, Failure, 10)
+	clk.Advance(tp.Policy.Ejection.BaseEjectionTime.Duration)
+	snap := p.Snapshot()
+	g.Expect(snap.Regions[1].Probation && snap.Regions[2].Probation).To(BeTrue())
+	g.Expect(snap.Panic).To(BeTrue(), "one region of three answers")
+	// The calls stay in flight: a probe's success would make the next
+	// call a probe at once, and restore the region within the loop.
+	got := map[string]int{}
+	var held []Attempt
+	for range 150 {
+		c := p.Start(Request{})
+		a, err := c.Pick()
+		if err != nil {
+			got[errName(err)]++
+			continue
+		}
+		got[a.Region]++
+		held = append(held, a)
+	}
+	for _, a := range held {
+		a.Done(Success)
+	}
+	g.Expect(got["europe-west2"]).To(BeNumerically(">", 25), "in panic a region on probation ranks as any: %v", got)
+	g.Expect(got["europe-west1"]+got["europe-west2"]+got["europe-west3"]).To(Equal(150), "%v", got)
+}
+
+// st is the pool's current state.
+func st(p *Pool) *poolState { return p.st.Load() }

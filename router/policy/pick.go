@@ -132,7 +132,8 @@ func (st *poolState) spillTier(s *slot, pr Priority) table.PayGoTier {
 //     them needs a retry, a rate the budget's floor of one a second refuses
 //     whenever the calls come a little faster. It adds fewer than
 //     minRequests retries an interval;
-//   - the attempt was a probe of the demoted region (demote.go): the router
+//   - the attempt was a probe of a demoted region (demote.go), or of a
+//     region on probation after an ejection (eject.go): the router
 //     chose to send it there, to a region it knew was failing, rather than
 //     to one that answers, which would have taken it. Its retry adds no call
 //     the caller did not bring, and at most minRequests an interval, the
@@ -149,13 +150,16 @@ func fallbackRetry(cs *callState, now int64) bool {
 	if cs.last != Failure || cs.n == 0 {
 		return false
 	}
+	if cs.probed&(1<<(cs.n-1)) != 0 {
+		return true
+	}
 	r := cs.targets[cs.n-1]
 	s := r.cfg.Load()
 	if !s.provisioned || cs.lanes[cs.n-1] != laneProvisioned {
 		return false
 	}
 	if r.demoted.Load() != nil {
-		return cs.probed&(1<<(cs.n-1)) != 0
+		return false
 	}
 	answered, failed := r.fails.sum(bucketOf(now, s.st.failWidth))
 	return answered < s.st.minRequests || float64(failed) < s.st.threshold*float64(answered)
@@ -216,8 +220,8 @@ var _ = [1]struct{}{}[len(table.PayGoTiers)-(rankDemoted-rankPayGo)]
 // maxCandidates is the most candidates of one pool: every lane of every region.
 const maxCandidates = table.MaxRegions * laneCount
 
-// inPanic reports whether too few regions are left un-ejected for ejection to
-// be honored.
+// inPanic reports whether too few regions are left neither ejected nor on
+// probation for either to be honored.
 func (st *poolState) inPanic(now int64) bool {
 	return panicking(st.ejected(now), len(st.slots))
 }
@@ -228,11 +232,13 @@ func panicking(ejected, n int) bool {
 	return ejected > 0 && (n-ejected)*100 < panicThreshold*n
 }
 
-// ejected counts the regions ejected at now.
+// ejected counts the regions ejected at now, or on probation after an
+// ejection (eject.go): the regions out of the pool's first attempts, for
+// the cap on ejections and for panic.
 func (st *poolState) ejected(now int64) int {
 	k := 0
 	for _, s := range st.slots {
-		if s.r.ejectedUntil.Load() > now {
+		if s.r.ejectedUntil.Load() > now || s.r.onProbation() {
 			k++
 		}
 	}
@@ -267,7 +273,11 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool, below
 			ref.note(until - now)
 			continue
 		}
-		cands.rankSlot(i, s, &rk, cs, now, retry, avoided&(1<<i) != 0)
+		if s.r.onProbation() {
+			ejected++
+			continue
+		}
+		cands.rankSlot(i, s, &rk, cs, now, retry, avoided&(1<<i) != 0, false)
 	}
 	// An ejected region is not removed: it ranks as a demoted one, behind
 	// every region that is not, and takes only what none of them has room
@@ -275,13 +285,18 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool, below
 	// has, a call refused here fails for sure, while sent to the ejected
 	// region it succeeds as often as that region answers (half its calls at
 	// the default threshold), and its throttle still turns calls away from
-	// a region that rejects most of what it answers. In panic, ejections
-	// are ignored: ejected regions rank as they would un-ejected.
+	// a region that rejects most of what it answers. Once its ejection
+	// ends it is on probation (eject.go): it ranks last still, and probes,
+	// until a run of successes restores it. In panic, ejections and
+	// probations are ignored: those regions rank as they would un-ejected.
 	if ejected > 0 {
-		last := !panicking(ejected, len(st.slots))
+		inPanic := panicking(ejected, len(st.slots))
 		for i, s := range st.slots {
-			if s.r.ejectedUntil.Load() > now && cs.mayUse(s) {
-				cands.rankSlot(i, s, &rk, cs, now, retry, last || avoided&(1<<i) != 0)
+			if !cs.mayUse(s) {
+				continue
+			}
+			if out := s.r.ejectedUntil.Load() > now; out || s.r.onProbation() {
+				cands.rankSlot(i, s, &rk, cs, now, retry, out && !inPanic || avoided&(1<<i) != 0, inPanic)
 			}
 		}
 	}
@@ -347,10 +362,11 @@ type laneRanks struct {
 
 // rankLane is the rank of lane l of region s for this attempt, from base,
 // its rank for the call (laneRanks), once the call's tries count and
-// whether the region ranks last: demoted, ejected (outside panic) or
-// silent. The PT of a demoted region whose probe is due (probes: demoted
-// and not silent) ranks first on a first attempt; choose takes the probe
-// when it picks the region.
+// whether the region ranks last: demoted, ejected or on probation (outside
+// panic) or silent. The PT of a demoted region whose probe is due (probes:
+// demoted and not silent), or any lane the call may use of a shared region
+// on probation, ranks first on a first attempt; choose takes the probe when
+// it picks the region (one call per probe: Probe.tick).
 //
 // A silent region gets no probe. A probe asks whether the region answers
 // again; the calls it already holds ask the same, and the first answer of
@@ -362,7 +378,7 @@ func rankLane(s *slot, l uint8, base int8, last, probes bool, cs *callState, now
 	rank := base
 	if last {
 		rank = rankDemoted
-		if probes && l == laneProvisioned && !retry && s.r.probe.next.Load() <= now {
+		if probes && (l == laneProvisioned || !s.provisioned) && !retry && s.r.probe.next.Load() <= now {
 			rank = rankProbe
 		}
 	}
@@ -401,18 +417,19 @@ type candidates struct {
 // with their ranks. Only the lanes the region offers and the call may use
 // are ranked: every other lane is rankNone whatever the region's state.
 // last ranks the region as demoted (choose: it is ejected, or the call's
-// caller fails alone in it), as does its being demoted or silent
+// caller fails alone in it), as does its being demoted, on probation after
+// an ejection (unless panic: choose ignores ejections then) or silent
 // (silence.go). A demoted region's probe goes to a call that last does not
-// rank last: an ejected region is not demoted (ejection is for the regions
-// that are not provisioned, demotion for those that are), and a probe of a
-// region the call's caller fails alone in says nothing of how it serves
-// the others.
-func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, now int64, retry, last bool) {
+// rank last: an ejected region gets none until its ejection ends, and a
+// probe of a region the call's caller fails alone in says nothing of how
+// it serves the others.
+func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, now int64, retry, last, inPanic bool) {
 	m := s.lanes & rk.mask
 	if m == 0 {
 		return
 	}
-	demoted := s.r.demoted.Load() != nil
+	d := s.r.demoted.Load()
+	demoted := d != nil && (!inPanic || !d.ejected)
 	silent := s.r.quiet.silent(now, &s.r.inFlight, &s.r.fails, s.st)
 	// A counting call is no probe: its answer says nothing of the model
 	// (Request.Counting).

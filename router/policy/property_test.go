@@ -314,13 +314,21 @@ func TestPropertyInvariants(t *testing.T) {
 // (nothing in flight, room under its capacity).
 func demotedDue(p *Pool, now int64) (due []int, sure bool) {
 	sure = true
-	for i, s := range p.st.Load().slots {
+	st := p.st.Load()
+	for i, s := range st.slots {
 		r := s.r
-		if !s.provisioned || r.demoted.Load() == nil || r.probe.next.Load() > now {
+		d := r.demoted.Load()
+		if d == nil || r.probe.next.Load() > now {
+			continue
+		}
+		if d.ejected && (r.ejectedUntil.Load() > now || st.inPanic(now)) {
+			// Ejected: no probe until its ejection ends; in panic its
+			// probation is ignored.
 			continue
 		}
 		due = append(due, i)
 		switch {
+		case d.ejected && s.lanes&(1<<laneStandard) == 0: // a call's priority may not use its tiers
 		case r.inFlight.Load() != 0:
 		case r.lanes[laneProvisioned].fullUntil.Load() != 0: // a full PT is not asked
 		case s.tokCost > 0 && !fits(r.toks.sum(now, s.tokWidth), int64(float64(r.tokEst.Load())*s.tokCost)):

@@ -20,8 +20,8 @@ type Snapshot struct {
 	Model     string `json:"model"`
 	// Time is when the snapshot was taken, by the router's clock.
 	Time time.Time `json:"time"`
-	// Panic is true while too few regions are un-ejected for ejection to be
-	// honored.
+	// Panic is true while too few regions are neither ejected nor on
+	// probation after an ejection for either to be honored.
 	Panic bool `json:"panic"`
 	// InFlight is the calls in flight in the pool; MaxInFlight caps them.
 	InFlight    int64 `json:"inFlight"`
@@ -90,6 +90,12 @@ type RegionSnapshot struct {
 	// probes. TimesDemoted counts demotions since the router started.
 	Demotion     *Demotion `json:"demotion,omitempty"`
 	TimesDemoted int64     `json:"timesDemoted"`
+	// Probation is true, for a shared region, from its ejection until a
+	// run of successes restores it (eject.go): once the ejection ends it
+	// still ranks behind the regions that answer and takes probes, as a
+	// demoted region does. SuccessesInARow counts that run.
+	Probation       bool  `json:"probation,omitempty"`
+	SuccessesInARow int64 `json:"successesInARow,omitempty"`
 	// ThrottleProbability is the share of calls the 429 throttle turns away
 	// from the region's most throttled capacity; Throttle is each capacity's
 	// (provisioned, standard, priority, flex) that turns calls away.
@@ -202,7 +208,9 @@ func (p *Pool) Snapshot() Snapshot {
 			rs.ProvisionedWindow = table.Duration{Duration: time.Duration(s.tokWindow)}
 			rs.ProvisionedWindowUsed = float64(r.toks.sum(now, s.tokWidth)) / float64(rateCapacity)
 		}
-		if d := r.demoted.Load(); d != nil {
+		if d := r.demoted.Load(); d != nil && d.ejected {
+			rs.Probation, rs.SuccessesInARow = true, r.streak.Load()
+		} else if d != nil {
 			rs.Demotion = &Demotion{
 				Since:           time.Unix(0, d.since).UTC(),
 				FailureRate:     ratio(d.failed, d.answered),
