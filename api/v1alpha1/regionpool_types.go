@@ -235,11 +235,12 @@ type PoolRegion struct {
 	// PayGo for some models and locations only (the global endpoint), and
 	// they cost differently, so the router uses them only where they are
 	// listed, for the calls spec.policy.payGo gives them to. Unset: Standard
-	// while the location holds no Provisioned Throughput; none while it
-	// does (the PT's overflow then spills into Standard inside Google, with
-	// requestType Spillover), so that listing tiers is what lets the router
-	// call them directly, e.g. Priority PayGo on global while the PT there
-	// is full.
+	// while the location holds no Provisioned Throughput. While it does,
+	// with requestType Spillover the router calls the location's Standard
+	// as the PT's overflow (where Google spills it), only for calls no other
+	// capacity that answers has room for; with Dedicated, not at all.
+	// Listing tiers lets the router call them directly, ranked as any
+	// region's, e.g. Priority PayGo on global while the PT there is full.
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=3
 	// +optional

@@ -167,6 +167,11 @@ func (st *poolState) buildSlots(find func(name string) *region) {
 		for _, t := range r.PayGoTiers {
 			s.lanes |= 1 << laneOf(t)
 		}
+		if s.provisioned && len(r.PayGoTiers) == 0 && tp.Policy.Provisioned.RequestType != table.RequestTypeDedicated {
+			// The PT's overflow (rankOverflow).
+			s.lanes |= 1 << laneStandard
+			s.overflow = true
+		}
 		c := r.Capacity
 		switch {
 		case c.RequestsPerSecond > 0:

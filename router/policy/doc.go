@@ -42,7 +42,13 @@
 // and within a tier in proportion to the regions' RequestsPerSecond hints (a
 // region without a hint weighs the mean of the others' hints), never beyond
 // a region's hint. A PT attempt names the first of those tiers its region
-// offers, so that in spillover mode Google spills its overflow there.
+// offers, so that in spillover mode Google spills its overflow there. In
+// spillover mode a provisioned region that lists no tiers takes, besides
+// its PT, the calls no other capacity that answers has room for, in its
+// location's standard pay-as-you-go (rankOverflow): Google would have
+// served the PT's overflow there had the router sent it, and the router's
+// meter stops the PT lane at the PT. That lane has no hint: its own 429s
+// throttle it.
 //
 // Lanes (lane.go). Each capacity of a region (its PT, each pay-as-you-go
 // tier) is a lane with its own throttle: a 429 of one says nothing of the

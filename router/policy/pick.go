@@ -107,7 +107,7 @@ func (st *poolState) spillTier(s *slot, pr Priority) table.PayGoTier {
 		return ""
 	}
 	for _, l := range st.payGo[pr] {
-		if s.offers(l) {
+		if s.offers(l) && (!s.overflow || l != laneStandard) {
 			return payGoOf(l)
 		}
 	}
@@ -205,17 +205,18 @@ const panicThreshold = 50
 // lane (a capacity: lane.go) of a region. A lane the call already tried
 // ranks after every untried one (rank + rankTried).
 const (
-	rankProbe       = iota          // the PT of a demoted region whose probe is due (first attempts)
-	rankProvisioned                 // a PT, region not demoted
-	rankPayGo                       // pay-as-you-go: rankPayGo+i for the call's i-th tier, region not ejected (or in panic), demoted or silent
-	rankDemoted     = rankPayGo + 3 // any lane of a demoted, ejected or silent region: what nobody else has room for
+	rankProbe       = iota             // the PT of a demoted region whose probe is due (first attempts)
+	rankProvisioned                    // a PT, region not demoted
+	rankPayGo                          // pay-as-you-go: rankPayGo+i for the call's i-th tier, region not ejected (or in panic), demoted or silent
+	rankOverflow    = rankPayGo + 3    // standard pay-as-you-go as a PT's overflow (slot.overflow): what no other capacity that answers has room for
+	rankDemoted     = rankOverflow + 1 // any lane of a demoted, ejected or silent region: what nobody else has room for
 	rankTried       = rankDemoted + 1
 	rankCount       = 2 * rankTried
 	rankNone        = -1 // not a candidate: not for this call, or refused this pick
 )
 
 // One pay-as-you-go rank per tier: this fails to compile if the tiers change.
-var _ = [1]struct{}{}[len(table.PayGoTiers)-(rankDemoted-rankPayGo)]
+var _ = [1]struct{}{}[len(table.PayGoTiers)-(rankOverflow-rankPayGo)]
 
 // maxCandidates is the most candidates of one pool: every lane of every region.
 const maxCandidates = table.MaxRegions * laneCount
@@ -438,7 +439,16 @@ func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, n
 	for m != 0 {
 		l := uint8(bits.TrailingZeros8(m))
 		m &= m - 1
-		rank := rankLane(s, l, rk.rank[l&(laneCount-1)], last, probes, call, now, retry)
+		base := rk.rank[l&(laneCount-1)]
+		if s.overflow && l == laneStandard {
+			if last {
+				// The overflow is for a PT that answers: a region ranked
+				// last takes what nobody else has room for in its PT.
+				continue
+			}
+			base = rankOverflow
+		}
+		rank := rankLane(s, l, base, last, probes, call, now, retry)
 		if l == s.hinted && !call.counting && s.metersReqs() && s.r.reqs.knownFull(now, s.reqCost) {
 			// Its meter refused a call this tick: it refuses this one. A
 			// full capacity the attempt may not take (below) is no room
@@ -559,6 +569,20 @@ func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe, l
 	if q := r.lanes[l].throttleP(now, s.st); q > 0 && !probe && p.rnd.float() < q {
 		r.inFlight.Add(-1)
 		ref.note(int64(time.Second))
+		if s.overflow && l == laneStandard {
+			// A PT's overflow has no hint: nothing but its throttle bounds
+			// what it is sent, and every call the other capacities have no
+			// room for comes to it. Its throttle counts the calls it turns
+			// away too, as the SRE book's does, so that it sends at most
+			// K times what the lane accepts however many calls come: in a
+			// surge without that, a location whose pay-as-you-go takes 3
+			// calls a second was sent over 20, each refused at once. The
+			// other lanes leave them out (throttle.go), and a lane that
+			// recovers is back within seconds; the overflow, the last
+			// capacity that answers, recovers by doubling what it is sent
+			// each window instead, while every other capacity goes first.
+			r.lanes[l].thr.add(bucketOf(now, throttleWidth), 1, 0)
+		}
 		return 0, false
 	}
 	asked := false

@@ -15,10 +15,13 @@ import (
 // region takes its capacity, the overflow splits 3:1 over the shared regions,
 // no region gets more than its capacity in any second (so over 20 s at most
 // 21 s of it: the windows at both ends), and the rest is refused as over
-// capacity.
+// capacity. The PT is called dedicated: in spillover mode its location's
+// pay-as-you-go would take the rest (TestOverflowTakesWhatNoOtherCapacityCan).
 func TestTiers(t *testing.T) {
 	clk := newClock()
-	p := mustNew(t, pool(provisioned("europe-west4", table.Capacity{RequestsPerSecond: 50}), shared("europe-west1", 30), shared("europe-west2", 10)), clk)
+	tp := pool(provisioned("europe-west4", table.Capacity{RequestsPerSecond: 50}), shared("europe-west1", 30), shared("europe-west2", 10))
+	tp.Policy.Provisioned.RequestType = table.RequestTypeDedicated
+	p := mustNew(t, tp, clk)
 	const secs = 20
 	s := simulate(p, clk, 100, secs*time.Second, func(string, time.Time) Outcome { return Success }, nil)
 	t.Logf("calls in %d s: %v, refused %d", secs, s.byRegion, s.errs[ErrOverCapacity.Error()])
@@ -315,5 +318,89 @@ func TestKnownFullIsForItsCost(t *testing.T) {
 	}
 	if r := once(t, p, Success); r != "europe-west1" {
 		t.Fatalf("in the same tick, after the quota went to 5/s: %s", r)
+	}
+}
+
+// TestOverflowTakesWhatNoOtherCapacityCan: a PT called in spillover mode,
+// whose region lists no pay-as-you-go tiers, overflows into its location's
+// standard pay-as-you-go (where Google would spill it) only once its PT and
+// every other capacity are full: at 100 calls a second against 50 + 30 + 10
+// of hinted capacity, the PT, europe-west1 and europe-west2 take theirs and
+// the location's pay-as-you-go the remaining ten a second, none refused.
+// That lane has no hint: its 429s throttle it, and never the PT, and in a
+// surge it is sent about twice what it accepts, however many calls come.
+func TestOverflowTakesWhatNoOtherCapacityCan(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(provisioned("europe-west4", table.Capacity{RequestsPerSecond: 50}), shared("europe-west1", 30), shared("europe-west2", 10)), clk)
+	run := func(secs int, overflow func() Outcome) map[string]int {
+		got := map[string]int{}
+		for range secs * 100 {
+			c := p.Start(Request{})
+			a, err := c.Pick()
+			switch {
+			case err != nil:
+				got[errName(err)]++
+			case a.Region == "europe-west4" && a.Tier == table.TierShared:
+				if a.PayGo != table.PayGoStandard {
+					t.Fatalf("overflow attempt %+v, want standard pay-as-you-go", a)
+				}
+				got["overflow"]++
+				a.Done(overflow())
+			default:
+				got[a.Region]++
+				a.Done(Success)
+			}
+			clk.Advance(10 * time.Millisecond)
+		}
+		return got
+	}
+	const secs = 20
+	always := func(o Outcome) func() Outcome { return func() Outcome { return o } }
+	got := run(secs, always(Success))
+	t.Logf("%d s at 100/s: %v", secs, got)
+	for region, rps := range map[string]int{"europe-west4": 50, "europe-west1": 30, "europe-west2": 10} {
+		if n := got[region]; n < secs*rps*9/10 || n > (secs+1)*rps+1 {
+			t.Errorf("%s took %d calls in %d s, want about %d", region, n, secs, secs*rps)
+		}
+	}
+	// The shared regions' one-second windows leave a little unused at
+	// times: the overflow takes that too.
+	if n := got["overflow"]; n < secs*10*9/10 || n > secs*10*3/2 {
+		t.Errorf("the overflow took %d calls in %d s, want about %d", n, secs, secs*10)
+	}
+	if n := got[errName(ErrOverCapacity)]; n > 0 {
+		t.Errorf("%d calls refused while the location's pay-as-you-go took every one it was sent", n)
+	}
+	// The location's pay-as-you-go answers 429: its throttle turns the
+	// overflow away (refused here), and the PT keeps its share.
+	run(10, always(Capacity)) // its successes leave the throttle's window
+	got = run(secs, always(Capacity))
+	t.Logf("%d s at 100/s, the overflow refused: %v", secs, got)
+	if n := got["overflow"]; n > secs*10/4 {
+		t.Errorf("the overflow took %d calls in %d s while it answered only 429s", n, secs)
+	}
+	if n := got["europe-west4"]; n < secs*50*9/10 {
+		t.Errorf("the PT took %d calls in %d s, want about %d: the overflow's 429s are not the PT's", n, secs, secs*50)
+	}
+	// A surge: 80 calls a second have no room but in the overflow, which
+	// accepts one a second. It is sent about twice that (throttleK), not
+	// the share of the surge a throttle that forgot its refusals would let
+	// through.
+	p = mustNew(t, pool(provisioned("europe-west4", table.Capacity{RequestsPerSecond: 10}), shared("europe-west1", 5), shared("europe-west2", 5)), clk)
+	var accepted, sec int
+	oneASecond := func() Outcome {
+		if s := int(p.nanos() / int64(time.Second)); s != sec {
+			sec, accepted = s, 0
+		}
+		if accepted++; accepted <= 1 {
+			return Success
+		}
+		return Capacity
+	}
+	run(10, oneASecond)
+	got = run(secs, oneASecond)
+	t.Logf("%d s at 100/s, the overflow accepting one a second: %v", secs, got)
+	if n := got["overflow"]; n > secs*3 {
+		t.Errorf("the overflow took %d calls in %d s, accepting one a second", n, secs)
 	}
 }

@@ -132,11 +132,13 @@ func TestLargePTWindowFitsTheMeter(t *testing.T) {
 // TestPTWindowRetryAfter: when the only capacity is a PT whose window is
 // full, the refusal's Retry-After is when the burst that filled it leaves the
 // window, some 40 s later for a 2-GSU order, not the second that a
-// one-second meter would say.
+// one-second meter would say. The PT is called dedicated, so it has no
+// overflow.
 func TestPTWindowRetryAfter(t *testing.T) {
 	const tps, tokens = 1000, 100
 	tp := pool(provisioned("europe-west1", table.Capacity{GSUs: 2, TokensPerSecond: tps}))
 	tp.Regions[0].Ejectable = false
+	tp.Policy.Provisioned.RequestType = table.RequestTypeDedicated
 	clk := newClock()
 	p := mustNew(t, tp, clk)
 	var err error

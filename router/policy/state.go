@@ -91,6 +91,11 @@ type slot struct {
 	// laneWeight is each lane's share of traffic within its rank: weight
 	// for the hinted lane, the mean hint of the shared regions for others.
 	laneWeight [laneCount]float64
+	// overflow: the region's standard lane is its PT's overflow (a
+	// provisioned region called in spillover mode that lists no
+	// pay-as-you-go tiers), which ranks after every other capacity that
+	// answers (rankOverflow).
+	overflow bool
 }
 
 // offers reports whether the region offers lane l.

@@ -111,10 +111,13 @@ var (
 
 // DefaultRegionPayGoTiers is what a region that lists no pay-as-you-go
 // tiers offers: standard, if it is a shared region. A provisioned region
-// that lists none is called for its Provisioned Throughput alone, whose
-// overflow Google spills into standard pay-as-you-go in spillover mode, as
-// it always has; listing tiers for it lets the router call them directly
-// (Priority PayGo on global while the PT there is full, say).
+// that lists none is called for its Provisioned Throughput, and in
+// spillover mode also for the PT's overflow, which Google spills into the
+// location's standard pay-as-you-go: the router calls that as the last of
+// the capacities that answer (policy: rankOverflow), for the calls no other
+// has room for. Listing tiers for it lets the router call them directly,
+// ranked as any region's (Priority PayGo on global while the PT there is
+// full, say).
 func DefaultRegionPayGoTiers(t Tier) []PayGoTier {
 	if t == TierProvisioned {
 		return nil

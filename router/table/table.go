@@ -114,7 +114,9 @@ type Region struct {
 	Capacity Capacity `json:"capacity"`
 	// PayGoTiers are the pay-as-you-go tiers the router may call in the
 	// region, in PayGoTiers order. Omitted: DefaultRegionPayGoTiers (standard
-	// for a shared region, none for a provisioned one). Capacity hints are
+	// for a shared region, none for a provisioned one, whose PT's overflow
+	// the router sends to standard in spillover mode all the same, last).
+	// Capacity hints are
 	// the provisioned capacity's (provisioned) or standard pay-as-you-go's
 	// (shared): Priority and Flex have no hint, and the router learns their
 	// room from their own 429s.
