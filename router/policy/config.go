@@ -207,9 +207,10 @@ func (st *poolState) buildSlots(find func(name string) *region) {
 // Update applies a new config for the pool. Regions still present keep their
 // live state: failure counts, ejection, demotion, throttle, in-flight limit
 // and rate. A region that is no longer ejectable (it became provisioned, or
-// the table says so) is un-ejected at once, and one no longer provisioned is
-// no longer demoted; if the new pool has fewer regions, ejections are lifted,
-// soonest-ending first, until at most maxEjectedPercent remain. A region
+// the table says so) is un-ejected, and off probation, at once, and one no
+// longer provisioned is no longer demoted; if the new pool has fewer
+// regions, ejections and probations are lifted, soonest-ending first, until
+// at most maxEjectedPercent remain. A region
 // whose ejection interval changed starts its failure count afresh. An invalid
 // pool is an error and changes nothing.
 func (p *Pool) Update(tp table.Pool) error {
@@ -247,8 +248,13 @@ func (p *Pool) Update(tp table.Pool) error {
 		if !s.ejectable && r.ejectedUntil.Load() > now {
 			r.ejectedUntil.Store(now)
 		}
-		if d := r.demoted.Load(); d != nil && (d.ejected && !s.ejectable || !d.ejected && !s.provisioned) {
-			r.restore(s, now, "the region is no longer "+map[bool]string{true: "ejectable", false: "provisioned"}[d.ejected])
+		if d := r.demoted.Load(); d != nil {
+			switch {
+			case d.ejected && !s.ejectable:
+				r.restore(s, now, "the region is no longer ejectable")
+			case !d.ejected && !s.provisioned:
+				r.restore(s, now, "the region is no longer provisioned")
+			}
 		}
 		if !s.provisioned {
 			r.lanes[laneProvisioned].reopen()

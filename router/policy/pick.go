@@ -367,7 +367,7 @@ type laneRanks struct {
 // panic) or silent. The PT of a demoted region whose probe is due (probes:
 // demoted and not silent), or any lane the call may use of a shared region
 // on probation, ranks first on a first attempt; choose takes the probe when
-// it picks the region (one call per probe: Probe.tick).
+// it picks the region (one call per probe: region.probe).
 //
 // A silent region gets no probe. A probe asks whether the region answers
 // again; the calls it already holds ask the same, and the first answer of

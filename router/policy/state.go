@@ -124,7 +124,7 @@ type region struct {
 	demoted      atomic.Pointer[demotion] // nil unless demoted
 	streak       atomic.Int64             // successes in a row while demoted
 	run          successRun               // where the streak began, in the order the region was sent its attempts
-	probe        pacer                    // spaces a demoted region's probes
+	probe        pacer                    // spaces the probes of a demoted region, or one on probation
 	timesDemoted atomic.Int64
 
 	quiet silence // attempts unanswered since its last answer (silence.go)
