@@ -204,9 +204,7 @@ func TestDemotedProvisionedRegion(t *testing.T) {
 // of them.
 func TestEjectedRegionTakesWhatNoOtherCan(t *testing.T) {
 	clk := newClock()
-	tp := pool(shared("europe-west1", 10), shared("europe-west2", 10), shared("europe-west3", 10))
-	e := &tp.Policy.Ejection
-	e.MinRequests, e.FailureRateThreshold, e.MaxEjectedPercent = 10, 0.5, new(50)
+	tp := threeShared(10)
 	p := mustNew(t, tp, clk)
 	// Half failing: at the threshold, and not yet throttled (it accepts
 	// half of what it answers).
@@ -242,9 +240,8 @@ func TestEjectedRegionTakesWhatNoOtherCan(t *testing.T) {
 func TestEjectedRegionReturnsOnProbation(t *testing.T) {
 	g := NewWithT(t)
 	clk := newClock()
-	tp := pool(shared("europe-west1", 100), shared("europe-west2", 100), shared("europe-west3", 100))
+	tp := threeShared(100)
 	e := &tp.Policy.Ejection
-	e.MinRequests, e.FailureRateThreshold, e.MaxEjectedPercent = 10, 0.5, new(50)
 	p := mustNew(t, tp, clk)
 	report(p, 0, Failure, 10)
 	g.Expect(p.Snapshot().Regions[0].Ejected).To(BeTrue())
@@ -316,6 +313,16 @@ func TestEjectedRegionReturnsOnProbation(t *testing.T) {
 	}
 	g.Expect(got["europe-west2"]).To(BeNumerically(">", 25), "in panic a region on probation ranks as any: %v", got)
 	g.Expect(got["europe-west1"]+got["europe-west2"]+got["europe-west3"]).To(Equal(150), "%v", got)
+}
+
+// threeShared is three shared regions of rps calls a second each, ejected
+// at half their calls failing once they answered ten, at most half of them
+// at once.
+func threeShared(rps float64) table.Pool {
+	tp := pool(shared("europe-west1", rps), shared("europe-west2", rps), shared("europe-west3", rps))
+	e := &tp.Policy.Ejection
+	e.MinRequests, e.FailureRateThreshold, e.MaxEjectedPercent = 10, 0.5, new(50)
+	return tp
 }
 
 // st is the pool's current state.

@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/regionwarden/regionwarden/internal/clocktest"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -24,6 +25,17 @@ func globalPT(rt table.RequestType) table.Pool {
 	)
 	tp.Policy.Provisioned.RequestType = rt
 	return tp
+}
+
+// fullGlobalPT is a pool of globalPT called dedicated whose first call
+// Google refused as the PT being full, took after it was picked.
+func fullGlobalPT(t *testing.T, clk *clocktest.Clock, took time.Duration) *Pool {
+	t.Helper()
+	p := mustNew(t, globalPT(table.RequestTypeDedicated), clk)
+	_, a := pick(t, p, PriorityDefault)
+	clk.Advance(took)
+	a.Done(ProvisionedFull)
+	return p
 }
 
 // TestSpilloverCarriesTheCallsTier: in spillover mode a PT attempt names the
@@ -123,10 +135,7 @@ func TestFullPTOpensOnceAskedUnrefused(t *testing.T) {
 	}
 	g := NewWithT(t)
 	clk := newClock()
-	p := mustNew(t, globalPT(table.RequestTypeDedicated), clk)
-	_, a := pick(t, p, PriorityDefault)
-	clk.Advance(refusal)
-	a.Done(ProvisionedFull)
+	p := fullGlobalPT(t, clk, refusal)
 
 	clk.Advance(ptFullFor)
 	_, asked := pick(t, p, PriorityDefault) // a long generation: no answer yet
@@ -138,7 +147,7 @@ func TestFullPTOpensOnceAskedUnrefused(t *testing.T) {
 	g.Expect(p.Snapshot().Regions[0].ProvisionedFull).To(BeFalse())
 
 	// Full again: the call asking is refused in time, and the PT stays full.
-	_, a = pick(t, p, PriorityDefault)
+	_, a := pick(t, p, PriorityDefault)
 	a.Done(ProvisionedFull)
 	clk.Advance(ptFullFor)
 	_, asked2 := pick(t, p, PriorityDefault)
@@ -271,14 +280,12 @@ func TestSheddableFallsBackToStandard(t *testing.T) {
 func TestSpilledAnswerKeepsPTFull(t *testing.T) {
 	g := NewWithT(t)
 	clk := newClock()
-	p := mustNew(t, globalPT(table.RequestTypeDedicated), clk)
-	_, a := pick(t, p, PriorityDefault)
-	a.Done(ProvisionedFull)
+	p := fullGlobalPT(t, clk, 0)
 	clk.Advance(ptFullFor)
 	_, probe := pick(t, p, PriorityDefault)
 	g.Expect(probe.Tier).To(Equal(table.TierProvisioned))
 	probe.Finish(Report{Outcome: Success, OnDemand: true})
-	_, a = pick(t, p, PriorityDefault)
+	_, a := pick(t, p, PriorityDefault)
 	g.Expect(a.Tier).To(Equal(table.TierShared), "still full")
 	a.Done(Success)
 	clk.Advance(ptFullFor)
