@@ -204,8 +204,7 @@ func TestDemotedProvisionedRegion(t *testing.T) {
 // of them.
 func TestEjectedRegionTakesWhatNoOtherCan(t *testing.T) {
 	clk := newClock()
-	tp := threeShared(10)
-	p := mustNew(t, tp, clk)
+	p := mustNew(t, threeShared(10), clk)
 	// Half failing: at the threshold, and not yet throttled (it accepts
 	// half of what it answers).
 	report(p, 0, Success, 5)
