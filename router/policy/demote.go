@@ -67,13 +67,11 @@ func (r *region) breakRun(pickedAt int64) {
 	}
 }
 
-// maybeDemote demotes provisioned region r after a failure at now of an
-// attempt picked at pickedAt, if it is failing and not demoted yet; a
-// failure of a demoted region breaks its run of successes, unless the
-// attempt was sent before the run's first (successRun).
-func (r *region) maybeDemote(s *slot, now, pickedAt int64) {
+// maybeDemote demotes provisioned region r after a failure at now, if it is
+// failing and not demoted yet. (A failure of a region already demoted, or
+// on probation, breaks its run of successes: breakRun, in done.)
+func (r *region) maybeDemote(s *slot, now int64) {
 	if r.demoted.Load() != nil {
-		r.breakRun(pickedAt)
 		return
 	}
 	answered, failed := r.fails.sum(bucketOf(now, s.st.failWidth))

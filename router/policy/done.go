@@ -89,14 +89,14 @@ func (r *region) done(rep Report) {
 		if rep.Timeout && r.quiet.late(now-rep.chargedAt) {
 			r.limit.shrink(s.limitFloor())
 		}
+		if r.demoted.Load() != nil {
+			r.breakRun(rep.chargedAt)
+		}
 		switch {
 		case s.ejectable:
-			if r.demoted.Load() != nil {
-				r.breakRun(rep.chargedAt)
-			}
 			p.maybeEject(r, now)
 		case s.provisioned:
-			r.maybeDemote(s, now, rep.chargedAt)
+			r.maybeDemote(s, now)
 		}
 	}
 	if s.tokCost > 0 && rep.lane == s.hinted {

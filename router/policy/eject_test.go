@@ -273,7 +273,7 @@ func TestEjectedRegionReturnsOnProbation(t *testing.T) {
 	probeEvery := tp.Policy.Ejection.Interval.Duration / time.Duration(e.MinRequests)
 	clk.Advance(probeEvery)
 	// Successes make the next call a probe at once (demote.go).
-	for i := range st(p).restoreAfter {
+	for i := range p.st.Load().restoreAfter {
 		g.Expect(p.Snapshot().Regions[0].Probation).To(BeTrue(), "after %d successes", i)
 		g.Expect(firsts(1, Success)).To(Equal(1), "probe %d", i+1)
 	}
@@ -323,6 +323,3 @@ func threeShared(rps float64) table.Pool {
 	e.MinRequests, e.FailureRateThreshold, e.MaxEjectedPercent = 10, 0.5, new(50)
 	return tp
 }
-
-// st is the pool's current state.
-func st(p *Pool) *poolState { return p.st.Load() }

@@ -87,8 +87,7 @@ const refusedGrace = 2
 // one at once and moves an eighth of the way toward a faster one, so it
 // stays near the slowest refusal of late.
 func (l *lane) markFull(now, pickedAt int64) {
-	l.fullAt.Store(now)
-	l.fullUntil.Store(now + int64(ptFullFor))
+	l.setFull(now)
 	took := max(now-pickedAt, 0)
 	for {
 		old := l.refusedIn.Load()
@@ -126,9 +125,15 @@ func (l *lane) markOpen(pickedAt int64) {
 // takes).
 func (l *lane) markSpilled(now, pickedAt int64) {
 	if l.fullUntil.Load() != 0 && pickedAt > l.fullAt.Load() {
-		l.fullAt.Store(now)
-		l.fullUntil.Store(now + int64(ptFullFor))
+		l.setFull(now)
 	}
+}
+
+// setFull records that the PT was found full at now: no call asks it for
+// ptFullFor.
+func (l *lane) setFull(now int64) {
+	l.fullAt.Store(now)
+	l.fullUntil.Store(now + int64(ptFullFor))
 }
 
 // reopen forgets that the PT was full (the region no longer has one).

@@ -107,7 +107,7 @@ func (st *poolState) spillTier(s *slot, pr Priority) table.PayGoTier {
 		return ""
 	}
 	for _, l := range st.payGo[pr] {
-		if s.offers(l) && (!s.overflow || l != laneStandard) {
+		if s.offers(l) && !s.overflowLane(l) {
 			return payGoOf(l)
 		}
 	}
@@ -440,7 +440,7 @@ func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, n
 		l := uint8(bits.TrailingZeros8(m))
 		m &= m - 1
 		base := rk.rank[l&(laneCount-1)]
-		if s.overflow && l == laneStandard {
+		if s.overflowLane(l) {
 			if last {
 				// The overflow is for a PT that answers: a region ranked
 				// last takes what nobody else has room for in its PT.
@@ -569,19 +569,8 @@ func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe, l
 	if q := r.lanes[l].throttleP(now, s.st); q > 0 && !probe && p.rnd.float() < q {
 		r.inFlight.Add(-1)
 		ref.note(int64(time.Second))
-		if s.overflow && l == laneStandard {
-			// A PT's overflow has no hint: nothing but its throttle bounds
-			// what it is sent, and every call the other capacities have no
-			// room for comes to it. Its throttle counts the calls it turns
-			// away too, as the SRE book's does, so that it sends at most
-			// K times what the lane accepts however many calls come: in a
-			// surge without that, a location whose pay-as-you-go takes 3
-			// calls a second was sent over 20, each refused at once. The
-			// other lanes leave them out (throttle.go), and a lane that
-			// recovers is back within seconds; the overflow, the last
-			// capacity that answers, recovers by doubling what it is sent
-			// each window instead, while every other capacity goes first.
-			r.lanes[l].thr.add(bucketOf(now, throttleWidth), 1, 0)
+		if s.overflowLane(l) {
+			r.lanes[l].turnedAway(now)
 		}
 		return 0, false
 	}
@@ -600,25 +589,22 @@ func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe, l
 	}
 	// A slot has a request cost or a token cost, never both (buildSlots), so
 	// a refusal below never leaves tokens charged.
+	taken := true
 	switch {
 	case s.tokCost > 0:
 		charged = s.tokCharge()
-		if !r.toks.take(now, charged, s.tokWidth) {
-			r.inFlight.Add(-1)
+		if taken = r.toks.take(now, charged, s.tokWidth); !taken {
 			ref.metered |= 1 << i
-			if asked {
-				r.lanes[l].unask(now)
-			}
-			return 0, false
 		}
 	case s.reqCost > 0:
-		if !p.takeRequest(s, i, now, cs, ref) {
-			r.inFlight.Add(-1)
-			if asked {
-				r.lanes[l].unask(now)
-			}
-			return 0, false
+		taken = p.takeRequest(s, i, now, cs, ref)
+	}
+	if !taken {
+		r.inFlight.Add(-1)
+		if asked {
+			r.lanes[l].unask(now)
 		}
+		return 0, false
 	}
 	return charged, true
 }

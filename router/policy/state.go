@@ -101,6 +101,10 @@ type slot struct {
 // offers reports whether the region offers lane l.
 func (s *slot) offers(l uint8) bool { return s.lanes&(1<<l) != 0 }
 
+// overflowLane reports whether lane l is the region's PT's overflow
+// (slot.overflow).
+func (s *slot) overflowLane(l uint8) bool { return s.overflow && l == laneStandard }
+
 // region is the live state of one region, kept across table updates.
 type region struct {
 	p   *Pool

@@ -73,6 +73,19 @@ func (l *lane) throttled(now int64, accepted bool) {
 	l.thr.add(bucketOf(now, throttleWidth), 1, acc)
 }
 
+// turnedAway counts, in a PT's overflow lane (slot.overflow), a call its
+// throttle turned away at now as a request the lane did not accept. The
+// overflow has no hint: nothing but its throttle bounds what it is sent, and
+// every call the other capacities have no room for comes to it. Counting
+// the calls it turns away, as the SRE book's throttle does, keeps what it
+// is sent at about K times what it accepts however many calls come: in a
+// surge without that, a location whose pay-as-you-go takes 3 calls a second
+// was sent over 20, each refused at once. The other lanes leave them out
+// (throttleP) so that a lane that recovers is back within seconds; the
+// overflow, the last capacity that answers, recovers by doubling what it is
+// sent each window instead, while every other capacity goes first.
+func (l *lane) turnedAway(now int64) { l.thr.add(bucketOf(now, throttleWidth), 1, 0) }
+
 // throttleP is the highest throttle probability of the region's lanes: the
 // share of calls its most throttled capacity turns away.
 func (r *region) throttleP(now int64, st *poolState) float64 {
