@@ -404,3 +404,49 @@ func TestOverflowTakesWhatNoOtherCapacityCan(t *testing.T) {
 		t.Errorf("the overflow took %d calls in %d s, accepting one a second", n, secs)
 	}
 }
+
+// TestNoOverflowFromADemotedPT: the overflow is for a PT that answers. A
+// PT demoted for its failures, in an overload (the other region full every
+// second), takes what nobody else has room for in its PT alone, within the
+// share it answers: its location's pay-as-you-go, which fails with it, is
+// sent nothing.
+func TestNoOverflowFromADemotedPT(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(provisioned("europe-west4", table.Capacity{RequestsPerSecond: 50}), shared("europe-west1", 10)), clk)
+	report(p, 0, Success, 50)
+	report(p, 0, Failure, 50)
+	if regionOf(t, p, "europe-west4").Demotion == nil {
+		t.Fatal("not demoted at half its calls failing")
+	}
+	// The region goes on failing every other call, so it stays demoted.
+	got, fail := map[string]int{}, false
+	for range 500 {
+		clk.Advance(10 * time.Millisecond)
+		c := p.Start(Request{})
+		a, err := c.Pick()
+		o := Success
+		switch {
+		case err != nil:
+			got[errName(err)]++
+			continue
+		case a.Region == "europe-west4":
+			got[string(a.Tier)]++
+			if fail = !fail; fail {
+				o = Failure
+			}
+		default:
+			got[a.Region]++
+		}
+		a.Done(o)
+	}
+	if regionOf(t, p, "europe-west4").Demotion == nil {
+		t.Fatal("restored while it fails half its calls")
+	}
+	t.Logf("5 s at 100/s: %v", got)
+	if got[string(table.TierShared)] != 0 {
+		t.Errorf("the demoted PT's overflow took %d calls", got[string(table.TierShared)])
+	}
+	if got[string(table.TierProvisioned)] == 0 {
+		t.Errorf("the demoted PT took nothing of what europe-west1 had no room for: %v", got)
+	}
+}
