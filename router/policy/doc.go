@@ -21,7 +21,7 @@
 // Files: config.go builds a pool's config from the table (New, Update);
 // state.go holds the live state; pick.go is the hot path of a pick and
 // done.go of an outcome; the mechanisms each have a file (throttle, eject,
-// demote, limit, budget, rate, reserve).
+// demote, limit, budget, rate, reserve, quick).
 //
 // # Policy, in the order it applies
 //
@@ -146,6 +146,15 @@
 // the regions that answer, as a demoted one does, and a demoted one gets no
 // probe, until its next answer of any kind. It feeds nothing else: the
 // attempts that never answer count as timeouts when their deadlines pass.
+//
+// Time left (quick.go). A region is not a candidate for an attempt whose
+// time left before the call's deadline is shorter than the quickest success
+// the region gave in the last one to two ejection intervals, once it gave
+// minRequests successes over the interval: of n answers alike, the next is
+// quicker than all of them with a chance of 1/(n+1), and the place such an
+// attempt would take in the region's quota is one a new call would be
+// served in. A call no region can answer in time ends at once with
+// ErrTooLate, a deadline error.
 //
 // Retries (Finagle and Linkerd retry budgets). At most maxAttempts attempts per
 // call, each preferring a region the call has not tried, inside one deadline;

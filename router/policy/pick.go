@@ -331,6 +331,11 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool, below
 			cands.rerank(c, rankNone)
 		}
 	}
+	if cands.n == 0 && cands.full == 0 && cands.late != 0 {
+		// Every region the call may use would answer too late: nothing
+		// to wait for.
+		return nil, 0, 0, ErrTooLate
+	}
 	ref.metered |= cands.full
 	ref.meterWaits(st, now)
 	return nil, 0, 0, ref.err(cs.prio, st, cs.class)
@@ -410,6 +415,9 @@ type candidates struct {
 	// full has bit i set when slot i's hinted lane was left out because its
 	// meter is full (fullTick): a refusal, whose wait the error needs.
 	full uint32
+	// late has bit i set when slot i was left out because it would answer
+	// after the call's deadline (quick.go).
+	late uint32
 	// below is choose's bound on the ranks the attempt may take.
 	below int8
 }
@@ -427,6 +435,11 @@ type candidates struct {
 func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, now int64, retry, last, inPanic bool) {
 	m := s.lanes & rk.mask
 	if m == 0 {
+		return
+	}
+	if call.deadline != 0 && !call.counting && s.r.tooSlowFor(call.deadline-now, now, s.st) {
+		// It would end after the call's deadline (quick.go).
+		cs.late |= 1 << i
 		return
 	}
 	d := s.r.demoted.Load()

@@ -154,8 +154,9 @@ func checkInvariants(p *Pool) error {
 // to be full, or one of the call's pay-as-you-go tiers), and it is not
 // ejected (or in panic), under its in-flight ceiling, not ranked last for
 // want of answering (demoted, or failing and silent), not throttled at all
-// and under its capacities.
-func hasHeadroom(p *Pool, pr Priority) bool {
+// and under its capacities, and not too slow for a call that must end by
+// deadline (quick.go).
+func hasHeadroom(p *Pool, pr Priority, deadline time.Time) bool {
 	st := p.st.Load()
 	now := p.nanos()
 	if p.inFlight.Load()+1 > ceiling(st.maxInFlight, pr) {
@@ -164,12 +165,15 @@ func hasHeadroom(p *Pool, pr Priority) bool {
 	panicking := st.inPanic(now)
 	for _, s := range st.slots {
 		r := s.r
+		// A region ranked last offers no overflow (rankSlot).
+		last := r.demoted.Load() != nil || r.quiet.silent(now, &r.inFlight, &r.fails, st)
 		usable := s.provisioned && r.lanes[laneProvisioned].fullUntil.Load() == 0
 		for _, l := range st.payGo[pr] {
-			usable = usable || s.offers(l)
+			usable = usable || s.offers(l) && (!last || !s.overflowLane(l))
 		}
 		switch {
 		case !usable:
+		case !deadline.IsZero() && r.tooSlowFor(deadline.UnixNano()-now, now, st):
 		case r.ejectedUntil.Load() > now && !panicking:
 		case r.inFlight.Load()+1 > ceiling(int64(r.limit.get()), pr):
 		case r.demoted.Load() != nil, r.failing(now, st) && r.quiet.silent(now, &r.inFlight, &r.fails, st):
@@ -236,7 +240,7 @@ func TestPropertyInvariants(t *testing.T) {
 			*c = p.Start(req)
 			for range 6 {
 				first := c.Attempts() == 0
-				room := hasHeadroom(p, req.Priority)
+				room := hasHeadroom(p, req.Priority, req.Deadline)
 				a, err := c.Pick()
 				if err != nil {
 					errCount[errName(err)]++

@@ -131,7 +131,8 @@ type region struct {
 	probe        pacer                    // spaces the probes of a demoted region, or one on probation
 	timesDemoted atomic.Int64
 
-	quiet silence // attempts unanswered since its last answer (silence.go)
+	quiet silence  // attempts unanswered since its last answer (silence.go)
+	quick quickest // its quickest recent success (quick.go)
 
 	// waiting is, per class, how many calls wait for the room of the
 	// region's metered capacity: a call of a lower class leaves it to them

@@ -216,6 +216,8 @@ func (c *call) refusal(err error) (codes.Code, string, time.Duration) {
 		c.s.metrics.Shed(c.pool.label, c.prio, reason)
 		c.traceRefused(reason, "")
 		return codes.ResourceExhausted, err.Error(), max(retryAfter, time.Second)
+	case errors.Is(err, policy.ErrTooLate):
+		return codes.DeadlineExceeded, err.Error(), 0
 	case errors.Is(err, policy.ErrDeadlineExceeded):
 		return codes.DeadlineExceeded, "request deadline exceeded before any region was tried", 0
 	}
