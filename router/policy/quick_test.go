@@ -63,28 +63,23 @@ func quickPool(t *testing.T) (p *Pool, clk *clocktest.Clock, within func(d time.
 func TestAttemptNotSentWhereItCannotEndInTime(t *testing.T) {
 	p, clk, within := quickPool(t)
 
-	got := map[string]int{}
-	for range 40 {
-		a, err := within(500 * time.Millisecond)
-		if err != nil {
-			t.Fatalf("a call with 0.5 s left: %v", err)
+	// spread is where 40 calls with left to go went.
+	spread := func(left time.Duration) map[string]int {
+		got := map[string]int{}
+		for range 40 {
+			a, err := within(left)
+			if err != nil {
+				t.Fatalf("a call with %v left: %v", left, err)
+			}
+			got[a.Region]++
+			a.Done(Cancelled)
 		}
-		got[a.Region]++
-		a.Done(Cancelled)
+		return got
 	}
-	if got["europe-west4"] != 0 {
+	if got := spread(500 * time.Millisecond); got["europe-west4"] != 0 {
 		t.Errorf("calls with 0.5 s left went %v, want none to europe-west4, whose quickest success took 1 s", got)
 	}
-	got = map[string]int{}
-	for range 40 {
-		a, err := within(2 * time.Second)
-		if err != nil {
-			t.Fatalf("a call with 2 s left: %v", err)
-		}
-		got[a.Region]++
-		a.Done(Cancelled)
-	}
-	if got["europe-west4"] == 0 || got["europe-west1"] == 0 {
+	if got := spread(2 * time.Second); got["europe-west4"] == 0 || got["europe-west1"] == 0 {
 		t.Errorf("calls with 2 s left went %v, want some to each region", got)
 	}
 
