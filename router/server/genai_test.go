@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -227,6 +228,51 @@ func TestCallersDeadlineIsNotTheRegionsFailure(t *testing.T) {
 	}
 	if f := r.attempts("europe-west1", "provisioned", policy.Failure); f != 1 {
 		t.Errorf("an attempt the region held 2 s against its 1-s answers: %v failed, want 1", f)
+	}
+}
+
+// TestTooLateIsAnsweredAtOnce: once a region has answered minRequests
+// calls, none sooner than in a second, a caller whose X-Server-Timeout
+// gives half a second is answered DEADLINE_EXCEEDED at once, saying why,
+// and the region is not sent the call it could not answer in time; a
+// caller that gives two seconds is served.
+func TestTooLateIsAnsweredAtOnce(t *testing.T) {
+	pt := startRegion(t, "europe-west1", table.TierProvisioned)
+	pol := generous()
+	pol.Ejection.MinRequests = 5
+	r := startRouter(t, poolOf(pol, region(pt, 0)))
+	body := `{"contents":[{"parts":[{"text":"hi"}]}]}`
+	hold := make(chan struct{})
+	pt.set(func(b *upstreamtest.Behavior) { b.Hold = hold })
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Go(func() {
+			if resp, b := r.post(generatePath, body, nil); resp.StatusCode != http.StatusOK {
+				t.Errorf("status %d, want 200: %s", resp.StatusCode, b)
+			}
+		})
+	}
+	for range 5 {
+		<-pt.Started
+	}
+	r.clock.Advance(time.Second) // each answers in 1 s
+	close(hold)
+	wg.Wait()
+	pt.set(func(b *upstreamtest.Behavior) { b.Hold = nil })
+
+	calls := pt.Calls()
+	resp, b := r.post(generatePath, body, http.Header{"X-Server-Timeout": {"0.5"}})
+	if resp.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("status %d with 0.5 s left, want 504: %s", resp.StatusCode, b)
+	}
+	if _, msg, st := googleErr(t, b); st != "DEADLINE_EXCEEDED" || !strings.Contains(msg, "time left") {
+		t.Errorf("answer %s %q, want DEADLINE_EXCEEDED saying no region answers in the time left", st, msg)
+	}
+	if n := pt.Calls() - calls; n != 0 {
+		t.Errorf("the region was sent %d calls it could not answer in time", n)
+	}
+	if resp, b := r.post(generatePath, body, http.Header{"X-Server-Timeout": {"2"}}); resp.StatusCode != http.StatusOK {
+		t.Errorf("status %d with 2 s left, want 200: %s", resp.StatusCode, b)
 	}
 }
 
