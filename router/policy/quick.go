@@ -32,8 +32,10 @@ import (
 //     calls the region serves), against a new call's full chance for the
 //     same place.
 //   - It keys on the region's own latency, as it is now: a region that
-//     slows down is judged by its slower answers within two intervals; one
-//     that recovers, by its first quick success.
+//     slows down is judged by its slower answers once its quick ones are
+//     two intervals old (until then it is sent what it may no longer answer
+//     in time, as before this rule); one that recovers, by its first quick
+//     success.
 //   - Nothing is left out for good. A region is judged only on successes
 //     it gave: the calls with the time they need (every first attempt of a
 //     caller whose deadline the region answers within) keep it measured,
