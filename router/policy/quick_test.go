@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -62,6 +63,17 @@ func quickPool(t *testing.T) (p *Pool, clk *clocktest.Clock, within func(d time.
 // a call with the time goes anywhere, as does a counting call.
 func TestAttemptNotSentWhereItCannotEndInTime(t *testing.T) {
 	p, clk, within := quickPool(t)
+	b, err := json.Marshal(p.Snapshot().Regions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var quickest []struct{ QuickestSuccess string }
+	if err := json.Unmarshal(b, &quickest); err != nil {
+		t.Fatal(err)
+	}
+	if len(quickest) != 2 || quickest[0].QuickestSuccess != "100ms" || quickest[1].QuickestSuccess != "1s" {
+		t.Errorf("snapshot's quickestSuccess %+v, want 100ms and 1s: %s", quickest, b)
+	}
 
 	// spread is where 40 calls with left to go went.
 	spread := func(left time.Duration) map[string]int {
@@ -83,7 +95,7 @@ func TestAttemptNotSentWhereItCannotEndInTime(t *testing.T) {
 		t.Errorf("calls with 2 s left went %v, want some to each region", got)
 	}
 
-	_, err := within(50 * time.Millisecond)
+	_, err = within(50 * time.Millisecond)
 	if !errors.Is(err, ErrTooLate) || !errors.Is(err, ErrDeadlineExceeded) {
 		t.Errorf("a call with 50 ms left: %v, want ErrTooLate, a deadline error", err)
 	}

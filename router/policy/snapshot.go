@@ -85,6 +85,12 @@ type RegionSnapshot struct {
 	// longer than its slowest recent answer: it ranks behind the regions
 	// that answer, and gets no probe, until it answers again (silence.go).
 	Silent bool `json:"silent"`
+	// QuickestSuccess is the quickest success of the last one to two
+	// ejection intervals: once the region gave minRequests successes in
+	// the interval, an attempt with less time left before its call's
+	// deadline goes to another region, or the call ends with
+	// DEADLINE_EXCEEDED (quick.go). Absent before a success.
+	QuickestSuccess table.Duration `json:"quickestSuccess,omitzero"`
 	// Demotion is set while a provisioned region is demoted: first attempts
 	// go to answering regions with headroom, and it takes the rest and
 	// probes. TimesDemoted counts demotions since the router started.
@@ -188,6 +194,7 @@ func (p *Pool) Snapshot() Snapshot {
 			Limit:               int64(r.limit.get()),
 			Answering:           r.answering(s.hinted, now, st),
 			Silent:              r.quiet.silent(now, &r.inFlight, &r.fails, st),
+			QuickestSuccess:     table.Duration{Duration: time.Duration(r.quick.get(now, int64(st.interval)))},
 		}
 		for l := range uint8(laneCount) {
 			if !s.offers(l) {
