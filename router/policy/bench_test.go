@@ -44,15 +44,20 @@ var benchClocks = []struct {
 	{"clock=time.Now", time.Now},
 }
 
-// BenchmarkPickDone measures one call's Pick and Done, serially.
+// BenchmarkPickDone measures one call's Pick and Done, serially. The
+// deadline case gives each call a minute, as the server gives every call its
+// request timeout at least: each region's quickest success is then read
+// (quick.go).
 func BenchmarkPickDone(b *testing.B) {
 	for _, pc := range []struct {
-		name string
-		pool table.Pool
+		name     string
+		pool     table.Pool
+		deadline bool
 	}{
-		{"adaptive/provisioned+4shared", benchPool()},
-		{"adaptive/provisioned-window+4shared", benchWindowPool()},
-		{"adaptive/5shared", benchSharedPool()},
+		{"adaptive/provisioned+4shared", benchPool(), false},
+		{"adaptive/provisioned+4shared/deadline", benchPool(), true},
+		{"adaptive/provisioned-window+4shared", benchWindowPool(), false},
+		{"adaptive/5shared", benchSharedPool(), false},
 	} {
 		for _, clk := range benchClocks {
 			b.Run(pc.name+"/"+clk.name, func(b *testing.B) {
@@ -63,7 +68,11 @@ func BenchmarkPickDone(b *testing.B) {
 				b.ReportAllocs()
 				reportCPU(b, func() {
 					for b.Loop() {
-						c := r.Start(Request{})
+						var req Request
+						if pc.deadline {
+							req.Deadline = clk.now().Add(time.Minute)
+						}
+						c := r.Start(req)
 						a, err := c.Pick()
 						if err != nil {
 							b.Fatal(err)

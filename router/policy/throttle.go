@@ -83,7 +83,10 @@ func (l *lane) throttled(now int64, accepted bool) {
 // was sent over 20, each refused at once. The other lanes leave them out
 // (throttleP) so that a lane that recovers is back within seconds; the
 // overflow, the last capacity that answers, recovers by doubling what it is
-// sent each window instead, while every other capacity goes first.
+// sent each window instead, while every other capacity goes first. Unlike
+// throttled(now, false) it leaves lastRejected alone: a throttle that its own
+// refusals kept alive would never lapse once the region stopped refusing;
+// it lapses a window after the region's last refusal, as any lane's.
 func (l *lane) turnedAway(now int64) { l.thr.add(bucketOf(now, throttleWidth), 1, 0) }
 
 // throttleP is the highest throttle probability of the region's lanes: the
