@@ -160,7 +160,7 @@ func InProcess(name string, newRouter func(env *Env) (Selector, error)) Policy {
 		}
 		c := &routerCaller{env: env, r: r, clients: map[string]*aiplatform.PredictionClient{}, reqs: map[string]*aiplatformpb.GenerateContentRequest{}}
 		for _, addr := range env.Regions {
-			conn, err := dialReady(ctx, addr.GRPC, env.Clock.Scale())
+			conn, err := dialReady(ctx, addr.GRPC, env.Clock.Real)
 			if err != nil {
 				_ = c.Close()
 				return nil, fmt.Errorf("region %s at %s: %w", addr.Name, addr.GRPC, err)
@@ -187,13 +187,13 @@ func InProcess(name string, newRouter func(env *Env) (Selector, error)) Policy {
 // dialReady opens an insecure gRPC connection and waits until it is ready,
 // so that the replay's first calls do not wait for connections and then
 // arrive in a burst. The aiplatform client closes it. It connects again
-// after a refusal as the router does, on the scenario's clock (scale
-// scenario seconds a real second): at the router's real-time pace, a
+// after a refusal as the router does, on the scenario's clock (toReal turns
+// a scenario duration into real time): at the router's real-time pace, a
 // replay at scale 10 would find a region back up to ten scenario seconds
 // after it stopped refusing connections, its probes failing in this
 // process meanwhile, where the router finds it within one.
-func dialReady(ctx context.Context, addr string, scale float64) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), upstream.ReconnectScaled(scale))
+func dialReady(ctx context.Context, addr string, toReal func(time.Duration) time.Duration) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), upstream.ReconnectOn(toReal))
 	if err != nil {
 		return nil, err
 	}

@@ -49,17 +49,18 @@ const userAgent = "regionwarden-router"
 // few a second); the transport must not hide a recovery behind a pause of its
 // own longer than that. A try a second costs a region that is down one TCP
 // (and TLS) handshake a second from each router.
-func Reconnect() grpc.DialOption { return ReconnectScaled(1) }
+func Reconnect() grpc.DialOption {
+	return ReconnectOn(func(d time.Duration) time.Duration { return d })
+}
 
-// ReconnectScaled is Reconnect on a clock that runs scale times as fast as
-// real time (a replay's): every delay is divided by scale, so that the
-// transport hides a recovery for no longer, in the clock's time, than the
-// router's does in real time.
-func ReconnectScaled(scale float64) grpc.DialOption {
-	d := func(x time.Duration) time.Duration { return time.Duration(float64(x) / max(scale, 1)) }
+// ReconnectOn is Reconnect for a caller on another clock (a replay's, which
+// runs faster than real time): toReal turns each of the router's delays into
+// the real time that clock takes for it, so that the transport hides a
+// recovery for no longer, in that clock's time, than the router's does.
+func ReconnectOn(toReal func(time.Duration) time.Duration) grpc.DialOption {
 	return grpc.WithConnectParams(grpc.ConnectParams{
-		Backoff:           backoff.Config{BaseDelay: d(100 * time.Millisecond), Multiplier: 1.6, Jitter: 0.2, MaxDelay: d(time.Second)},
-		MinConnectTimeout: d(20 * time.Second), // gRPC's default
+		Backoff:           backoff.Config{BaseDelay: toReal(100 * time.Millisecond), Multiplier: 1.6, Jitter: 0.2, MaxDelay: toReal(time.Second)},
+		MinConnectTimeout: toReal(20 * time.Second), // gRPC's default
 	})
 }
 
