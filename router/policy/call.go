@@ -81,6 +81,7 @@ type Call struct {
 // callState is the part of a Call that the pool reads and updates.
 type callState struct {
 	deadline int64 // nanoseconds since the Unix epoch; 0: none
+	begun    int64 // when the call's first pick began (nanoseconds since the Unix epoch): deadline-begun is the time its caller gave it
 	prio     Priority
 	n        uint8 // attempts picked so far
 	done     uint8 // bit i: attempt i has been reported
@@ -148,8 +149,8 @@ func (c *Call) Pin(first Attempt, region string) (Attempt, error) {
 	}
 	first.Finish(Report{Outcome: Cancelled})
 	c.p.budget.unrequest(c.st.at[0], c.p.nanos())
-	pin, prio, deadline, counting := c.st.pin, c.st.prio, c.st.deadline, c.st.counting
-	c.st = callState{pin: pin, prio: prio, deadline: deadline, counting: counting}
+	pin, prio, deadline, begun, counting := c.st.pin, c.st.prio, c.st.deadline, c.st.begun, c.st.counting
+	c.st = callState{pin: pin, prio: prio, deadline: deadline, begun: begun, counting: counting}
 	return c.Pick()
 }
 

@@ -150,11 +150,15 @@
 // Time left (quick.go). A region is not a candidate for an attempt whose
 // time left before the call's deadline is shorter than the quickest success
 // the region gave in the last one to two ejection intervals, once it gave
-// minRequests successes over the interval: of n answers alike, the next is
-// quicker than all of them with a chance of 1/(n+1), and the place such an
-// attempt would take in the region's quota is one a new call would be
-// served in. A call no region can answer in time ends at once with
-// ErrTooLate, a deadline error.
+// minRequests successes over the interval, and only where its caller gave
+// the call at least that long in all (so the time was spent by its own
+// earlier attempts or its wait: a first attempt is never left out): of n
+// answers alike, the next is quicker than all of them with a chance of
+// 1/(n+1), and the place such an attempt would take in the region's quota
+// is one a new call would be served in. A caller whose deadline is shorter
+// than a region's quickest success (a neighbor's slow calls, say) is not
+// judged by answers unlike its own. A call no region can answer in time
+// ends at once with ErrTooLate, a deadline error.
 //
 // Retries (Finagle and Linkerd retry budgets). At most maxAttempts attempts per
 // call, each preferring a region the call has not tried, inside one deadline;

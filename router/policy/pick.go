@@ -27,6 +27,9 @@ func (p *Pool) pick(cs *callState) (*slot, uint8, error) {
 	if err := cs.check(now, st.maxAttempts); err != nil {
 		return nil, 0, err
 	}
+	if cs.begun == 0 {
+		cs.begun = now
+	}
 	retry := cs.n > 0
 	// A retry after a 429 (a full PT, ProvisionedFull, or no room in
 	// pay-as-you-go, Capacity) is a spill, which the budget does not bound:
@@ -437,7 +440,7 @@ func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, n
 	if m == 0 {
 		return
 	}
-	if call.deadline != 0 && !call.counting && s.r.tooSlowFor(call.deadline-now, now, s.st) {
+	if call.deadline != 0 && !call.counting && s.r.tooSlowFor(call.deadline-now, call.deadline-call.begun, now, s.st) {
 		// It would end after the call's deadline (quick.go).
 		cs.late |= 1 << i
 		return

@@ -154,9 +154,9 @@ func checkInvariants(p *Pool) error {
 // to be full, or one of the call's pay-as-you-go tiers), and it is not
 // ejected (or in panic), under its in-flight ceiling, not ranked last for
 // want of answering (demoted, or failing and silent), not throttled at all
-// and under its capacities, and not too slow for a call that must end by
-// deadline (quick.go).
-func hasHeadroom(p *Pool, pr Priority, deadline time.Time) bool {
+// and under its capacities. A first attempt is never too slow for a region
+// (quick.go: it has all the time its caller gave).
+func hasHeadroom(p *Pool, pr Priority) bool {
 	st := p.st.Load()
 	now := p.nanos()
 	if p.inFlight.Load()+1 > ceiling(st.maxInFlight, pr) {
@@ -173,7 +173,6 @@ func hasHeadroom(p *Pool, pr Priority, deadline time.Time) bool {
 		}
 		switch {
 		case !usable:
-		case !deadline.IsZero() && r.tooSlowFor(deadline.UnixNano()-now, now, st):
 		case r.ejectedUntil.Load() > now && !panicking:
 		case r.inFlight.Load()+1 > ceiling(int64(r.limit.get()), pr):
 		case r.demoted.Load() != nil, r.failing(now, st) && r.quiet.silent(now, &r.inFlight, &r.fails, st):
@@ -240,7 +239,7 @@ func TestPropertyInvariants(t *testing.T) {
 			*c = p.Start(req)
 			for range 6 {
 				first := c.Attempts() == 0
-				room := hasHeadroom(p, req.Priority, req.Deadline)
+				room := hasHeadroom(p, req.Priority)
 				a, err := c.Pick()
 				if err != nil {
 					errCount[errName(err)]++

@@ -23,8 +23,11 @@ import (
 // call's deadline, is shorter than the quickest success the region gave in
 // the last one to two ejection intervals (the attempt's whole length, from
 // its pick to its end: a stream must end by the deadline too), once it gave
-// at least minRequests successes over the ejection interval. That rule is
-// right by construction, without a latency threshold of its own:
+// at least minRequests successes over the ejection interval, and only where
+// the whole time the caller gave the call (from its first pick to its
+// deadline) is at least that quickest success: where the call's own earlier
+// attempts, or its wait for headroom, spent the time it needed there. That
+// rule is right by construction, without a latency threshold of its own:
 //
 //   - Of n answers drawn alike, the next is quicker than all n with a
 //     chance of 1/(n+1): an attempt left out had at most that chance of
@@ -37,26 +40,34 @@ import (
 //     two intervals old (until then it is sent what it may no longer answer
 //     in time, as before this rule); one that recovers, by its first quick
 //     success.
+//   - It never judges a caller by answers that are not like its own. The
+//     answers of a shared region are not alike: one tenant's long prompts
+//     (a 30-s answer each, 20 an interval) would make its quickest success
+//     30 s, and a rule that judged every attempt would leave out every call
+//     of another tenant whose deadline is shorter, though it would be
+//     answered in a second; left out, those calls would add no quick
+//     success to lift the measure, for as long as the slow calls kept
+//     coming: a neighbor could lock a caller out of a region, or of the
+//     whole pool. A call whose caller gave it less time than the region's
+//     quickest success is not judged at all: it is sent as though the rule
+//     did not exist, and its answers, if quick, lower the measure for the
+//     calls like it. So a first attempt, which has all the time its caller
+//     gave, is never left out; what the rule leaves out is the attempt that
+//     had the time and spent it (a retry after a slow failure, a call that
+//     waited for a quota's room).
 //   - Nothing is left out for good. A region is judged only on successes
-//     it gave: the calls with the time they need (every first attempt of a
-//     caller whose deadline the region answers within) keep it measured,
-//     and where no call is sent it for two intervals nothing is known and
-//     nothing is left out.
+//     it gave: first attempts keep it measured, and where no call is sent
+//     it for two intervals nothing is known and nothing is left out.
 //
-// Where the answers are not alike, the bound does not hold. A region
-// whose recent successes are all one tenant's slow calls (long prompts, a
-// 30-s answer each, 20 an interval) leaves out another tenant's calls
-// whose deadline is shorter than that, though they would be answered in a
-// second; and as they are left out they add no quick success that would
-// lift it, for as long as the slow calls keep coming (the fails window
-// needs minRequests successes, so a region serving fewer than that is not
-// judged). Judging only retries, whose time the call's own earlier attempt
-// spent, and sending every first attempt with the deadline its caller gave
-// would keep each caller's calls measured; not done yet (no test holds the
-// shape). Calls whose answers take no time (a Live session's turns, which
-// the router learns as attempts picked and ended at once) make the
-// quickest success near zero: the rule then leaves nothing out, which is
-// the safe side.
+// What it may still get wrong: a caller whose calls go first to one region
+// and only retry in another, where a neighbor's slower calls set the
+// quickest success below this caller's deadline and above its own answers,
+// has its retries there with less time left than that quickest success left
+// out, though they might have been answered: retries only, and only those
+// with less time than the quickest answer anyone got there. Calls whose
+// answers take no time (a Live session's turns, which the router learns as
+// attempts picked and ended at once) make the quickest success near zero:
+// the rule then leaves nothing out, which is the safe side.
 //
 // A call that no region can answer in time ends with ErrTooLate (a
 // deadline error) at once, instead of at its deadline; a retry refused so
@@ -121,13 +132,14 @@ func (q *quickest) get(now, width int64) int64 {
 }
 
 // tooSlowFor reports whether region r is too slow for an attempt with left
-// nanoseconds before its call's deadline (see above): its quickest recent
-// success took longer, and it gave at least minRequests successes over the
-// ejection interval. The window is read only when the quickest success is
-// over the time left, which is rare.
-func (r *region) tooSlowFor(left, now int64, st *poolState) bool {
+// nanoseconds before its call's deadline, of a call its caller gave given
+// nanoseconds in all (see above): its quickest recent success took longer
+// than left and no longer than given, and it gave at least minRequests
+// successes over the ejection interval. The window is read only when the
+// quickest success is over the time left, which is rare.
+func (r *region) tooSlowFor(left, given, now int64, st *poolState) bool {
 	q := r.quick.get(now, int64(st.interval))
-	if q == 0 || left >= q {
+	if q == 0 || left >= q || given < q {
 		return false
 	}
 	answered, failed := r.fails.sum(bucketOf(now, st.failWidth))

@@ -57,11 +57,12 @@ func quickPool(t *testing.T) (p *Pool, clk *clocktest.Clock, within func(d time.
 	return nil, nil, nil
 }
 
-// TestAttemptNotSentWhereItCannotEndInTime: a call whose time left is
-// shorter than a region's quickest recent success goes elsewhere, and
-// where no region is quick enough it ends at once with a deadline error;
-// a call with the time goes anywhere, as does a counting call.
-func TestAttemptNotSentWhereItCannotEndInTime(t *testing.T) {
+// TestFirstAttemptIsNeverTooLate: the snapshot shows each region's quickest
+// recent success, and a first attempt goes anywhere whatever its deadline,
+// shorter than a region's quickest success or not: it has all the time its
+// caller gave (quick.go), so no call is left out by answers that are not
+// like its own. A counting call too.
+func TestFirstAttemptIsNeverTooLate(t *testing.T) {
 	p, clk, within := quickPool(t)
 	b, err := json.Marshal(p.Snapshot().Regions)
 	if err != nil {
@@ -74,9 +75,7 @@ func TestAttemptNotSentWhereItCannotEndInTime(t *testing.T) {
 	if len(quickest) != 2 || quickest[0].QuickestSuccess != "100ms" || quickest[1].QuickestSuccess != "1s" {
 		t.Errorf("snapshot's quickestSuccess %+v, want 100ms and 1s: %s", quickest, b)
 	}
-
-	// spread is where 40 calls with left to go went.
-	spread := func(left time.Duration) map[string]int {
+	for _, left := range []time.Duration{50 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second} {
 		got := map[string]int{}
 		for range 40 {
 			a, err := within(left)
@@ -86,18 +85,9 @@ func TestAttemptNotSentWhereItCannotEndInTime(t *testing.T) {
 			got[a.Region]++
 			a.Done(Cancelled)
 		}
-		return got
-	}
-	if got := spread(500 * time.Millisecond); got["europe-west4"] != 0 {
-		t.Errorf("calls with 0.5 s left went %v, want none to europe-west4, whose quickest success took 1 s", got)
-	}
-	if got := spread(2 * time.Second); got["europe-west4"] == 0 || got["europe-west1"] == 0 {
-		t.Errorf("calls with 2 s left went %v, want some to each region", got)
-	}
-
-	_, err = within(50 * time.Millisecond)
-	if !errors.Is(err, ErrTooLate) || !errors.Is(err, ErrDeadlineExceeded) {
-		t.Errorf("a call with 50 ms left: %v, want ErrTooLate, a deadline error", err)
+		if got["europe-west4"] == 0 || got["europe-west1"] == 0 {
+			t.Errorf("first attempts of calls with %v left went %v, want some to each region", left, got)
+		}
 	}
 	c := p.Start(Request{Deadline: clk.Now().Add(50 * time.Millisecond), Counting: true})
 	if a, err := c.Pick(); err != nil {
@@ -110,32 +100,39 @@ func TestAttemptNotSentWhereItCannotEndInTime(t *testing.T) {
 // TestRetryNotSentWhereItCannotEndInTime: the retry of a call whose first
 // attempt failed slowly, with less time left than one region's quickest
 // success, goes to the other region; with less than either's, the call ends
-// with its failure (the retry refused with a deadline error).
+// with its failure (the retry refused with a deadline error). A region
+// quicker than the whole time the caller gave is not judged: a call given
+// 0.8 s retries in europe-west4, whose quickest success took 1 s, with
+// 50 ms left.
 func TestRetryNotSentWhereItCannotEndInTime(t *testing.T) {
 	for _, tc := range []struct {
-		left time.Duration
-		want string // "": refused
-	}{{500 * time.Millisecond, "europe-west1"}, {50 * time.Millisecond, ""}} {
+		given, left time.Duration
+		want        string // "": refused
+	}{
+		{5 * time.Second, 500 * time.Millisecond, "europe-west1"},
+		{5 * time.Second, 50 * time.Millisecond, ""},
+		{800 * time.Millisecond, 50 * time.Millisecond, "europe-west4"},
+	} {
 		p, clk, _ := quickPool(t)
 		var calls []*Call
 		var firsts []Attempt
 		for range 6 {
-			c := p.Start(Request{Deadline: clk.Now().Add(5 * time.Second)})
+			c := p.Start(Request{Deadline: clk.Now().Add(tc.given)})
 			a, err := c.Pick()
 			if err != nil {
 				t.Fatal(err)
 			}
 			calls, firsts = append(calls, &c), append(firsts, a)
 		}
-		clk.Advance(5*time.Second - tc.left)
+		clk.Advance(tc.given - tc.left)
 		for i, c := range calls {
 			firsts[i].Done(Failure)
 			r, err := c.Pick()
 			switch {
 			case tc.want == "" && !errors.Is(err, ErrTooLate):
-				t.Errorf("retry with %v left after %s: %q %v, want ErrTooLate", tc.left, firsts[i].Region, r.Region, err)
+				t.Errorf("given %v, retry with %v left after %s: %q %v, want ErrTooLate", tc.given, tc.left, firsts[i].Region, r.Region, err)
 			case tc.want != "" && (err != nil || r.Region != tc.want):
-				t.Errorf("retry with %v left after %s: %q %v, want %s", tc.left, firsts[i].Region, r.Region, err, tc.want)
+				t.Errorf("given %v, retry with %v left after %s: %q %v, want %s", tc.given, tc.left, firsts[i].Region, r.Region, err, tc.want)
 			case err == nil:
 				r.Done(Cancelled)
 			}
@@ -146,20 +143,19 @@ func TestRetryNotSentWhereItCannotEndInTime(t *testing.T) {
 // TestQuickestIsRecentAndNeedsEvidence: a region is judged too slow only
 // on minRequests successes, by the quickest of the last one to two
 // ejection intervals: before the tenth success and once two intervals pass
-// with none, a call with little time left is sent; a quicker success
-// counts at once.
+// with none, an attempt with little time left is not too late; a quicker
+// success counts at once. The attempts are judged as a retry's, of a call
+// given a minute (a first attempt never is: TestFirstAttemptIsNeverTooLate),
+// by the region's own test, so that judging adds no attempt whose failure
+// or budget would change what is measured.
 func TestQuickestIsRecentAndNeedsEvidence(t *testing.T) {
 	clk := newClock()
 	tp := pool(shared("europe-west1", 0))
 	tp.Policy.Ejection.MinRequests = 10
 	p := mustNew(t, tp, clk)
-	try := func(left time.Duration) error {
-		c := p.Start(Request{Deadline: clk.Now().Add(left)})
-		a, err := c.Pick()
-		if err == nil {
-			a.Done(Cancelled)
-		}
-		return err
+	tooLate := func(left time.Duration) bool {
+		st := p.st.Load()
+		return st.slots[0].r.tooSlowFor(int64(left), int64(time.Minute), p.nanos(), st)
 	}
 	succeed := func(took time.Duration) {
 		c := p.Start(Request{})
@@ -172,23 +168,81 @@ func TestQuickestIsRecentAndNeedsEvidence(t *testing.T) {
 	}
 	for i := range 9 {
 		succeed(time.Second)
-		if err := try(500 * time.Millisecond); err != nil {
-			t.Fatalf("after %d successes of 1 s: %v, want an attempt (too little evidence)", i+1, err)
+		if tooLate(500 * time.Millisecond) {
+			t.Fatalf("after %d successes of 1 s, 0.5 s left is too late, want not (too little evidence)", i+1)
 		}
 	}
 	succeed(time.Second)
-	if err := try(500 * time.Millisecond); !errors.Is(err, ErrTooLate) {
-		t.Fatalf("after 10 successes of 1 s, a call with 0.5 s left: %v, want ErrTooLate", err)
+	if !tooLate(500 * time.Millisecond) {
+		t.Fatal("after 10 successes of 1 s, 0.5 s left is not too late")
 	}
 	succeed(400 * time.Millisecond)
-	if err := try(500 * time.Millisecond); err != nil {
-		t.Errorf("after a success of 0.4 s, a call with 0.5 s left: %v, want an attempt", err)
+	if tooLate(500 * time.Millisecond) {
+		t.Error("after a success of 0.4 s, 0.5 s left is too late")
 	}
-	if err := try(300 * time.Millisecond); !errors.Is(err, ErrTooLate) {
-		t.Errorf("after a success of 0.4 s, a call with 0.3 s left: %v, want ErrTooLate", err)
+	if !tooLate(300 * time.Millisecond) {
+		t.Error("after a success of 0.4 s, 0.3 s left is not too late")
 	}
 	clk.Advance(20 * time.Second) // two ejection intervals
-	if err := try(300 * time.Millisecond); err != nil {
-		t.Errorf("two intervals after the last success: %v, want an attempt", err)
+	if tooLate(300 * time.Millisecond) {
+		t.Error("two intervals after the last success, 0.3 s left is too late")
+	}
+}
+
+// TestNeighborLocksNoCallerOut: a region whose recent successes are all a
+// neighbor's slow calls (30 s each, more than minRequests of them) is
+// still sent the first attempts of a caller whose deadline is 2 s; their
+// quick successes become the region's measure, and then a retry of that
+// caller with too little time left for them is refused while one with
+// enough is sent.
+func TestNeighborLocksNoCallerOut(t *testing.T) {
+	clk := newClock()
+	tp := pool(shared("europe-west1", 0))
+	tp.Policy.Ejection.MinRequests = 10
+	p := mustNew(t, tp, clk)
+	var slow []Attempt
+	for range 20 {
+		c := p.Start(Request{})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slow = append(slow, a)
+	}
+	clk.Advance(30 * time.Second)
+	for _, a := range slow {
+		a.Done(Success)
+	}
+	if q := p.Snapshot().Regions[0].QuickestSuccess.Duration; q != 30*time.Second {
+		t.Fatalf("quickest success %v after the neighbor's calls, want 30s", q)
+	}
+	for i := range 10 {
+		c := p.Start(Request{Deadline: clk.Now().Add(2 * time.Second)})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatalf("first attempt %d of a call given 2 s: %v, want it sent", i+1, err)
+		}
+		clk.Advance(100 * time.Millisecond)
+		a.Done(Success)
+	}
+	retry := func(left time.Duration) error {
+		c := p.Start(Request{Deadline: clk.Now().Add(2 * time.Second)})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(2*time.Second - left)
+		a.Done(Failure)
+		r, err := c.Pick()
+		if err == nil {
+			r.Done(Cancelled)
+		}
+		return err
+	}
+	if err := retry(500 * time.Millisecond); err != nil {
+		t.Errorf("a retry with 0.5 s left where the caller's calls took 0.1 s: %v, want it sent", err)
+	}
+	if err := retry(50 * time.Millisecond); !errors.Is(err, ErrTooLate) {
+		t.Errorf("a retry with 50 ms left where the caller's calls took 0.1 s: %v, want ErrTooLate", err)
 	}
 }
