@@ -94,7 +94,7 @@ func New() *Metrics {
 			"Time one attempt spent with its region, by pool, region and tier.",
 			"pool", "region", "tier"),
 		retriesRefused: counter("retries_refused_total",
-			"Retries the policy refused, by pool and reason (budget, attempts, deadline, capacity).",
+			"Retries the policy refused, by pool and reason (budget, attempts, deadline: the call's deadline passed, too_late: no region it may use has lately answered in the time left, capacity).",
 			"pool", "reason"),
 		shed: counter("shed_total",
 			"Requests refused with 429 before any attempt, by pool, priority and reason (shed: over the concurrency share of the priority, or gave way to calls of a higher priority waiting for a full quota; over_capacity: no region has headroom).",
@@ -240,7 +240,7 @@ func (m *Metrics) TokenSeries(pool, region, tier, payGo, trafficType, direction 
 }
 
 // RetryRefused counts a retry the policy refused; reason is budget, attempts,
-// deadline or capacity.
+// deadline, too_late or capacity.
 func (m *Metrics) RetryRefused(pool, reason string) {
 	m.retriesRefused.WithLabelValues(pool, reason).Inc()
 }

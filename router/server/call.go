@@ -231,6 +231,8 @@ func retryRefusal(err error, capacity bool) string {
 		return "budget"
 	case errors.Is(err, policy.ErrAttemptsExhausted):
 		return "attempts"
+	case errors.Is(err, policy.ErrTooLate):
+		return "too_late"
 	case errors.Is(err, policy.ErrDeadlineExceeded):
 		return "deadline"
 	case capacity:

@@ -281,6 +281,9 @@ func TestRetryTooLateIsNotSent(t *testing.T) {
 	if n := pt.Calls() - calls; n != 1 {
 		t.Errorf("the region was sent %d calls, want 1: a retry it could not answer in time went too", n)
 	}
+	if n := counter(t, r.metrics, "regionwarden_router_retries_refused_total", map[string]string{"pool": project + "/google/" + model, "reason": "too_late"}); n != 1 {
+		t.Errorf("retries refused as too late: %v, want 1", n)
+	}
 
 	pt.set(func(b *upstreamtest.Behavior) { b.Hold, b.Fault = nil, nil })
 	if resp, b := r.post(generatePath, body, http.Header{"X-Server-Timeout": {"0.5"}}); resp.StatusCode != http.StatusOK {
