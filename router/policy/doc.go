@@ -76,7 +76,12 @@
 // to 3 GSUs), so the router meters TokensPerSecond × window over a sliding
 // window of that length (table.Provisioned.WindowFor: the pool's setting, or
 // the shortest window Google gives the order's size), and a burst the PT was
-// bought to absorb goes to it instead of spilling. Otherwise
+// bought to absorb goes to it instead of spilling. Once its window has
+// filled, for a window after, a PT that took more than its rate over the
+// last tenth of its window ranks after the call's pay-as-you-go tiers
+// (pace.go): under a load above its rate it takes its rate evenly, rather
+// than every call until its window fills and none until the burst ages
+// out, while the quotas, metered per second, idle and then overflow. Otherwise
 // provisioned capacity is unbounded here and the region's 429s alone, through
 // the throttle, move traffic away.
 //

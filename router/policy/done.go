@@ -84,6 +84,9 @@ func (r *region) done(rep Report) {
 		ln.throttled(now, false)
 	case ProvisionedFull:
 		ln.markFull(now, rep.chargedAt)
+		if s.tokCost > 0 {
+			r.pace(now, s)
+		}
 	case Failure:
 		r.fails.add(bucketOf(now, st.failWidth), 1, 1)
 		ln.throttled(now, false)

@@ -179,6 +179,9 @@ func TestFullPTTurnTakenBackByTheMeter(t *testing.T) {
 	burstToPT(t, p, clk, 1, tokens)
 	clk.Advance(time.Hour)
 	g.Expect(burstToPT(t, p, clk, 200, tokens)).To(BeNumerically(">", 50), "the burst fills the PT's window")
+	// A tenth of the window later the burst no longer holds the PT to its
+	// pace (pace.go): calls come to it first, and its window is still full.
+	clk.Advance(1100 * time.Millisecond)
 	c := p.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
 	a, err := c.Pick()
 	g.Expect(err).NotTo(HaveOccurred())

@@ -211,7 +211,8 @@ const (
 	rankProbe       = iota             // the PT of a demoted region whose probe is due (first attempts)
 	rankProvisioned                    // a PT, region not demoted
 	rankPayGo                          // pay-as-you-go: rankPayGo+i for the call's i-th tier, region not ejected (or in panic), demoted or silent
-	rankOverflow    = rankPayGo + 3    // standard pay-as-you-go as a PT's overflow (slot.overflow): what no other capacity that answers has room for
+	rankAhead       = rankPayGo + 3    // a PT ahead of its pace (pace.go): what the call's pay-as-you-go tiers have no room for
+	rankOverflow    = rankAhead + 1    // standard pay-as-you-go as a PT's overflow (slot.overflow): what no other capacity that answers has room for
 	rankDemoted     = rankOverflow + 1 // any lane of a demoted, ejected or silent region: what nobody else has room for
 	rankTried       = rankDemoted + 1
 	rankCount       = 2 * rankTried
@@ -219,7 +220,7 @@ const (
 )
 
 // One pay-as-you-go rank per tier: this fails to compile if the tiers change.
-var _ = [1]struct{}{}[len(table.PayGoTiers)-(rankOverflow-rankPayGo)]
+var _ = [1]struct{}{}[len(table.PayGoTiers)-(rankAhead-rankPayGo)]
 
 // maxCandidates is the most candidates of one pool: every lane of every region.
 const maxCandidates = table.MaxRegions * laneCount
@@ -463,6 +464,11 @@ func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, n
 				continue
 			}
 			base = rankOverflow
+		} else if l == s.hinted && s.tokCost > 0 && !call.counting && s.r.aheadOfPace(now, s) {
+			// Its window filled lately and it took its rate over the
+			// last tenth of it: the pay-as-you-go quotas take what they
+			// have room for first (pace.go).
+			base = rankAhead
 		}
 		rank := rankLane(s, l, base, last, probes, call, now, retry)
 		if l == s.hinted && !call.counting && s.metersReqs() && s.r.reqs.knownFull(now, s.reqCost) {
@@ -611,6 +617,7 @@ func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe, l
 		charged = s.tokCharge()
 		if taken = r.toks.take(now, charged, s.tokWidth); !taken {
 			ref.metered |= 1 << i
+			r.pace(now, s)
 		}
 	case s.reqCost > 0:
 		taken = p.takeRequest(s, i, now, cs, ref)

@@ -235,6 +235,21 @@ func (m *meter) take(now, cost, width int64) bool {
 	return true
 }
 
+// ahead reports whether the last tenth of the window of buckets of width
+// that ends at now (the span of one bucket) holds a tenth of the window's
+// capacity or more (pace.go): the current bucket, and of the one before it
+// the share of its width still in the span, as though its cost were spread
+// evenly over it.
+func (m *meter) ahead(now, width int64) bool {
+	idx := bucketOf(now, width)
+	var v [windowSlots]uint64
+	m.w.load(idx, 2, &v)
+	cur := int64(v[0] >> countBits & countMax)
+	prev := int64(v[1] >> countBits & countMax)
+	left := width - (now - int64(idx)*width) // of the bucket before, still in the span
+	return windowBuckets*(cur+int64(float64(prev)*float64(left)/float64(width))) > rateCapacity
+}
+
 // wait is how long from now until enough of the window's cost expires to
 // admit a call of cost, in nanoseconds; 0 if it fits now. A refusal asks it
 // only when every region refused a call (for its Retry-After), so a call

@@ -119,6 +119,11 @@ type RegionSnapshot struct {
 	// now; both absent for a region whose PT has no token limit.
 	ProvisionedWindow     table.Duration `json:"provisionedWindow,omitzero"`
 	ProvisionedWindowUsed float64        `json:"provisionedWindowUsed,omitempty"`
+	// ProvisionedPaced is true while the PT is held to its pace: its
+	// window filled within the last window, and while it has taken its
+	// rate over the last tenth of its window, the pay-as-you-go quotas
+	// take calls before it (pace.go).
+	ProvisionedPaced bool `json:"provisionedPaced,omitempty"`
 	// InFlight is the region's calls in flight; Limit is its adaptive (AIMD)
 	// limit. While Answering (not failing, demoted or throttled on the
 	// capacity its hints meter), a region admits calls beyond Limit up to
@@ -214,6 +219,7 @@ func (p *Pool) Snapshot() Snapshot {
 		if s.tokCost > 0 {
 			rs.ProvisionedWindow = table.Duration{Duration: time.Duration(s.tokWindow)}
 			rs.ProvisionedWindowUsed = float64(r.toks.sum(now, s.tokWidth)) / float64(rateCapacity)
+			rs.ProvisionedPaced = r.paced.Load() > now
 		}
 		if d := r.demoted.Load(); d != nil && d.ejected {
 			rs.Probation, rs.SuccessesInARow = true, r.streak.Load()

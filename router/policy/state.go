@@ -115,6 +115,7 @@ type region struct {
 	reqs     requestMeter // requests admitted, in costUnits of the region's RPS
 	slow     pacer        // requests, for an RPS under one call per rateWindow
 	toks     meter        // tokens admitted or consumed, in costUnits of its TokensPerSecond over the slot's tokWindow
+	paced    atomic.Int64 // the PT is held to its pace until then (pace.go)
 	tokEst   atomic.Int64 // tokens a successful call consumes, on average (EWMA)
 	fails    window       // a: answered, b: failed; buckets of the state's failWidth
 	// tried is every success and failure the region answered, those the

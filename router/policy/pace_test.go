@@ -1,0 +1,68 @@
+package policy
+
+import (
+	"testing"
+	"time"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// TestPTKeepsItsPaceWhileQuotasHaveRoom: under a load of three times a PT's
+// rate (a 2-GSU order of 10 calls a second, metered over 40 s), with a
+// pay-as-you-go quota that has room for the rest, the PT takes the burst
+// its window holds, and once its window has filled it takes its rate,
+// evenly: in every window after the first, between 92.5% and 102.5% of
+// what it holds, and in every 10 s at least 75 calls, never all the calls
+// for a while and none after (pace.go). With the quota gone, the same PT
+// takes its window at once and then what leaves it.
+func TestPTKeepsItsPaceWhileQuotasHaveRoom(t *testing.T) {
+	const tps, tokens = 1000, 100 // 10 calls a second
+	for _, tc := range []struct {
+		name     string
+		payGo    float64 // the quota's calls a second
+		min10    int     // the PT's calls in each 10 s after the first 40 s, at least
+		min, max int     // the PT's calls in each later 40 s
+	}{
+		{"quota with room", 100, 75, 370, 410},
+		{"quota full", 0.001, 0, 0, 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			p := mustNew(t, pool(
+				provisioned("europe-west1", table.Capacity{GSUs: 2, TokensPerSecond: tps}),
+				shared("europe-west4", tc.payGo),
+			), clk)
+			burstToPT(t, p, clk, 1, tokens) // teaches it a call's tokens
+			clk.Advance(time.Hour)
+			var per [40]int        // the PT's calls in each 10 s
+			for i := range 12000 { // 30 calls a second for 400 s
+				c := p.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
+				if a, err := c.Pick(); err == nil {
+					if a.Tier == table.TierProvisioned {
+						per[i/300]++
+					}
+					a.DoneTokens(Success, tokens)
+				}
+				clk.Advance(time.Second / 30)
+			}
+			if !p.Snapshot().Regions[0].ProvisionedPaced {
+				t.Error("snapshot's provisionedPaced false, want true: the PT's window filled")
+			}
+			if got := per[0] + per[1]; got < 400 {
+				t.Errorf("the PT took %d calls in the first 20 s, want its window, 400: %v", got, per)
+			}
+			for k := 4; k < len(per); k++ {
+				if per[k] < tc.min10 {
+					t.Errorf("the PT took %d calls in the %d-th 10 s, want at least %d: %v", per[k], k+1, tc.min10, per)
+					break
+				}
+			}
+			for k := 4; k+4 <= len(per); k += 4 {
+				if w := per[k] + per[k+1] + per[k+2] + per[k+3]; w < tc.min || w > tc.max {
+					t.Errorf("the PT took %d calls in the %d-th 40 s, want %d to %d: %v", w, k/4+1, tc.min, tc.max, per)
+					break
+				}
+			}
+		})
+	}
+}
