@@ -236,8 +236,8 @@ func (m *meter) take(now, cost, width int64) bool {
 }
 
 // ahead reports whether the last tenth of the window of buckets of width
-// that ends at now (the span of one bucket) holds a tenth of the window's
-// capacity or more (pace.go): the current bucket, and of the one before it
+// that ends at now (the span of one bucket) holds more than a tenth of the
+// window's capacity (pace.go): the current bucket, and of the one before it
 // the share of its width still in the span, as though its cost were spread
 // evenly over it.
 func (m *meter) ahead(now, width int64) bool {
