@@ -464,10 +464,11 @@ func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, n
 				continue
 			}
 			base = rankOverflow
-		} else if l == s.hinted && s.tokCost > 0 && !call.counting && s.r.aheadOfPace(now, s) {
+		} else if !last && l == s.hinted && s.tokCost > 0 && !call.counting && s.r.aheadOfPace(now, s) {
 			// Its window filled lately and it took its rate over the
 			// last tenth of it: the pay-as-you-go quotas take what they
-			// have room for first (pace.go).
+			// have room for first (pace.go). A region ranked last ranks
+			// behind them anyway: its pace is not read, nor renewed.
 			base = rankAhead
 		}
 		rank := rankLane(s, l, base, last, probes, call, now, retry)

@@ -247,7 +247,8 @@ func (m *meter) ahead(now, width int64) bool {
 	cur := int64(v[0] >> countBits & countMax)
 	prev := int64(v[1] >> countBits & countMax)
 	left := width - (now - int64(idx)*width) // of the bucket before, still in the span
-	return windowBuckets*(cur+int64(float64(prev)*float64(left)/float64(width))) > rateCapacity
+	// prev < 2^20 and left <= width (at most 200 s): the product fits.
+	return windowBuckets*(cur+prev*left/width) > rateCapacity
 }
 
 // wait is how long from now until enough of the window's cost expires to

@@ -87,9 +87,10 @@ type RegionSnapshot struct {
 	Silent bool `json:"silent"`
 	// QuickestSuccess is the quickest success of the last one to two
 	// ejection intervals: once the region gave minRequests successes in
-	// the interval, an attempt with less time left before its call's
-	// deadline goes to another region, or the call ends with
-	// DEADLINE_EXCEEDED (quick.go). Absent before a success.
+	// the interval, a retry (or a call that waited for room) with less
+	// time left before its call's deadline, of a call whose caller gave it
+	// at least that long, goes to another region, or is not sent
+	// (quick.go). Absent before a success.
 	QuickestSuccess table.Duration `json:"quickestSuccess,omitzero"`
 	// Demotion is set while a provisioned region is demoted: first attempts
 	// go to answering regions with headroom, and it takes the rest and
