@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -64,5 +65,48 @@ func TestPTKeepsItsPaceWhileQuotasHaveRoom(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPacedPTKeepsALoadUnderItsRate: after an overload has held a PT to its
+// pace, a load at 80% of its rate, arriving at random (Poisson, seeded),
+// goes to the PT, not to the quota that has room: the pace passes a PT
+// over only while it has taken more than its rate over the last tenth of
+// its window, which such a load rarely does, so it costs nothing in
+// pay-as-you-go once the overload is over.
+func TestPacedPTKeepsALoadUnderItsRate(t *testing.T) {
+	const tps, tokens = 1000, 100 // 10 calls a second
+	clk := newClock()
+	p := mustNew(t, pool(
+		provisioned("europe-west1", table.Capacity{GSUs: 2, TokensPerSecond: tps}),
+		shared("europe-west4", 100),
+	), clk)
+	burstToPT(t, p, clk, 1, tokens)
+	clk.Advance(time.Hour)
+	send := func(d time.Duration, gap func() time.Duration) (pt, all int) {
+		for end := clk.Now().Add(d); clk.Now().Before(end); clk.Advance(gap()) {
+			c := p.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
+			a, err := c.Pick()
+			if err != nil {
+				t.Fatal(err)
+			}
+			all++
+			if a.Tier == table.TierProvisioned {
+				pt++
+			}
+			a.DoneTokens(Success, tokens)
+		}
+		return pt, all
+	}
+	send(60*time.Second, func() time.Duration { return time.Second / 30 }) // three times its rate
+	if !p.Snapshot().Regions[0].ProvisionedPaced {
+		t.Fatal("the overload did not hold the PT to its pace: the shape is not the one under test")
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	send(60*time.Second, func() time.Duration { return time.Duration(rnd.ExpFloat64() * float64(time.Second) / 8) })
+	pt, all := send(200*time.Second, func() time.Duration { return time.Duration(rnd.ExpFloat64() * float64(time.Second) / 8) })
+	t.Logf("%d of %d calls at 8 a second to the PT", pt, all)
+	if pt < all*97/100 {
+		t.Errorf("after the overload, the PT took %d of %d calls at 80%% of its rate, want at least 97%%", pt, all)
 	}
 }
