@@ -110,3 +110,44 @@ func TestPacedPTKeepsALoadUnderItsRate(t *testing.T) {
 		t.Errorf("after the overload, the PT took %d of %d calls at 80%% of its rate, want at least 97%%", pt, all)
 	}
 }
+
+// TestPaceLapsesUnderItsRate: a load under a PT's rate fills a short window
+// now and then on its own fluctuations (a 12-GSU order is metered over 5 s:
+// 50 calls here), and each fill holds the PT to its pace for a window. The
+// pace lasts a window from the last fill, not from the last call it passed
+// over: renewed by each call it passed over, it held the PT to its pace for
+// as long as the fluctuations above its rate over a tenth of its window (5
+// calls) kept coming, which a load at 90% of its rate does without end, and
+// 16.4% of the calls went to pay-as-you-go, where a greedy PT sends 5.7%.
+func TestPaceLapsesUnderItsRate(t *testing.T) {
+	const tps, tokens = 1000, 100 // 10 calls a second
+	clk := newClock()
+	p := mustNew(t, pool(
+		provisioned("europe-west1", table.Capacity{GSUs: 12, TokensPerSecond: tps}),
+		shared("europe-west4", 100),
+	), clk)
+	burstToPT(t, p, clk, 1, tokens)
+	clk.Advance(time.Hour)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	pt, all, paced := 0, 0, false
+	for end := clk.Now().Add(600 * time.Second); clk.Now().Before(end); clk.Advance(time.Duration(rnd.ExpFloat64() * float64(time.Second) / 9)) {
+		c := p.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		all++
+		if a.Tier == table.TierProvisioned {
+			pt++
+		}
+		a.DoneTokens(Success, tokens)
+		paced = paced || p.Snapshot().Regions[0].ProvisionedPaced
+	}
+	t.Logf("%d of %d calls at 9 a second to the PT", pt, all)
+	if !paced {
+		t.Fatal("the window never filled: the shape is not the one under test")
+	}
+	if pt < all*90/100 {
+		t.Errorf("the PT took %d of %d calls at 90%% of its rate, want at least 90%%", pt, all)
+	}
+}
