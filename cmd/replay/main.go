@@ -6,6 +6,7 @@
 //
 //	go run ./cmd/replay                        # every scenario in test/scenarios
 //	go run ./cmd/replay --scenarios test/scenarios/retry-surge.yaml --out ''
+//	go run ./cmd/replay --generate 12 --seed 7 --out /tmp/generated.md --charts ''
 package main
 
 import (
@@ -21,6 +22,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/regionwarden/regionwarden/internal/command"
 	"github.com/regionwarden/regionwarden/internal/emulator"
@@ -46,6 +49,8 @@ type config struct {
 	pkScens   string
 	routers   int
 	verbose   bool
+	generate  int
+	writeTo   string
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -64,12 +69,20 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.pkScens, "portkey-scenarios", strings.Join(portkeyScenarios, ","), "scenarios to replay the Portkey gateway in, comma-separated; empty means all")
 	fs.IntVar(&c.routers, "routers", 3, "routers of the columns that share capacity, in the "+replay.ScenarioManyRouters+" scenario; 1 leaves them out")
 	fs.BoolVar(&c.verbose, "v", false, "print the policies' diagnostics")
+	fs.IntVar(&c.generate, "generate", 0, "replay this many generated scenarios (failure shapes drawn at random from --seed) instead of --scenarios")
+	fs.StringVar(&c.writeTo, "write-scenarios", "", "with --generate, a folder to write the generated scenarios' YAML to, to replay or edit them later")
 	if err := command.Parse(fs, args); err != nil {
 		return c, err
+	}
+	var both error
+	if c.writeTo != "" && c.generate == 0 {
+		both = errors.New("--write-scenarios needs --generate")
 	}
 	return c, errors.Join(
 		command.NotNegative("scale", c.scale),
 		command.NotNegative("duration", c.duration),
+		command.NotNegative("generate", c.generate),
+		both,
 	)
 }
 
@@ -85,7 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	files, err := scenarioFiles(cfg.scenarios)
+	scenarios, err := loadScenarios(cfg)
 	if err != nil {
 		return err
 	}
@@ -100,13 +113,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer cleanup()
 
 	notes = append(notes, machineNote(), policyNote)
+	if cfg.generate > 0 {
+		notes = append(notes, fmt.Sprintf("The %d scenarios were generated from seed %d (`replay --generate %d --seed %d`): "+
+			"random failure shapes with no targets; read each policy's success during the faults against what the regions can carry.",
+			cfg.generate, cfg.seed, cfg.generate, cfg.seed))
+	}
 	begin := time.Now()
 	var reports []*replay.Report
-	for _, f := range files {
-		sc, err := emulator.LoadScenario(f)
-		if err != nil {
-			return err
-		}
+	for _, sc := range scenarios {
 		scale := cmp.Or(cfg.scale, sc.TimeScale) // --scale 0: the scenario's
 		dur := sc.Duration.Duration
 		if cfg.duration > 0 {
@@ -223,6 +237,49 @@ func progress(w io.Writer) func(replay.Event) {
 		}
 		fmt.Fprintf(w, "   ... %s/%s  %s\n", ev.Elapsed.Truncate(time.Second), ev.Duration, strings.Join(parts, " | "))
 	}
+}
+
+// loadScenarios reads every scenario before any replay starts, so a bad
+// file is refused at once: the files --scenarios names, or the scenarios
+// --generate draws (written to --write-scenarios when set).
+func loadScenarios(cfg config) ([]*emulator.Scenario, error) {
+	var out []*emulator.Scenario
+	if cfg.generate > 0 {
+		if cfg.writeTo != "" {
+			if err := os.MkdirAll(cfg.writeTo, 0o755); err != nil {
+				return nil, err
+			}
+		}
+		for i := 1; i <= cfg.generate; i++ {
+			sc, err := replay.Generate(cfg.seed, i)
+			if err != nil {
+				return nil, err
+			}
+			if cfg.writeTo != "" {
+				data, err := yaml.Marshal(sc)
+				if err != nil {
+					return nil, err
+				}
+				if err := os.WriteFile(filepath.Join(cfg.writeTo, sc.Name+".yaml"), data, 0o644); err != nil {
+					return nil, err
+				}
+			}
+			out = append(out, sc)
+		}
+		return out, nil
+	}
+	files, err := scenarioFiles(cfg.scenarios)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		sc, err := emulator.LoadScenario(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sc)
+	}
+	return out, nil
 }
 
 // scenarioFiles expands a comma-separated list of files and folders into the
