@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regionwarden/regionwarden/internal/clocktest"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -68,6 +69,48 @@ func TestPTKeepsItsPaceWhileQuotasHaveRoom(t *testing.T) {
 	}
 }
 
+// ptUnderLoad is a PT of gsus GSUs and 10 calls a second (1,000 tokens a
+// second, 100 a call, which it has learned) beside a quota of 100 calls a
+// second, an hour after its last call.
+func ptUnderLoad(t *testing.T, gsus int64) (*Pool, *clocktest.Clock) {
+	clk := newClock()
+	p := mustNew(t, pool(
+		provisioned("europe-west1", table.Capacity{GSUs: gsus, TokensPerSecond: 1000}),
+		shared("europe-west4", 100),
+	), clk)
+	burstToPT(t, p, clk, 1, 100)
+	clk.Advance(time.Hour)
+	return p, clk
+}
+
+// sendToPT sends calls for d, gap apart, each a success of 100 tokens at
+// once, and counts those the PT took; paced says the PT was held to its
+// pace at some call.
+func sendToPT(t *testing.T, p *Pool, clk *clocktest.Clock, d time.Duration, gap func() time.Duration) (pt, all int, paced bool) {
+	t.Helper()
+	for end := clk.Now().Add(d); clk.Now().Before(end); clk.Advance(gap()) {
+		c := p.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		all++
+		if a.Tier == table.TierProvisioned {
+			pt++
+		}
+		a.DoneTokens(Success, 100)
+		paced = paced || p.Snapshot().Regions[0].ProvisionedPaced
+	}
+	return pt, all, paced
+}
+
+// poisson draws gaps between calls arriving at random, perSecond a second
+// on average, from a seeded source.
+func poisson(perSecond float64) func() time.Duration {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	return func() time.Duration { return time.Duration(rnd.ExpFloat64() * float64(time.Second) / perSecond) }
+}
+
 // TestPacedPTKeepsALoadUnderItsRate: after an overload has held a PT to its
 // pace, a load at 80% of its rate, arriving at random (Poisson, seeded),
 // goes to the PT, not to the quota that has room: the pace passes a PT
@@ -75,36 +118,14 @@ func TestPTKeepsItsPaceWhileQuotasHaveRoom(t *testing.T) {
 // its window, which such a load rarely does, so it costs nothing in
 // pay-as-you-go once the overload is over.
 func TestPacedPTKeepsALoadUnderItsRate(t *testing.T) {
-	const tps, tokens = 1000, 100 // 10 calls a second
-	clk := newClock()
-	p := mustNew(t, pool(
-		provisioned("europe-west1", table.Capacity{GSUs: 2, TokensPerSecond: tps}),
-		shared("europe-west4", 100),
-	), clk)
-	burstToPT(t, p, clk, 1, tokens)
-	clk.Advance(time.Hour)
-	send := func(d time.Duration, gap func() time.Duration) (pt, all int) {
-		for end := clk.Now().Add(d); clk.Now().Before(end); clk.Advance(gap()) {
-			c := p.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
-			a, err := c.Pick()
-			if err != nil {
-				t.Fatal(err)
-			}
-			all++
-			if a.Tier == table.TierProvisioned {
-				pt++
-			}
-			a.DoneTokens(Success, tokens)
-		}
-		return pt, all
-	}
-	send(60*time.Second, func() time.Duration { return time.Second / 30 }) // three times its rate
+	p, clk := ptUnderLoad(t, 2)
+	sendToPT(t, p, clk, 60*time.Second, func() time.Duration { return time.Second / 30 }) // three times its rate
 	if !p.Snapshot().Regions[0].ProvisionedPaced {
 		t.Fatal("the overload did not hold the PT to its pace: the shape is not the one under test")
 	}
-	rnd := rand.New(rand.NewPCG(1, 2))
-	send(60*time.Second, func() time.Duration { return time.Duration(rnd.ExpFloat64() * float64(time.Second) / 8) })
-	pt, all := send(200*time.Second, func() time.Duration { return time.Duration(rnd.ExpFloat64() * float64(time.Second) / 8) })
+	gap := poisson(8)
+	sendToPT(t, p, clk, 60*time.Second, gap)
+	pt, all, _ := sendToPT(t, p, clk, 200*time.Second, gap)
 	t.Logf("%d of %d calls at 8 a second to the PT", pt, all)
 	if pt < all*97/100 {
 		t.Errorf("after the overload, the PT took %d of %d calls at 80%% of its rate, want at least 97%%", pt, all)
@@ -120,29 +141,8 @@ func TestPacedPTKeepsALoadUnderItsRate(t *testing.T) {
 // calls) kept coming, which a load at 90% of its rate does without end, and
 // 16.4% of the calls went to pay-as-you-go, where a greedy PT sends 5.7%.
 func TestPaceLapsesUnderItsRate(t *testing.T) {
-	const tps, tokens = 1000, 100 // 10 calls a second
-	clk := newClock()
-	p := mustNew(t, pool(
-		provisioned("europe-west1", table.Capacity{GSUs: 12, TokensPerSecond: tps}),
-		shared("europe-west4", 100),
-	), clk)
-	burstToPT(t, p, clk, 1, tokens)
-	clk.Advance(time.Hour)
-	rnd := rand.New(rand.NewPCG(1, 2))
-	pt, all, paced := 0, 0, false
-	for end := clk.Now().Add(600 * time.Second); clk.Now().Before(end); clk.Advance(time.Duration(rnd.ExpFloat64() * float64(time.Second) / 9)) {
-		c := p.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
-		a, err := c.Pick()
-		if err != nil {
-			t.Fatal(err)
-		}
-		all++
-		if a.Tier == table.TierProvisioned {
-			pt++
-		}
-		a.DoneTokens(Success, tokens)
-		paced = paced || p.Snapshot().Regions[0].ProvisionedPaced
-	}
+	p, clk := ptUnderLoad(t, 12)
+	pt, all, paced := sendToPT(t, p, clk, 600*time.Second, poisson(9))
 	t.Logf("%d of %d calls at 9 a second to the PT", pt, all)
 	if !paced {
 		t.Fatal("the window never filled: the shape is not the one under test")
