@@ -468,7 +468,7 @@ func (cs *candidates) rankSlot(i int, s *slot, rk *laneRanks, call *callState, n
 			// Its window filled lately and it took its rate over the
 			// last tenth of it: the pay-as-you-go quotas take what they
 			// have room for first (pace.go). A region ranked last ranks
-			// behind them anyway: its pace is not read, nor renewed.
+			// behind them anyway: its pace is not read.
 			base = rankAhead
 		}
 		rank := rankLane(s, l, base, last, probes, call, now, retry)
