@@ -145,18 +145,18 @@ func (g generator) faults(deadline float64, duration int) []emulator.Fault {
 	for n := 1 + g.r.IntN(3); len(fs) < n && t < duration-20; {
 		end := min(t+15+g.r.IntN(90), duration-5)
 		f := emulator.Fault{From: seconds(float64(t)), To: seconds(float64(end))}
-		switch g.r.IntN(5) {
-		case 0: // errors, any code, clustered or not
+		switch faultKind(g.r.IntN(faultKinds)) {
+		case faultErrors: // any code, clustered or not
 			f.ErrorRate = round(g.between(0.2, 1))
 			f.Code = []int{500, 503, 504, 429}[g.r.IntN(4)]
 			f.BurstLength = 1 + g.r.IntN(8)
-		case 1: // slower, up to past the deadline
+		case faultSlower: // up to past the deadline
 			f.AddedLatency = seconds(g.between(0, 1.2) * deadline)
-		case 2: // backing up: a ramp to around the deadline
+		case faultRamp: // backing up: a ramp to around the deadline
 			f.AddedLatencyEnd = seconds(g.between(0.5, 1.5) * deadline)
-		case 3:
+		case faultOutage:
 			f.Outage = []emulator.Outage{emulator.OutageRefused, emulator.OutageUnavailable}[g.r.IntN(2)]
-		case 4: // errors that come late
+		case faultLateErrors:
 			f.ErrorRate = round(g.between(0.2, 0.9))
 			f.Code = 504
 			f.AddedLatency = seconds(g.between(0.3, 0.9) * deadline)
@@ -167,21 +167,48 @@ func (g generator) faults(deadline float64, duration int) []emulator.Fault {
 	return fs
 }
 
+// faultKind is a kind of fault the generator draws.
+type faultKind int
+
+const (
+	faultErrors     faultKind = iota // errors, any code, clustered or not
+	faultSlower                      // added latency
+	faultRamp                        // added latency that ramps up
+	faultOutage                      // refused or unavailable
+	faultLateErrors                  // 504s after added latency
+	faultKinds      = iota
+)
+
+// kindOf is the kind of fault f.
+func kindOf(f emulator.Fault) faultKind {
+	switch {
+	case f.Outage != "":
+		return faultOutage
+	case f.ErrorRate > 0 && f.AddedLatency.Duration > 0:
+		return faultLateErrors
+	case f.ErrorRate > 0:
+		return faultErrors
+	case f.AddedLatencyEnd.Duration > 0:
+		return faultRamp
+	}
+	return faultSlower
+}
+
 // describeFaults says what faults are, for a scenario's description.
 func describeFaults(fs []emulator.Fault) string {
 	var parts []string
 	for _, f := range fs {
 		var s string
-		switch {
-		case f.Outage != "":
+		switch kindOf(f) {
+		case faultOutage:
 			s = "outage (" + string(f.Outage) + ")"
-		case f.ErrorRate > 0 && f.AddedLatency.Duration > 0:
+		case faultLateErrors:
 			s = fmt.Sprintf("%.0f%% %d after %s", 100*f.ErrorRate, f.Code, f.AddedLatency)
-		case f.ErrorRate > 0:
+		case faultErrors:
 			s = fmt.Sprintf("%.0f%% %d", 100*f.ErrorRate, f.Code)
-		case f.AddedLatencyEnd.Duration > 0:
+		case faultRamp:
 			s = "latency ramping to +" + f.AddedLatencyEnd.String()
-		default:
+		case faultSlower:
 			s = "latency +" + f.AddedLatency.String()
 		}
 		parts = append(parts, fmt.Sprintf("%s from %s to %s", s, f.From, f.To))

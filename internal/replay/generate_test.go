@@ -72,12 +72,12 @@ func count(sc *emulator.Scenario, seen map[string]int) {
 			ptFaulted = ptFaulted || len(r.Faults) > 0
 		}
 		for _, f := range r.Faults {
-			switch {
-			case f.Outage != "":
+			switch kindOf(f) {
+			case faultOutage:
 				seen[string(f.Outage)]++
-			case f.ErrorRate > 0 && f.AddedLatency.Duration > 0:
+			case faultLateErrors:
 				seen["late errors"]++
-			case f.ErrorRate > 0:
+			case faultErrors:
 				seen["errors"]++
 				if f.BurstLength > 1 {
 					seen["clustered"]++
@@ -85,9 +85,9 @@ func count(sc *emulator.Scenario, seen map[string]int) {
 				if f.Code == 429 {
 					seen["429"]++
 				}
-			case f.AddedLatencyEnd.Duration > 0:
+			case faultRamp:
 				seen["ramp"]++
-			default:
+			case faultSlower:
 				seen["slower"]++
 			}
 		}
