@@ -151,3 +151,29 @@ func TestPaceLapsesUnderItsRate(t *testing.T) {
 		t.Errorf("the PT took %d of %d calls at 90%% of its rate, want at least 90%%", pt, all)
 	}
 }
+
+// TestGoogleFullStartsThePace: Google saying the PT is full (another
+// cluster's routers took the order's window) starts the pace as the
+// router's own meter refusing a call does, though this router's share of
+// the window has room; and with no fill since, the pace lapses a window
+// later.
+func TestGoogleFullStartsThePace(t *testing.T) {
+	p, clk := ptUnderLoad(t, 2)
+	c := p.Start(Request{})
+	a, err := c.Pick()
+	if err != nil || a.Tier != table.TierProvisioned {
+		t.Fatalf("first pick %+v, %v: want the PT", a, err)
+	}
+	a.Done(ProvisionedFull)
+	rs := p.Snapshot().Regions[0]
+	if !rs.ProvisionedPaced {
+		t.Error("after Google said the PT is full, provisionedPaced false, want true")
+	}
+	if rs.ProvisionedWindowUsed > 0.05 {
+		t.Fatalf("this router's window is %.3f used: the shape (another cluster filled it) is not the one under test", rs.ProvisionedWindowUsed)
+	}
+	clk.Advance(rs.ProvisionedWindow.Duration + time.Millisecond)
+	if p.Snapshot().Regions[0].ProvisionedPaced {
+		t.Errorf("a window (%s) after the only fill, provisionedPaced true, want false", rs.ProvisionedWindow)
+	}
+}
