@@ -74,15 +74,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if err := command.Parse(fs, args); err != nil {
 		return c, err
 	}
-	var both error
+	var lone error
 	if c.writeTo != "" && c.generate == 0 {
-		both = errors.New("--write-scenarios needs --generate")
+		lone = errors.New("--write-scenarios needs --generate")
 	}
 	return c, errors.Join(
 		command.NotNegative("scale", c.scale),
 		command.NotNegative("duration", c.duration),
 		command.NotNegative("generate", c.generate),
-		both,
+		lone,
 	)
 }
 
