@@ -18,7 +18,7 @@ import (
 // for a while and none after (pace.go). With the quota gone, the same PT
 // takes its window at once and then what leaves it.
 func TestPTKeepsItsPaceWhileQuotasHaveRoom(t *testing.T) {
-	const tps, tokens = 1000, 100 // 10 calls a second
+	const tokens = 100 // ptUnderLoad's: 10 calls a second
 	for _, tc := range []struct {
 		name     string
 		payGo    float64 // the quota's calls a second
@@ -29,13 +29,7 @@ func TestPTKeepsItsPaceWhileQuotasHaveRoom(t *testing.T) {
 		{"quota full", 0.001, 0, 0, 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := newClock()
-			p := mustNew(t, pool(
-				provisioned("europe-west1", table.Capacity{GSUs: 2, TokensPerSecond: tps}),
-				shared("europe-west4", tc.payGo),
-			), clk)
-			burstToPT(t, p, clk, 1, tokens) // teaches it a call's tokens
-			clk.Advance(time.Hour)
+			p, clk := ptUnderLoad(t, 2, tc.payGo)
 			var per [40]int        // the PT's calls in each 10 s
 			for i := range 12000 { // 30 calls a second for 400 s
 				c := p.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
@@ -70,13 +64,13 @@ func TestPTKeepsItsPaceWhileQuotasHaveRoom(t *testing.T) {
 }
 
 // ptUnderLoad is a PT of gsus GSUs and 10 calls a second (1,000 tokens a
-// second, 100 a call, which it has learned) beside a quota of 100 calls a
+// second, 100 a call, which it has learned) beside a quota of quota calls a
 // second, an hour after its last call.
-func ptUnderLoad(t *testing.T, gsus int64) (*Pool, *clocktest.Clock) {
+func ptUnderLoad(t *testing.T, gsus int64, quota float64) (*Pool, *clocktest.Clock) {
 	clk := newClock()
 	p := mustNew(t, pool(
 		provisioned("europe-west1", table.Capacity{GSUs: gsus, TokensPerSecond: 1000}),
-		shared("europe-west4", 100),
+		shared("europe-west4", quota),
 	), clk)
 	burstToPT(t, p, clk, 1, 100)
 	clk.Advance(time.Hour)
@@ -118,7 +112,7 @@ func poisson(perSecond float64) func() time.Duration {
 // its window, which such a load rarely does, so it costs nothing in
 // pay-as-you-go once the overload is over.
 func TestPacedPTKeepsALoadUnderItsRate(t *testing.T) {
-	p, clk := ptUnderLoad(t, 2)
+	p, clk := ptUnderLoad(t, 2, 100)
 	sendToPT(t, p, clk, 60*time.Second, func() time.Duration { return time.Second / 30 }) // three times its rate
 	if !p.Snapshot().Regions[0].ProvisionedPaced {
 		t.Fatal("the overload did not hold the PT to its pace: the shape is not the one under test")
@@ -141,7 +135,7 @@ func TestPacedPTKeepsALoadUnderItsRate(t *testing.T) {
 // calls) kept coming, which a load at 90% of its rate does without end, and
 // 16.4% of the calls went to pay-as-you-go, where a greedy PT sends 5.7%.
 func TestPaceLapsesUnderItsRate(t *testing.T) {
-	p, clk := ptUnderLoad(t, 12)
+	p, clk := ptUnderLoad(t, 12, 100)
 	pt, all, paced := sendToPT(t, p, clk, 600*time.Second, poisson(9))
 	t.Logf("%d of %d calls at 9 a second to the PT", pt, all)
 	if !paced {
@@ -158,7 +152,7 @@ func TestPaceLapsesUnderItsRate(t *testing.T) {
 // the window has room; and with no fill since, the pace lapses a window
 // later.
 func TestGoogleFullStartsThePace(t *testing.T) {
-	p, clk := ptUnderLoad(t, 2)
+	p, clk := ptUnderLoad(t, 2, 100)
 	c := p.Start(Request{})
 	a, err := c.Pick()
 	if err != nil || a.Tier != table.TierProvisioned {
