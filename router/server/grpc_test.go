@@ -312,9 +312,11 @@ func TestStalledGRPCStreamReaderIsCut(t *testing.T) {
 	}
 	// The caller reads nothing more.
 	waittest.For(t, 10*time.Second, "the stalled call gives back its place", func() bool { return r.poolInFlight() == 0 })
-	if got := r.attempts("europe-west1", "provisioned", gaveUp); got != 1 {
-		t.Errorf("attempts cancelled = %v, want 1 (the caller went, not the region)", got)
-	}
+	// The attempt is counted just after the policy learns of it (call.settle
+	// gives its place back first): wait for the count too.
+	waittest.Until(t, 10*time.Second, "one attempt counted cancelled (the caller went, not the region)",
+		func() float64 { return r.attempts("europe-west1", "provisioned", gaveUp) },
+		func(got float64) bool { return got == 1 })
 }
 
 // TestGRPCRequestBytesCountInTheBudget: a gRPC request's bytes are held in
