@@ -70,7 +70,8 @@
 // Pick. Otherwise TokensPerSecond: a call is charged the region's average
 // tokens per call when it is picked, so calls still in flight count, and the
 // charge is corrected by the tokens the caller reports with Attempt.DoneTokens
-// (refunded when the attempt failed, was refused or was cancelled). A PT's
+// (refunded when the attempt was refused, failed at once or was cancelled;
+// kept when it timed out, since the region had let it in: done.go). A PT's
 // tokens are counted over the PT's window, not one second: Google enforces a
 // PT's quota over a window that grows as the order shrinks (40 s or more up
 // to 3 GSUs), so the router meters TokensPerSecond × window over a sliding

@@ -139,12 +139,25 @@ const tokEstShift = 3
 
 // settleTokens corrects the token cost charged in advance for an attempt
 // with what it consumed: the difference when the call reports its tokens, a
-// refund when it failed, was refused or was cancelled (it consumed none that
-// the region counts), and nothing when it succeeded without saying (the
-// estimate stands). A call Google spilled to pay-as-you-go (Report.OnDemand)
-// keeps its charge: it consumed none of the PT, but it says the PT was full
-// when it came, and giving its tokens back would send the PT more calls
-// that spill.
+// refund when it was refused, failed at once or was cancelled (it consumed
+// none that the region counts), and nothing when it succeeded without
+// saying (the estimate stands). A call Google spilled to pay-as-you-go
+// (Report.OnDemand) keeps its charge: it consumed none of the PT, but it
+// says the PT was full when it came, and giving its tokens back would send
+// the PT more calls that spill.
+//
+// A timeout keeps its charge too (Report.Timeout: the region answered
+// DEADLINE_EXCEEDED, or held the call until the deadline cut it). Google
+// admits a call into the PT before the model runs, and a call it held that
+// long was admitted: whether Google counts the tokens of an answer it never
+// finished, the router cannot see, and the meter errs toward full, the side
+// it is built to err to. Refunded, such calls left the meter short of
+// Google's count by the share of calls that time out: a 3-GSU PT whose
+// lognormal latencies ran past a 3-s deadline for a tenth of its calls was
+// metered 86% used when Google refused it as full, so the router kept
+// sending calls Google refused, and the PT counted as full, asked once a
+// second, for most of each window (generated scenario 2-5). A surplus costs
+// a few calls sent to pay-as-you-go while the PT had room.
 func (r *region) settleTokens(s *slot, rep Report, now int64) {
 	switch {
 	case rep.Outcome == Success && rep.Tokens > 0:
@@ -155,7 +168,7 @@ func (r *region) settleTokens(s *slot, rep Report, now int64) {
 			r.toks.refund(rep.chargedAt, now, -d, s.tokWidth)
 		}
 		r.learnTokens(rep.Tokens)
-	case rep.Outcome == Success:
+	case rep.Outcome == Success, rep.Outcome == Failure && rep.Timeout:
 	default:
 		r.toks.refund(rep.chargedAt, now, rep.charged, s.tokWidth)
 	}

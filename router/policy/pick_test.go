@@ -167,6 +167,18 @@ func TestTokenCapacity(t *testing.T) {
 	if used := p.Snapshot().Regions[0].ProvisionedWindowUsed; math.Abs(used-0.9) > 0.01 {
 		t.Errorf("after a refund the PT's window is %.3f used, want 0.9", used)
 	}
+	// A call the region held until a deadline ran out (its own 504, or the
+	// call's) was let into the PT: its charge stays, as Google's does.
+	var pt []*Attempt
+	for i := range open {
+		if open[i].Region == "europe-west4" {
+			pt = append(pt, &open[i])
+		}
+	}
+	pt[1].Finish(Report{Outcome: Failure, Timeout: true})
+	if used := p.Snapshot().Regions[0].ProvisionedWindowUsed; math.Abs(used-0.9) > 0.01 {
+		t.Errorf("after a timeout the PT's window is %.3f used, want 0.9 (no refund)", used)
+	}
 }
 
 // TestOverCapacityRetryAfter checks the Retry-After of a refusal: when the only
