@@ -65,8 +65,10 @@ type h1conn struct {
 	vec       [2][]byte   // the head and body of the request being written
 	bufs      net.Buffers // vec as WriteTo consumes it: a field, so it is not allocated
 	idleSince time.Time
-	// peek is c.peekFD, bound once: alive runs it without allocating.
+	// peek is c.peekFD, and abortFn c.abort, bound once: alive and call
+	// use them without allocating a method value each time.
 	peek    func(fd uintptr) bool
+	abortFn func()
 	peekErr error
 	reused  bool // had answered a call before this one
 }
@@ -118,7 +120,7 @@ func (t *h1) get(ctx context.Context) (*h1conn, error) {
 			c.raw = raw
 		}
 	}
-	c.peek = c.peekFD
+	c.peek, c.abortFn = c.peekFD, c.abort
 	return c, nil
 }
 
@@ -196,7 +198,7 @@ func (c *h1conn) call(ctx context.Context, path, query string, header http.Heade
 	if cap(head) <= maxKeptHead {
 		c.wbuf = head
 	}
-	stop := context.AfterFunc(ctx, c.abort)
+	stop := context.AfterFunc(ctx, c.abortFn)
 	// The head and the caller's body in one writev: one syscall, and the
 	// body is not copied (it may be megabytes of inline media).
 	c.vec = [2][]byte{head, body}
