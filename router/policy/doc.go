@@ -44,8 +44,9 @@
 // a region's hint. A PT attempt names the first of those tiers its region
 // offers, so that in spillover mode Google spills its overflow there. In
 // spillover mode a provisioned region that lists no tiers takes, besides
-// its PT, the calls no other capacity that answers has room for, in its
-// location's standard pay-as-you-go (rankOverflow): Google would have
+// its PT, the calls the call's tiers have no room for, before a PT ahead of
+// its pace (pace.go), in its location's standard pay-as-you-go
+// (rankOverflow): Google would have
 // served the PT's overflow there had the router sent it, and the router's
 // meter stops the PT lane at the PT. That lane has no hint: its own 429s
 // throttle it.

@@ -23,9 +23,9 @@ package policy
 // Google answered that the PT is full), for a window after, a PT that took
 // more than a tenth of its window's capacity over the last tenth of its
 // window (the span of one of its meter's buckets, the finest span the
-// meter tells apart) ranks after the call's pay-as-you-go tiers
-// (rankAhead): they take what they have room for first, and the PT takes
-// the rest from the room left in its window. The pace lasts a window from
+// meter tells apart) ranks after the call's pay-as-you-go tiers and the
+// PTs' overflows (rankAhead): they take what they have room for first, and
+// the PT takes the rest from the room left in its window. The pace lasts a window from
 // the last time the window filled. That rule is right by construction:
 //
 //   - A window that filled shows a load the window does not absorb. Held
@@ -57,8 +57,19 @@ package policy
 //   - A window that has not filled is taken greedily: a load the window
 //     absorbs, bursts above the rate that average under it (the order a
 //     small PT is bought for), stays on the PT whole.
-//   - When the quotas have no room (a surge), the PT takes the call from
-//     the rest of its window, as before: the burst the window is for.
+//   - A PT's overflow (its location's standard pay-as-you-go, which has no
+//     hint: slot.overflow) is pay-as-you-go too, and goes before a PT
+//     ahead of its pace for the same reason. Ranked after it, the overflow
+//     was sent only what a paced PT left over once its window filled, in
+//     bursts, each mostly refused (its quota of a few calls a second takes
+//     no more in a burst) and its throttle held near 1 by them, while the
+//     PT took its window's room at once and left its next window bunched
+//     (TestPacedPTOverflowsFirst; generated scenario 2-5, two 3-GSU PTs
+//     whose locations' pay-as-you-go took 3 calls a second each: each
+//     served 0.95 a second so, 1.3 now, and the scenario 78.2% -> 80.3%).
+//   - When the quotas and the overflows have no room (a surge), the PT
+//     takes the call from the rest of its window, as before: the burst the
+//     window is for.
 //
 // The tenth is measured as the current bucket and the share of the one
 // before it still in the span, as though its cost were spread evenly over

@@ -171,3 +171,36 @@ func TestGoogleFullStartsThePace(t *testing.T) {
 		t.Errorf("a window (%s) after the only fill, provisionedPaced true, want false", rs.ProvisionedWindow)
 	}
 }
+
+// TestPacedPTOverflowsFirst: a PT called in spillover mode, under a load of
+// three times its rate, beside a quota that has no room. Once its window
+// has filled, what it takes over its pace goes first to its location's
+// standard pay-as-you-go, its overflow (which answers every call here), and
+// the PT takes its rate, evenly: in each 10 s after the first 40 s between
+// 75 and 105 calls of its 100. Ranked after the PT's pace instead, the
+// overflow was sent only what a full window refused: the PT took every call
+// until its window filled again and none until the calls in it aged out.
+func TestPacedPTOverflowsFirst(t *testing.T) {
+	p, clk := ptUnderLoad(t, 2, 0.001)
+	var pt, overflow [40]int // each 10 s
+	for i := range 12000 {   // 30 calls a second for 400 s
+		c := p.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
+		a, err := c.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case a.Tier == table.TierProvisioned:
+			pt[i/300]++
+		case a.Region == "europe-west1":
+			overflow[i/300]++
+		}
+		a.DoneTokens(Success, 100)
+		clk.Advance(time.Second / 30)
+	}
+	for k := 4; k < len(pt); k++ {
+		if pt[k] < 75 || pt[k] > 105 {
+			t.Fatalf("the PT took %d calls in the %d-th 10 s, want 75 to 105 (its rate, evenly)\nPT:       %v\noverflow: %v", pt[k], k+1, pt, overflow)
+		}
+	}
+}

@@ -211,16 +211,16 @@ const (
 	rankProbe       = iota             // the PT of a demoted region whose probe is due (first attempts)
 	rankProvisioned                    // a PT, region not demoted
 	rankPayGo                          // pay-as-you-go: rankPayGo+i for the call's i-th tier, region not ejected (or in panic), demoted or silent
-	rankAhead       = rankPayGo + 3    // a PT ahead of its pace (pace.go): what the call's pay-as-you-go tiers have no room for
-	rankOverflow    = rankAhead + 1    // standard pay-as-you-go as a PT's overflow (slot.overflow): what no other capacity that answers has room for
-	rankDemoted     = rankOverflow + 1 // any lane of a demoted, ejected or silent region: what nobody else has room for
+	rankOverflow    = rankPayGo + 3    // standard pay-as-you-go as a PT's overflow (slot.overflow): what the call's pay-as-you-go tiers have no room for
+	rankAhead       = rankOverflow + 1 // a PT ahead of its pace (pace.go): what no other capacity that answers has room for
+	rankDemoted     = rankAhead + 1    // any lane of a demoted, ejected or silent region: what nobody else has room for
 	rankTried       = rankDemoted + 1
 	rankCount       = 2 * rankTried
 	rankNone        = -1 // not a candidate: not for this call, or refused this pick
 )
 
 // One pay-as-you-go rank per tier: this fails to compile if the tiers change.
-var _ = [1]struct{}{}[len(table.PayGoTiers)-(rankAhead-rankPayGo)]
+var _ = [1]struct{}{}[len(table.PayGoTiers)-(rankOverflow-rankPayGo)]
 
 // maxCandidates is the most candidates of one pool: every lane of every region.
 const maxCandidates = table.MaxRegions * laneCount

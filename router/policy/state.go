@@ -93,8 +93,8 @@ type slot struct {
 	laneWeight [laneCount]float64
 	// overflow: the region's standard lane is its PT's overflow (a
 	// provisioned region called in spillover mode that lists no
-	// pay-as-you-go tiers), which ranks after every other capacity that
-	// answers (rankOverflow).
+	// pay-as-you-go tiers), which ranks after the call's pay-as-you-go
+	// tiers and before a PT ahead of its pace (rankOverflow).
 	overflow bool
 }
 
