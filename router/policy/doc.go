@@ -46,10 +46,9 @@
 // spillover mode a provisioned region that lists no tiers takes, besides
 // its PT, the calls the call's tiers have no room for, before a PT ahead of
 // its pace (pace.go), in its location's standard pay-as-you-go
-// (rankOverflow): Google would have
-// served the PT's overflow there had the router sent it, and the router's
-// meter stops the PT lane at the PT. That lane has no hint: its own 429s
-// throttle it.
+// (rankOverflow): Google would have served the PT's overflow there had the
+// router sent it, and the router's meter stops the PT lane at the PT. That
+// lane has no hint: its own 429s throttle it.
 //
 // Lanes (lane.go). Each capacity of a region (its PT, each pay-as-you-go
 // tier) is a lane with its own throttle: a 429 of one says nothing of the

@@ -147,7 +147,10 @@ const tokEstShift = 3
 // the PT more calls that spill.
 //
 // A timeout keeps its charge too (Report.Timeout: the region answered
-// DEADLINE_EXCEEDED, or held the call until the deadline cut it). Google
+// DEADLINE_EXCEEDED, or held the call until the deadline cut it; a caller's
+// own deadline counts so only when the region kept the attempt longer than
+// it answers, server.call.report, so a caller that gives calls less time
+// than that, hostile or not, has them refunded as Cancelled). Google
 // admits a call into the PT before the model runs, and a call it held that
 // long was admitted: whether Google counts the tokens of an answer it never
 // finished, the router cannot see, and the meter errs toward full, the side

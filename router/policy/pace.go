@@ -25,8 +25,9 @@ package policy
 // window (the span of one of its meter's buckets, the finest span the
 // meter tells apart) ranks after the call's pay-as-you-go tiers and the
 // PTs' overflows (rankAhead): they take what they have room for first, and
-// the PT takes the rest from the room left in its window. The pace lasts a window from
-// the last time the window filled. That rule is right by construction:
+// the PT takes the rest from the room left in its window. The pace lasts a
+// window from the last time the window filled. That rule is right by
+// construction:
 //
 //   - A window that filled shows a load the window does not absorb. Held
 //     to its pace, the PT takes at most C × W/10 in any tenth of its window

@@ -204,3 +204,44 @@ func TestPacedPTOverflowsFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestPacedPTWhenItsOverflowRefuses: the same PT and load, its location's
+// pay-as-you-go refusing every call (429: Google's shared pool has no room;
+// or 503). Ranked before the paced PT, the overflow costs the PT nothing:
+// its throttle turns calls away from it, those it lets through spill at once
+// to the PT, and the PT still takes its whole window in every window after
+// the first (at least 370 of 400 calls), never demoted for its location's
+// pay-as-you-go.
+func TestPacedPTWhenItsOverflowRefuses(t *testing.T) {
+	for _, refusal := range []Outcome{Capacity, Failure} {
+		t.Run(refusal.String(), func(t *testing.T) {
+			p, clk := ptUnderLoad(t, 2, 0.001)
+			var pt [10]int // each 40 s
+			for i := range 12000 {
+				c := p.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
+				for {
+					a, err := c.Pick()
+					if err != nil {
+						break
+					}
+					if a.Tier == table.TierProvisioned {
+						pt[i/1200]++
+						a.DoneTokens(Success, 100)
+						break
+					}
+					a.Done(refusal)
+				}
+				clk.Advance(time.Second / 30)
+			}
+			for k := 1; k < len(pt); k++ {
+				if pt[k] < 370 {
+					t.Fatalf("the PT took %d calls in the %d-th 40 s, want at least 370 of its 400: %v", pt[k], k+1, pt)
+				}
+			}
+			t.Logf("PT per 40 s: %v", pt)
+			if d := p.Snapshot().Regions[0].Demotion; d != nil {
+				t.Errorf("the PT's region demoted for its overflow's refusals: %+v", d)
+			}
+		})
+	}
+}
