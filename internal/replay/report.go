@@ -35,8 +35,9 @@ type Report struct {
 	// first one's start to the last one's end; zero when it has none.
 	Fault Span
 	// FaultCarry is the share of the load during Fault that the regions can
-	// carry (their capacity over the load's rate, at most 1), a region with
-	// a fault only what it answers of it (faultSpan): what a policy can
+	// carry (their capacity over the load's rate, at most 1), each region
+	// only what it answers of it within the load's deadline, under its
+	// faults and with its own latency's tail (faultSpan): what a policy can
 	// serve then.
 	FaultCarry float64
 	// FaultCarryOnce is the share of the load during Fault that the regions
@@ -409,7 +410,7 @@ func writeFault(b *strings.Builder, rep *Report) {
 	if f.To == 0 {
 		return
 	}
-	fmt.Fprintf(b, "While the faults last, from %s to %s (the regions can carry %s of the calls, those with a fault only what they answer):\n\n", fmtDuration(f.From), fmtDuration(f.To), pct(rep.FaultCarry))
+	fmt.Fprintf(b, "While the faults last, from %s to %s (the regions can carry %s of the calls, each only what it answers within the deadline):\n\n", fmtDuration(f.From), fmtDuration(f.To), pct(rep.FaultCarry))
 	b.WriteString("| Policy | Calls | Success during | Attempts per call during | Success in the 2 min before | Back to that after |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|\n")
 	for _, r := range rep.Results {

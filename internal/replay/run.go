@@ -753,10 +753,14 @@ func overSpan(sc *emulator.Scenario, sp Span, none float64, carry func(t time.Du
 
 // answeredAt is the share of its calls that region r answers within
 // deadline (zero: none) under its faults at t: none in an outage, else all
-// but the error rate, and of those, while faults add latency, the share
-// that the region's latency distribution answers within what the deadline
-// leaves (emulator.Latency.Within): none once the added latency reaches the
-// deadline, about half while it leaves the median.
+// but the error rate, and of those the share that the region's latency
+// distribution answers within what the deadline leaves once the faults have
+// added their latency (emulator.Latency.Within): none once the added latency
+// reaches the deadline, about half while it leaves the median. The tail of
+// a region's own latency counts too, with no fault: a call it answers after
+// the deadline is lost wherever the router sent it, and has no time left to
+// be sent again, so no routing serves it, and a bound that counted it would
+// blame the router for the region's tail.
 func answeredAt(r *emulator.Region, t, deadline time.Duration) float64 {
 	share, added := 1.0, time.Duration(0)
 	for i := range r.Faults {
@@ -770,7 +774,7 @@ func answeredAt(r *emulator.Region, t, deadline time.Duration) float64 {
 		added += f.AddedLatencyAt(t)
 		share = min(share, 1-f.ErrorRate)
 	}
-	if deadline > 0 && added > 0 {
+	if deadline > 0 {
 		share *= r.Latency.Within(deadline - added)
 	}
 	return share
