@@ -107,8 +107,9 @@ func (l *aimd) clamp(hi float64) {
 // rate, and a call without a deadline may take any time: the bound is then
 // regionMaxLimit.
 //
-// The whole bound applies while the region is answering (slot.answering):
-// not failing, not demoted, and not throttled for 429s or errors. A region
+// The whole bound applies while the region is answering (region.answering):
+// not failing and not demoted. A lane's 429s leave it whole: they refuse
+// rate, at once, and hold no call in flight. A region
 // that is not keeps the share of it that it answers: with answered attempts
 // over the ejection interval, failed of them, a call finds room while the
 // calls in flight are within

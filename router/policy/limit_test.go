@@ -363,3 +363,68 @@ func TestLastResortTakesTheShareItAnswers(t *testing.T) {
 		})
 	}
 }
+
+// TestQuotaRefusalsLeaveTheBound: a PT region's pay-as-you-go quota that
+// answers 429 for part of what it is sent, while the PT's calls hold the
+// region over its AIMD limit, still takes calls beyond that limit, within
+// what its throttle lets through. A 429 is a refusal of rate, answered at
+// once: it holds no call in flight, and the lane's throttle already bounds
+// its rate. Counted as the region not answering, it left the quota the
+// share of the AIMD limit its answers earn, which the PT's calls had filled:
+// in a surge, a dedicated PT region's standard quota took under a call a
+// second of the twenty it grants.
+func TestQuotaRefusalsLeaveTheBound(t *testing.T) {
+	clk := newClock()
+	tp := pool(offering(provisioned("europe-west4", table.Capacity{}), table.PayGoStandard))
+	tp.Policy.Provisioned.RequestType = table.RequestTypeDedicated
+	p := mustNew(t, tp, clk)
+	var held []Attempt
+	hold := func(n int, lane table.PayGoTier) {
+		t.Helper()
+		for range n {
+			_, a := pick(t, p, PriorityDefault)
+			if a.PayGo != lane {
+				t.Fatalf("attempt on %q, want %q", a.PayGo, lane)
+			}
+			held = append(held, a)
+		}
+	}
+	// The PT's calls: more than the AIMD limit of 64 in flight, which a
+	// region that answers admits (slow is not overloaded).
+	hold(70, "")
+	_, a := pick(t, p, PriorityDefault)
+	a.Done(ProvisionedFull)
+	// The PT is full: calls go to the standard quota, which refuses two
+	// in three.
+	hold(30, table.PayGoStandard)
+	for i, a := range held[70:] {
+		o := Success
+		if i%3 != 0 {
+			o = Capacity
+		}
+		a.Done(o)
+	}
+	held = held[:70]
+	if rs := regionOf(t, p, "europe-west4"); rs.ThrottleProbability <= 0 || rs.InFlight <= rs.Limit {
+		t.Fatalf("region %+v, want its quota throttled and more in flight than its limit", rs)
+	}
+	admitted := 0
+	for range 40 {
+		c := p.Start(Request{})
+		if a, err := c.Pick(); err == nil {
+			if a.PayGo != table.PayGoStandard {
+				t.Fatalf("attempt on %q while the PT is full", a.PayGo)
+			}
+			admitted++
+			held = append(held, a)
+		}
+	}
+	// The throttle turns away about a third ((30 - 2×10) / 31); the rest
+	// go. Over the limit and not counted as answering, none would.
+	if admitted < 15 {
+		t.Errorf("%d of 40 calls admitted to the throttled quota, want about two thirds", admitted)
+	}
+	for _, a := range held {
+		a.Done(Cancelled)
+	}
+}

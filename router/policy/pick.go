@@ -582,7 +582,7 @@ func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe, l
 	if n == 1 {
 		r.quiet.busy(now)
 	}
-	if lim := ceiling(int64(r.limit.get()), cs.prio); (n > lim || last && !probe && !r.answering(l, now, s.st)) && !s.roomInFlight(l, n, now, cs.deadline, lim) {
+	if lim := ceiling(int64(r.limit.get()), cs.prio); (n > lim || last && !probe && !r.answering(now, s.st)) && !s.roomInFlight(l, n, now, cs.deadline, lim) {
 		r.inFlight.Add(-1)
 		// Shed: refused for the call's priority alone.
 		ref.shed = ref.shed || n > lim && n <= int64(r.limit.get())
@@ -659,7 +659,7 @@ func (s *slot) roomInFlight(l uint8, n, now, deadline, limit int64) bool {
 	if n > bound {
 		return false
 	}
-	if s.r.answering(l, now, s.st) {
+	if s.r.answering(now, s.st) {
 		return true
 	}
 	if !known {
@@ -672,8 +672,22 @@ func (s *slot) roomInFlight(l uint8, n, now, deadline, limit int64) bool {
 	return answered > 0 && n*answered <= bound*(answered-failed)
 }
 
-// answering reports whether the region answers on lane l: it is not
-// demoted, not failing, and the lane's throttle lets every call through.
-func (r *region) answering(l uint8, now int64, st *poolState) bool {
-	return r.demoted.Load() == nil && !r.failing(now, st) && r.lanes[l].throttleP(now, st) == 0
+// answering reports whether the region answers the calls it holds: it is
+// not demoted and not failing (its failure rate, the one that demotes and
+// ejects it, under the threshold).
+//
+// A lane's 429s do not make it not answering, however many there are. A
+// 429 refuses rate, answered at once before the model runs: the call it
+// refused is not held in flight, and spills elsewhere outside the budget.
+// What holds a region's calls in flight is the calls it serves, and those
+// it answers. The rate has its own brakes (the meters, and the lane's
+// throttle, at most twice what the lane accepts); cutting its in-flight
+// bound as well compounds them, as shrinking its AIMD limit on 429s would
+// (region.done). It starved a PT region's pay-as-you-go quota in a surge:
+// the quota refused part of what it was sent, which made the region not
+// answering, and the share of the AIMD limit left to it was already full
+// of the PT's calls, so the quota took under one call a second of the
+// twenty it grants.
+func (r *region) answering(now int64, st *poolState) bool {
+	return r.demoted.Load() == nil && !r.failing(now, st)
 }

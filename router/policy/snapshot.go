@@ -126,8 +126,8 @@ type RegionSnapshot struct {
 	// take calls before it (pace.go).
 	ProvisionedPaced bool `json:"provisionedPaced,omitempty"`
 	// InFlight is the region's calls in flight; Limit is its adaptive (AIMD)
-	// limit. While Answering (not failing, demoted or throttled on the
-	// capacity its hints meter), a region admits calls beyond Limit up to
+	// limit. While Answering (neither failing nor demoted; 429s do not
+	// count, they hold no call), a region admits calls beyond Limit up to
 	// its capacity × (the call's deadline + 1 s): slow is not overloaded.
 	InFlight  int64 `json:"inFlight"`
 	Limit     int64 `json:"limit,omitempty"`
@@ -198,7 +198,7 @@ func (p *Pool) Snapshot() Snapshot {
 			ThrottleProbability: r.throttleP(now, st),
 			InFlight:            r.inFlight.Load(),
 			Limit:               int64(r.limit.get()),
-			Answering:           r.answering(s.hinted, now, st),
+			Answering:           r.answering(now, st),
 			Silent:              r.quiet.silent(now, &r.inFlight, &r.fails, st),
 			QuickestSuccess:     table.Duration{Duration: time.Duration(r.quick.get(now, int64(st.interval)))},
 		}
