@@ -309,6 +309,34 @@ regions:
 	if sp, carry := faultSpan(tail, 2*time.Minute); math.Abs(carry-want) > 1e-3 || math.Abs(carryOnce(tail, sp)-want) > 1e-3 {
 		t.Errorf("a latency tail past the deadline: carrying %v (once %v), want %v", carry, carryOnce(tail, sp), want)
 	}
+	// Quotas count whole calls over their window: over a two-second window
+	// 1.86 calls a second is 3 calls in any two seconds (1.5 a second),
+	// 3.5 a second is 7 (all of it), and a PT of 1,500 tokens a second over
+	// its 40-s window is 60,000 tokens, 85 calls of 700 tokens (2.125 a
+	// second), of which the fault fails a ten-thousandth.
+	whole := inlineScenario(t, `
+name: whole
+project: p
+model: m
+duration: 2m
+capacityWindow: 2s
+load: {requestsPerSecond: 10, inputTokens: 500, outputTokens: 200}
+regions:
+- name: europe-west1
+  tier: provisioned
+  provisioned: {gsus: 3, tokensPerSecond: 1500, window: 40s}
+  faults: [{from: 1m, to: 2m, errorRate: 0.0001, code: 503}]
+- name: europe-west4
+  tier: shared
+  capacity: {requestsPerSecond: 1.86}
+- name: europe-west2
+  tier: shared
+  capacity: {requestsPerSecond: 3.5}
+`)
+	want = (0.9999*85.0/40 + 1.5 + 3.5) / 10
+	if _, carry := faultSpan(whole, 2*time.Minute); math.Abs(carry-want) > 1e-6 {
+		t.Errorf("quotas in whole calls: carrying %v, want %v", carry, want)
+	}
 }
 
 // inlineScenario parses a scenario written in the test.
