@@ -229,6 +229,59 @@ func TestEjectedRegionTakesWhatNoOtherCan(t *testing.T) {
 	}
 }
 
+// TestEjectedRegionAsksOnce: an ejected region whose failures have aged out
+// of its window, with nothing answered since, takes one of the calls the
+// others have no room for at a time: its answer is the evidence. A success
+// lends it its share of them at once, before its ejection ends; a failure
+// nothing until the failure ages out. Lending it nothing without evidence,
+// a region that had recovered took none of them until its ejection ended.
+func TestEjectedRegionAsksOnce(t *testing.T) {
+	for _, tc := range []struct {
+		answer Outcome
+		want   int // of 20 more calls, how many it takes after its answer
+	}{
+		{Success, 9}, // its quota of 10 a second, less the call that asked
+		{Failure, 0},
+	} {
+		t.Run(tc.answer.String(), func(t *testing.T) {
+			clk := newClock()
+			tp := threeShared(10)
+			p := mustNew(t, tp, clk)
+			report(p, 0, Failure, 10)
+			clk.Advance(tp.Policy.Ejection.Interval.Duration + time.Second)
+			if rs := p.Snapshot().Regions[0]; !rs.Ejected || rs.FailureRate != 0 {
+				t.Fatalf("europe-west1 %+v: want ejected, its failures aged out", rs)
+			}
+			var held []Attempt
+			take := func(n int) map[string]int {
+				got := map[string]int{}
+				for range n {
+					c := p.Start(Request{})
+					if a, err := c.Pick(); err == nil {
+						got[a.Region]++
+						held = append(held, a)
+					}
+				}
+				return got
+			}
+			if got := take(20); got["europe-west1"] != 0 {
+				t.Fatalf("calls %v: the ejected region took some while the others had room", got)
+			}
+			if got := take(5); got["europe-west1"] != 1 || len(got) != 1 {
+				t.Fatalf("calls the others had no room for %v, want one on the ejected region", got)
+			}
+			held[len(held)-1].Done(tc.answer)
+			held = held[:len(held)-1]
+			if got := take(20); got["europe-west1"] != tc.want || len(got) > 1 {
+				t.Errorf("after its answer (%s) calls %v, want %d on the ejected region", tc.answer, got, tc.want)
+			}
+			for _, a := range held {
+				a.Done(Cancelled)
+			}
+		})
+	}
+}
+
 // TestEjectedRegionReturnsOnProbation: when its ejection ends, a region
 // does not get its share of first attempts back at once (the failures that
 // ejected it have aged out of its window, and it would look healthy): it

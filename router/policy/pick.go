@@ -666,10 +666,25 @@ func (s *slot) roomInFlight(l uint8, n, now, deadline, limit int64) bool {
 		// Its AIMD limit is all that is known of what it holds.
 		bound = limit
 	}
-	// No attempt ended lately is no evidence of answering: a demoted region
-	// whose calls all hang past the ejection interval lends nothing.
 	answered, failed := s.r.fails.sum(bucketOf(now, s.st.failWidth))
-	return answered > 0 && n*answered <= bound*(answered-failed)
+	if answered == 0 {
+		// No attempt ended within the ejection interval: no evidence
+		// either way. The region takes one call at a time, and only
+		// while it holds no other. Lending it nothing left an ejected
+		// region with no way back before its ejection ended: it gets
+		// no probe while ejected, its failures age out of the window,
+		// and with nothing sent nothing ends, so a region that had
+		// recovered took none of the calls nobody else had room for
+		// for the rest of an ejection that grows with each one (up to
+		// maxEjectionTime), while they were refused. One call is the
+		// least that asks: it is one the answering regions had no room
+		// for (the region ranks last), its answer is the evidence (a
+		// success lends it its share at once, a failure nothing for an
+		// interval), and a region whose calls hang holds that one and
+		// no more, as it holds a probe.
+		return n == 1
+	}
+	return n*answered <= bound*(answered-failed)
 }
 
 // answering reports whether the region answers the calls it holds: it is
