@@ -28,6 +28,7 @@ const (
 	ScenarioProvisionedFlapping  = "provisioned-region-flapping"
 	ScenarioSharedHangs          = "shared-region-hangs"
 	ScenarioNearDeadline         = "provisioned-region-near-deadline"
+	ScenarioSharedDown           = "shared-region-down"
 )
 
 // Targets of the scenarios.
@@ -43,8 +44,9 @@ const (
 	MaxSecondsOver = 10
 	// MaxSurgeAttempts is the most attempts per call during the retry surge.
 	MaxSurgeAttempts = 1.1
-	// MaxRecovery is how soon after the surge success must be back to its
-	// baseline.
+	// MaxRecovery is how soon after the surge, or after a region that was
+	// down serves again (provisioned-region-unreachable,
+	// shared-region-down), success must be back to its baseline.
 	MaxRecovery = 30 * time.Second
 	// MinShareOfCarry is the least share of what the regions without a fault
 	// can carry that regionwarden must serve while the provisioned region is
@@ -178,6 +180,18 @@ func Checks(rep *Report) []Check {
 		// back: success at its baseline soon after the region answers again.
 		each(regionwardenPolicies, func(r *Result) Check {
 			c := downCheck(r, rep, "the provisioned region refuses connections")
+			back, ok := backWithin(r.Fault, MaxRecovery)
+			c.Target += fmt.Sprintf(", and its success is back to its baseline within %s after", fmtDuration(MaxRecovery))
+			c.Measured += fmt.Sprintf("; success %s (baseline %s)", back, pct(r.Fault.Baseline))
+			c.Pass = c.Pass && ok
+			return c
+		})
+	case ScenarioSharedDown:
+		// The same target as the region down, and then its quota back:
+		// success at its baseline soon after it serves again, though its
+		// ejection lasts longer.
+		each(regionwardenPolicies, func(r *Result) Check {
+			c := downCheck(r, rep, "a pay-as-you-go region is down")
 			back, ok := backWithin(r.Fault, MaxRecovery)
 			c.Target += fmt.Sprintf(", and its success is back to its baseline within %s after", fmtDuration(MaxRecovery))
 			c.Measured += fmt.Sprintf("; success %s (baseline %s)", back, pct(r.Fault.Baseline))

@@ -212,6 +212,8 @@ func TestFaultSpan(t *testing.T) {
 		{ScenarioProvisionedThrottled, 5 * time.Minute, Span{90 * time.Second, 210 * time.Second}, 1, 0.7975},
 		{ScenarioSharedContention, 8 * time.Minute, Span{2 * time.Minute, 6 * time.Minute}, 0.5, 0.5},
 		{ScenarioSpillFailing, 6 * time.Minute, Span{time.Minute, 4 * time.Minute}, 0.975, 0.8375},
+		// The PT's 20 calls/s and europe-north1's 8 of the 40.
+		{ScenarioSharedDown, 6 * time.Minute, Span{time.Minute, 4 * time.Minute}, 0.7, 0.7},
 		// 40% of the PT's 33 calls/s and the quotas' 15 carry the 25; sent
 		// once, the quotas' 15 and 40% of the other 10.
 		{ScenarioProvisionedBrownout, 5 * time.Minute, Span{time.Minute, 4 * time.Minute}, 1, 0.76},
@@ -381,6 +383,9 @@ func TestFaultChecks(t *testing.T) {
 		{ScenarioUnreachable, Result{Requests: 9000, NoRegions: 1, Fault: in(0.44, 0.75, 0)}, false}, // "no regions"
 		{ScenarioUnreachable, Result{Requests: 9000, Fault: in(0.44, 0.75, 57*time.Second)}, false},  // paid capacity back too late
 		{ScenarioUnreachable, Result{Requests: 9000, Fault: in(0.44, 0.75, -1-bucketWidth)}, false},  // never back
+		{ScenarioSharedDown, Result{Requests: 9000, Fault: in(0.44, 0.75, 5*time.Second)}, true},
+		{ScenarioSharedDown, Result{Requests: 9000, Fault: in(0.44, 0.75, 36*time.Second)}, false}, // its quota back too late
+		{ScenarioSharedDown, Result{Requests: 9000, Fault: in(0.42, 0.75, 5*time.Second)}, false},  // under 95% of 45%
 		{ScenarioSpillFailing, Result{Requests: 9000, Fault: in(0.90, 1.1, 0)}, true},
 		{ScenarioSpillFailing, Result{Requests: 9000, Fault: in(0.83, 1.0, 0)}, false},               // refused what a failing region would take
 		{ScenarioSpillFailing, Result{Requests: 9000, NoRegions: 1, Fault: in(0.90, 1.1, 0)}, false}, // "no regions"
