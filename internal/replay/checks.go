@@ -179,24 +179,12 @@ func Checks(rep *Report) []Check {
 		// The same target as the region down, and then its paid capacity
 		// back: success at its baseline soon after the region answers again.
 		each(regionwardenPolicies, func(r *Result) Check {
-			c := downCheck(r, rep, "the provisioned region refuses connections")
-			back, ok := backWithin(r.Fault, MaxRecovery)
-			c.Target += fmt.Sprintf(", and its success is back to its baseline within %s after", fmtDuration(MaxRecovery))
-			c.Measured += fmt.Sprintf("; success %s (baseline %s)", back, pct(r.Fault.Baseline))
-			c.Pass = c.Pass && ok
-			return c
+			return backCheck(r, rep, "the provisioned region refuses connections")
 		})
 	case ScenarioSharedDown:
-		// The same target as the region down, and then its quota back:
-		// success at its baseline soon after it serves again, though its
-		// ejection lasts longer.
+		// The same again for a quota, back before its ejection ends.
 		each(regionwardenPolicies, func(r *Result) Check {
-			c := downCheck(r, rep, "a pay-as-you-go region is down")
-			back, ok := backWithin(r.Fault, MaxRecovery)
-			c.Target += fmt.Sprintf(", and its success is back to its baseline within %s after", fmtDuration(MaxRecovery))
-			c.Measured += fmt.Sprintf("; success %s (baseline %s)", back, pct(r.Fault.Baseline))
-			c.Pass = c.Pass && ok
-			return c
+			return backCheck(r, rep, "a pay-as-you-go region is down")
 		})
 	case ScenarioDownPriorities:
 		each(regionwardenPolicies, func(r *Result) Check { return downCheck(r, rep, "the provisioned region is down") })
@@ -283,6 +271,17 @@ func downCheck(r *Result, rep *Report, what string) Check {
 			pct(f.Success), pct(shareOf(f.Success, rep.FaultCarry)), f.AttemptsPerRequest, r.NoRegions),
 		Pass: f.Requests > 0 && f.Success >= want && f.AttemptsPerRequest <= MaxDownAttempts && r.NoRegions == 0,
 	}
+}
+
+// backCheck is downCheck and then success back to its baseline within
+// MaxRecovery of the region answering again.
+func backCheck(r *Result, rep *Report, what string) Check {
+	c := downCheck(r, rep, what)
+	back, ok := backWithin(r.Fault, MaxRecovery)
+	c.Target += fmt.Sprintf(", and its success is back to its baseline within %s after", fmtDuration(MaxRecovery))
+	c.Measured += fmt.Sprintf("; success %s (baseline %s)", back, pct(r.Fault.Baseline))
+	c.Pass = c.Pass && ok
+	return c
 }
 
 // backWithin says when success was back to its baseline after the fault,
