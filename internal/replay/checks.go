@@ -85,6 +85,31 @@ type Check struct {
 // regionwardenPolicies are the columns the targets hold regionwarden to.
 var regionwardenPolicies = []string{NameRegionwarden, NameRouter}
 
+// regionTargets are the scenarios whose one target is what the regions can
+// carry while some of them fail: the check and what it says failed.
+var regionTargets = map[string]struct {
+	check func(r *Result, rep *Report, what string) Check
+	what  string
+}{
+	ScenarioProvisionedDown: {downCheck, "the provisioned region is down"},
+	// The carry is judged moment by moment (faultSpan): all of the load
+	// while the region answers, the quotas' while it fails.
+	ScenarioProvisionedFlapping: {downCheck, "the provisioned region fails by turns"},
+	ScenarioSharedHangs:         {downCheck, "a pay-as-you-go region answers after every deadline and, for two minutes of it, the provisioned region is down"},
+	// The same target as the region down, and then its paid capacity back:
+	// success at its baseline soon after the region answers again.
+	ScenarioUnreachable: {backCheck, "the provisioned region refuses connections"},
+	// The same again for a quota, back before its ejection ends.
+	ScenarioSharedDown:           {backCheck, "a pay-as-you-go region is down"},
+	ScenarioProvisionedThrottled: {throttledCheck, "the provisioned region answers part of its calls 429"},
+	// The PT still serves its share of what it is sent, and the calls it
+	// fails fall back to the quotas: together they can carry the load,
+	// which a router that loses the calls the demoted PT fails (their
+	// retries finding the budget spent) does not serve.
+	ScenarioProvisionedBrownout: {throttledCheck, "the provisioned region fails most of its calls"},
+	ScenarioSharedContention:    {throttledCheck, "the provisioned region is down and the pay-as-you-go regions answer half their calls 429"},
+}
+
 // Checks returns the targets of the report's scenario, if it is one of the
 // scenarios named above, for the policies the report holds.
 func Checks(rep *Report) []Check {
@@ -103,6 +128,9 @@ func Checks(rep *Report) []Check {
 				cs = append(cs, f(r))
 			}
 		}
+	}
+	if t, ok := regionTargets[rep.Scenario]; ok {
+		each(regionwardenPolicies, func(r *Result) Check { return t.check(r, rep, t.what) })
 	}
 	switch rep.Scenario {
 	case ScenarioProvisionedIncident:
@@ -165,27 +193,6 @@ func Checks(rep *Report) []Check {
 			c.Measured = strings.Join(parts, "; ")
 			return c
 		})
-	case ScenarioProvisionedDown:
-		each(regionwardenPolicies, func(r *Result) Check { return downCheck(r, rep, "the provisioned region is down") })
-	case ScenarioProvisionedFlapping:
-		// The carry is judged moment by moment (faultSpan): all of the
-		// load while the region answers, the quotas' while it fails.
-		each(regionwardenPolicies, func(r *Result) Check { return downCheck(r, rep, "the provisioned region fails by turns") })
-	case ScenarioSharedHangs:
-		each(regionwardenPolicies, func(r *Result) Check {
-			return downCheck(r, rep, "a pay-as-you-go region answers after every deadline and, for two minutes of it, the provisioned region is down")
-		})
-	case ScenarioUnreachable:
-		// The same target as the region down, and then its paid capacity
-		// back: success at its baseline soon after the region answers again.
-		each(regionwardenPolicies, func(r *Result) Check {
-			return backCheck(r, rep, "the provisioned region refuses connections")
-		})
-	case ScenarioSharedDown:
-		// The same again for a quota, back before its ejection ends.
-		each(regionwardenPolicies, func(r *Result) Check {
-			return backCheck(r, rep, "a pay-as-you-go region is down")
-		})
 	case ScenarioDownPriorities:
 		each(regionwardenPolicies, func(r *Result) Check { return downCheck(r, rep, "the provisioned region is down") })
 		each(regionwardenPolicies, func(r *Result) Check { return shortageCheck(r, rep) })
@@ -205,22 +212,6 @@ func Checks(rep *Report) []Check {
 				Measured: fmt.Sprintf("%d of %d calls shed; %s served while it was slow", r.Shed, r.Requests, pct(r.Fault.Success)),
 				Pass:     r.Requests > 0 && float64(r.Shed) <= MaxNearDeadlineShed*float64(r.Requests),
 			}
-		})
-	case ScenarioProvisionedThrottled:
-		each(regionwardenPolicies, func(r *Result) Check {
-			return throttledCheck(r, rep, "the provisioned region answers part of its calls 429")
-		})
-	case ScenarioProvisionedBrownout:
-		// The PT still serves its share of what it is sent, and the calls
-		// it fails fall back to the quotas: together they can carry the
-		// load, which a router that loses the calls the demoted PT fails
-		// (their retries finding the budget spent) does not serve.
-		each(regionwardenPolicies, func(r *Result) Check {
-			return throttledCheck(r, rep, "the provisioned region fails most of its calls")
-		})
-	case ScenarioSharedContention:
-		each(regionwardenPolicies, func(r *Result) Check {
-			return throttledCheck(r, rep, "the provisioned region is down and the pay-as-you-go regions answer half their calls 429")
 		})
 	case ScenarioTotalOutage:
 		each(regionwardenPolicies, func(r *Result) Check {
