@@ -636,9 +636,20 @@ func (s *Scenario) ModelName(region string) string {
 // RequestsPerSecond is the region's capacity in calls per second of typical
 // size (Load.TokensPerCall): PT plus pay-as-you-go quota, each the lower of
 // its request and token limits. Zero means the region has no limit.
-func (s *Scenario) RequestsPerSecond(r *Region) float64 {
+func (s *Scenario) RequestsPerSecond(r *Region) float64 { return s.callsPerSecond(r, false) }
+
+// WholeRequestsPerSecond is RequestsPerSecond as the region's quotas count
+// it: each capacity grants the whole calls of typical size that fit its
+// window (CapacityWindow for pay-as-you-go, EnforcedWindow for the PT), so a
+// quota of 1.86 calls a second over one second grants one call in any
+// second. Zero for a region with no limit, and for one whose capacities
+// grant no whole call a window: RequestsPerSecond tells them apart.
+func (s *Scenario) WholeRequestsPerSecond(r *Region) float64 { return s.callsPerSecond(r, true) }
+
+// callsPerSecond is RequestsPerSecond, in whole calls a window if whole.
+func (s *Scenario) callsPerSecond(r *Region, whole bool) float64 {
 	perCall := float64(s.Load.TokensPerCall())
-	calls := func(c Capacity) float64 {
+	calls := func(c Capacity, window time.Duration) float64 {
 		v := math.Inf(1)
 		if c.RequestsPerSecond > 0 {
 			v = c.RequestsPerSecond
@@ -646,14 +657,20 @@ func (s *Scenario) RequestsPerSecond(r *Region) float64 {
 		if c.TokensPerSecond > 0 && perCall > 0 {
 			v = math.Min(v, c.TokensPerSecond/perCall)
 		}
+		if w := window.Seconds(); whole && w > 0 && !math.IsInf(v, 1) {
+			// The epsilon keeps a capacity that is a whole number of
+			// calls a window (10 a second over a second) from losing
+			// one to rounding.
+			v = math.Floor(v*w+1e-9) / w
+		}
 		return v
 	}
 	total := 0.0
 	if !r.Capacity.IsZero() {
-		total += calls(r.Capacity)
+		total += calls(r.Capacity, s.CapacityWindow.Duration)
 	}
 	if p := r.Provisioned; p != nil {
-		total += calls(p.Capacity())
+		total += calls(p.Capacity(), p.EnforcedWindow())
 	}
 	if math.IsInf(total, 0) {
 		return 0

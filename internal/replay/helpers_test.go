@@ -339,6 +339,24 @@ regions:
 	if _, carry := faultSpan(whole, 2*time.Minute); math.Abs(carry-want) > 1e-6 {
 		t.Errorf("quotas in whole calls: carrying %v, want %v", carry, want)
 	}
+	// A token quota under one call a window (100 tokens a second, calls of
+	// 500) grants none: it carries nothing, not the whole load as a region
+	// without a limit would.
+	under := inlineScenario(t, `
+name: under
+project: p
+model: m
+duration: 2m
+load: {requestsPerSecond: 10, inputTokens: 400, outputTokens: 100}
+regions:
+- name: europe-west4
+  tier: shared
+  capacity: {tokensPerSecond: 100}
+  faults: [{from: 1m, to: 2m, errorRate: 0.0001, code: 503}]
+`)
+	if _, carry := faultSpan(under, 2*time.Minute); carry != 0 {
+		t.Errorf("a quota under one call a window: carrying %v, want 0", carry)
+	}
 }
 
 // inlineScenario parses a scenario written in the test.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -725,44 +724,10 @@ func carryOnce(sc *emulator.Scenario, sp Span) float64 {
 // window grants one call in any second, not 1.86, and a bound that counted
 // the fraction would blame the router for a call no region would take.
 func callsOf(sc *emulator.Scenario, r *emulator.Region, rate float64) float64 {
-	perCall := float64(sc.Load.TokensPerCall())
-	total, limited := 0.0, false
-	add := func(c emulator.Capacity, window time.Duration) {
-		v := math.Inf(1)
-		if c.RequestsPerSecond > 0 {
-			v = wholeCalls(c.RequestsPerSecond, window)
-		}
-		if c.TokensPerSecond > 0 && perCall > 0 {
-			v = min(v, wholeCalls(c.TokensPerSecond/perCall, window))
-		}
-		if !math.IsInf(v, 1) {
-			total, limited = total+v, true
-		} else {
-			total = v
-		}
+	if sc.RequestsPerSecond(r) == 0 {
+		return rate // no limit
 	}
-	if !r.Capacity.IsZero() {
-		add(r.Capacity, sc.CapacityWindow.Duration)
-	}
-	if p := r.Provisioned; p != nil {
-		add(p.Capacity(), p.EnforcedWindow())
-	}
-	if !limited || math.IsInf(total, 1) {
-		return rate
-	}
-	return total
-}
-
-// wholeCalls is a capacity of perSecond calls a second counted over window
-// in whole calls: as many as fit in the window, spread over it.
-func wholeCalls(perSecond float64, window time.Duration) float64 {
-	w := window.Seconds()
-	if w <= 0 {
-		return perSecond
-	}
-	// The epsilon keeps a capacity that is a whole number of calls a
-	// window (10 a second over a second) from losing one to rounding.
-	return math.Floor(perSecond*w+1e-9) / w
+	return sc.WholeRequestsPerSecond(r)
 }
 
 // carryStep is the length of the moments, in scenario time, that overSpan
