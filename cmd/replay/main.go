@@ -51,6 +51,7 @@ type config struct {
 	verbose   bool
 	generate  int
 	writeTo   string
+	timeline  time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -71,18 +72,25 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.verbose, "v", false, "print the policies' diagnostics")
 	fs.IntVar(&c.generate, "generate", 0, "replay this many generated scenarios (failure shapes drawn at random from --seed) instead of --scenarios")
 	fs.StringVar(&c.writeTo, "write-scenarios", "", "with --generate, a folder to write the generated scenarios' YAML to, to replay or edit them later")
+	fs.DurationVar(&c.timeline, "region-timeline", 0, "a width of scenario time (whole seconds, e.g. 10s): the page shows, per policy, what each region was sent and how it answered in each such span; 0 leaves it out")
 	if err := command.Parse(fs, args); err != nil {
 		return c, err
 	}
-	var lone error
+	var lone, whole error
 	if c.writeTo != "" && c.generate == 0 {
 		lone = errors.New("--write-scenarios needs --generate")
+	}
+	if c.timeline%time.Second != 0 {
+		// The regions count their calls second by second.
+		whole = fmt.Errorf("--region-timeline must be whole seconds, got %s", c.timeline)
 	}
 	return c, errors.Join(
 		command.NotNegative("scale", c.scale),
 		command.NotNegative("duration", c.duration),
 		command.NotNegative("generate", c.generate),
+		command.NotNegative("region-timeline", c.timeline),
 		lone,
+		whole,
 	)
 }
 
@@ -181,7 +189,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cfg.out == "" {
 		return nil
 	}
-	page := replay.Page{Command: "make replay", Notes: notes, Reports: reports}
+	page := replay.Page{Command: "make replay", Notes: notes, Reports: reports, Timeline: cfg.timeline}
 	if cfg.charts != "" {
 		rel, err := filepath.Rel(filepath.Dir(cfg.out), cfg.charts)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/regionwarden/regionwarden/internal/emulator"
 )
@@ -37,5 +38,19 @@ func TestGenerateWritesWhatItReplays(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"--write-scenarios", dir}, io.Discard); err == nil || !strings.Contains(err.Error(), "--generate") {
 		t.Errorf("--write-scenarios without --generate: %v, want an error naming --generate", err)
+	}
+}
+
+// TestRegionTimelineFlag: the timeline's width is whole seconds, as the
+// regions count their calls, and not negative; the error names the flag.
+func TestRegionTimelineFlag(t *testing.T) {
+	cfg, err := parseFlags([]string{"--region-timeline", "10s"}, io.Discard)
+	if err != nil || cfg.timeline != 10*time.Second {
+		t.Fatalf("--region-timeline 10s: %v, %v", cfg.timeline, err)
+	}
+	for _, bad := range []string{"1500ms", "-10s"} {
+		if _, err := parseFlags([]string{"--region-timeline", bad}, io.Discard); err == nil || !strings.Contains(err.Error(), "--region-timeline") {
+			t.Errorf("--region-timeline %s: %v, want an error naming the flag", bad, err)
+		}
 	}
 }

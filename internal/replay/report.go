@@ -191,6 +191,9 @@ type RegionLoad struct {
 	// Full counts the region's 429s by the capacity that was full: its PT
 	// (emulator.FullProvisioned) or a pay-as-you-go tier.
 	Full map[string]int64
+	// Seconds are the region's counts second by second of scenario time,
+	// for the page's timeline (Page.Timeline).
+	Seconds []emulator.SecondStats
 }
 
 // NewRegionLoad is the load an emulated region's stats show. Cut the stats
@@ -200,7 +203,7 @@ func NewRegionLoad(rs emulator.RegionStats) RegionLoad {
 		Name: rs.Name, Tier: string(rs.Tier), Capacity: rs.CapacityRequestsPerSecond,
 		Requests: rs.Requests, Peak: rs.PeakRequestsPerSecond,
 		SecondsOver: rs.SecondsOverCapacity, LongestOver: rs.LongestOverCapacity,
-		Full: rs.Full,
+		Full: rs.Full, Seconds: rs.PerSecond,
 	}
 }
 
@@ -265,6 +268,11 @@ type Page struct {
 	Notes []string
 	// Reports are the scenarios, in order.
 	Reports []*Report
+	// Timeline, when set, is the width of the buckets of scenario time in
+	// which each scenario's page shows, for each policy, what each region
+	// was sent and how it answered (writeTimeline): where a policy's calls
+	// went as a fault came and went, which the totals do not say.
+	Timeline time.Duration
 }
 
 // ChartFile is the file name of a scenario's chart.
@@ -290,13 +298,13 @@ func WriteMarkdown(w io.Writer, pg Page) error {
 		b.WriteString(n + "\n\n")
 	}
 	for _, rep := range pg.Reports {
-		writeReport(&b, rep, pg.ChartDir)
+		writeReport(&b, rep, pg.ChartDir, pg.Timeline)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-func writeReport(b *strings.Builder, rep *Report, chartDir string) {
+func writeReport(b *strings.Builder, rep *Report, chartDir string, timeline time.Duration) {
 	fmt.Fprintf(b, "## %s\n\n", rep.Scenario)
 	if rep.Description != "" {
 		fmt.Fprintf(b, "%s\n\n", strings.TrimSpace(rep.Description))
@@ -325,6 +333,7 @@ func writeReport(b *strings.Builder, rep *Report, chartDir string) {
 	}
 	b.WriteString("\n")
 	writeRegions(b, rep)
+	writeTimeline(b, rep, timeline)
 	writePriorities(b, rep)
 	writeFault(b, rep)
 	writePhases(b, rep)
@@ -371,6 +380,51 @@ func writeRegions(b *strings.Builder, rep *Report) {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
+}
+
+// writeTimeline writes, for each policy, a table of the calls each region
+// was sent in each bucket of scenario time of width (none when width is
+// zero), and how it answered them: served, 429, failed, cancelled (the
+// caller's deadline ran out first).
+func writeTimeline(b *strings.Builder, rep *Report, width time.Duration) {
+	if width <= 0 {
+		return
+	}
+	ran := rep.ran(func(r *Result) bool { return len(r.Regions) > 0 })
+	buckets := int((rep.Duration + width - 1) / width)
+	for _, r := range ran {
+		fmt.Fprintf(b, "Each region, %s at a time, %s: calls sent / served / 429 / failed / cancelled.\n\n", fmtDuration(width), r.Policy)
+		b.WriteString("| From |")
+		for _, rl := range r.Regions {
+			fmt.Fprintf(b, " %s |", rl.Name)
+		}
+		b.WriteString("\n|---|" + strings.Repeat("---:|", len(r.Regions)) + "\n")
+		sums := make([][]emulator.SecondStats, len(r.Regions))
+		for i, rl := range r.Regions {
+			sums[i] = make([]emulator.SecondStats, buckets)
+			for _, s := range rl.Seconds {
+				k := int(time.Duration(s.Second) * time.Second / width)
+				if k < 0 || k >= buckets {
+					continue
+				}
+				t := &sums[i][k]
+				t.Requests += s.Requests
+				t.Served += s.Served
+				t.Throttled += s.Throttled
+				t.Failed += s.Failed
+				t.Cancelled += s.Cancelled
+			}
+		}
+		for k := range buckets {
+			fmt.Fprintf(b, "| %s |", fmtDuration(time.Duration(k)*width))
+			for i := range r.Regions {
+				t := sums[i][k]
+				fmt.Fprintf(b, " %d / %d / %d / %d / %d |", t.Requests, t.Served, t.Throttled, t.Failed, t.Cancelled)
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n")
+	}
 }
 
 // writePriorities writes, for a load that sends priorities, how the calls of
