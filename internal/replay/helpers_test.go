@@ -293,11 +293,7 @@ func TestFaultSpan(t *testing.T) {
 	// europe-west2's 4 while its ramp leaves its 300 ms latency within the
 	// deadline, 48.5 s into the minute: 13 of 20 in the 48 one-second steps
 	// before, then 9 in the 12 after, 732 of 1,200.
-	sc := inlineScenario(t, `
-name: partial
-project: p
-model: m
-duration: 2m
+	sc := inlineScenario(t, "partial", `
 load: {requestsPerSecond: 20, deadline: 10s}
 regions:
 - name: europe-west1
@@ -333,11 +329,7 @@ regions:
 	// 0.8 × what its latency answers within 3 s (emulator.Latency.Within,
 	// which the emulator's tests hold to its draws). Counted as answered,
 	// those late calls made the bound 80%, which no routing could reach.
-	tail := inlineScenario(t, `
-name: tail
-project: p
-model: m
-duration: 2m
+	tail := inlineScenario(t, "tail", `
 load: {requestsPerSecond: 5, deadline: 3s}
 regions:
 - name: europe-west1
@@ -355,11 +347,7 @@ regions:
 	// 3.5 a second is 7 (all of it), and a PT of 1,500 tokens a second over
 	// its 40-s window is 60,000 tokens, 85 calls of 700 tokens (2.125 a
 	// second), of which the fault fails a ten-thousandth.
-	whole := inlineScenario(t, `
-name: whole
-project: p
-model: m
-duration: 2m
+	whole := inlineScenario(t, "whole", `
 capacityWindow: 2s
 load: {requestsPerSecond: 10, inputTokens: 500, outputTokens: 200}
 regions:
@@ -381,11 +369,7 @@ regions:
 	// A token quota under one call a window (100 tokens a second, calls of
 	// 500) grants none: it carries nothing, not the whole load as a region
 	// without a limit would.
-	under := inlineScenario(t, `
-name: under
-project: p
-model: m
-duration: 2m
+	under := inlineScenario(t, "under", `
 load: {requestsPerSecond: 10, inputTokens: 400, outputTokens: 100}
 regions:
 - name: europe-west4
@@ -398,10 +382,11 @@ regions:
 	}
 }
 
-// inlineScenario parses a scenario written in the test.
-func inlineScenario(t *testing.T, yaml string) *emulator.Scenario {
+// inlineScenario parses a two-minute scenario of project p and model m
+// named name, the rest written in the test.
+func inlineScenario(t *testing.T, name, yaml string) *emulator.Scenario {
 	t.Helper()
-	sc, err := emulator.ParseScenario([]byte(yaml))
+	sc, err := emulator.ParseScenario([]byte("name: " + name + "\nproject: p\nmodel: m\nduration: 2m\n" + yaml))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -404,7 +404,7 @@ func writeTimeline(b *strings.Builder, rep *Report, width time.Duration) {
 			sums[i] = make([]emulator.SecondStats, buckets)
 			for _, s := range rl.Seconds {
 				k := int(time.Duration(s.Second) * time.Second / width)
-				if k < 0 || k >= buckets {
+				if k >= buckets {
 					continue
 				}
 				t := &sums[i][k]
