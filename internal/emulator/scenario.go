@@ -124,6 +124,10 @@ type Load struct {
 	// router's X-Regionwarden-Priority); the rest are default calls. Omitted:
 	// every call is a default call.
 	Priorities PriorityMix `json:"priorities,omitempty"`
+	// StreamShare is the share of calls, in [0, 1], made as streams
+	// (streamGenerateContent: server-sent events over REST, a server stream
+	// over gRPC); the rest are unary generateContent calls. Omitted: none.
+	StreamShare float64 `json:"streamShare,omitempty"`
 }
 
 // PriorityMix is the share of calls of each priority other than default,
@@ -481,6 +485,9 @@ func (l *Load) validate(bad func(field, format string, args ...any)) {
 		if v < 0 || v > 1 || math.IsNaN(v) {
 			bad("load.priorities."+name, "must be a share in [0, 1], got %v", v)
 		}
+	}
+	if l.StreamShare < 0 || l.StreamShare > 1 || math.IsNaN(l.StreamShare) {
+		bad("load.streamShare", "must be a share in [0, 1], got %v", l.StreamShare)
 	}
 	if pm.Critical+pm.Sheddable > 1 {
 		bad("load.priorities", "critical and sheddable shares add up to %v, more than 1", pm.Critical+pm.Sheddable)

@@ -53,6 +53,8 @@ func TestParseScenarioRefusesBadFiles(t *testing.T) {
 		{name: "missing load", from: "load: {requestsPerSecond: 10}", to: "", wantErr: `load.requestsPerSecond: must be positive`},
 		{name: "bad phase", from: "load: {requestsPerSecond: 10}", to: "load: {requestsPerSecond: 10, phases: [{from: 2m, to: 1m, multiplier: 3}]}", wantErr: `load.phases[0]: need 0 <= from < to`},
 		{name: "priority share above one", from: "load: {requestsPerSecond: 10}", to: "load: {requestsPerSecond: 10, priorities: {critical: 1.5}}", wantErr: `load.priorities.critical: must be a share in [0, 1]`},
+		{name: "stream share above one", from: "load: {requestsPerSecond: 10}", to: "load: {requestsPerSecond: 10, streamShare: 1.2}", wantErr: `load.streamShare: must be a share in [0, 1], got 1.2`},
+		{name: "negative stream share", from: "load: {requestsPerSecond: 10}", to: "load: {requestsPerSecond: 10, streamShare: -0.1}", wantErr: `load.streamShare: must be a share in [0, 1], got -0.1`},
 		{name: "priority shares over one", from: "load: {requestsPerSecond: 10}", to: "load: {requestsPerSecond: 10, priorities: {critical: 0.6, sheddable: 0.5}}", wantErr: `load.priorities: critical and sheddable shares add up to 1.1`},
 		{name: "p99 below p50", from: "p50: 200ms}", to: "p50: 200ms, p99: 100ms}", wantErr: `regions[1].latency.p99: must be at least p50`},
 		{name: "error rate above one", from: "latency: {distribution: fixed, p50: 200ms}", to: "faults: [{from: 1m, to: 2m, errorRate: 1.5}]", wantErr: `regions[1].faults[0].errorRate: must be in [0, 1]`},

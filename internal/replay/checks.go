@@ -20,6 +20,7 @@ const (
 	ScenarioProvisionedSlow      = "provisioned-region-slow"
 	ScenarioProvisionedThrottled = "provisioned-region-throttled"
 	ScenarioProvisionedBrownout  = "provisioned-region-brownout"
+	ScenarioBrownoutStreams      = "provisioned-region-brownout-streams"
 	ScenarioSharedContention     = "shared-quota-contention"
 	ScenarioTotalOutage          = "total-outage"
 	ScenarioSmallPTBursts        = "small-pt-bursts"
@@ -52,6 +53,10 @@ const (
 	// can carry that regionwarden must serve while the provisioned region is
 	// down.
 	MinShareOfCarry = 0.95
+	// MaxStreamGap is how much less of its streamed calls than of its unary
+	// ones regionwarden may serve when half the calls of a brownout are
+	// streams.
+	MaxStreamGap = 0.02
 	// MaxDownAttempts is the most attempts per call while the provisioned
 	// region is down.
 	MaxDownAttempts = 1.1
@@ -107,7 +112,9 @@ var regionTargets = map[string]struct {
 	// which a router that loses the calls the demoted PT fails (their
 	// retries finding the budget spent) does not serve.
 	ScenarioProvisionedBrownout: {throttledCheck, "the provisioned region fails most of its calls"},
-	ScenarioSharedContention:    {throttledCheck, "the provisioned region is down and the pay-as-you-go regions answer half their calls 429"},
+	// The same, half the calls streams: see streamCheck too.
+	ScenarioBrownoutStreams:  {throttledCheck, "the provisioned region fails most of its calls, half of them streams"},
+	ScenarioSharedContention: {throttledCheck, "the provisioned region is down and the pay-as-you-go regions answer half their calls 429"},
 }
 
 // Checks returns the targets of the report's scenario, if it is one of the
@@ -133,6 +140,8 @@ func Checks(rep *Report) []Check {
 		each(regionwardenPolicies, func(r *Result) Check { return t.check(r, rep, t.what) })
 	}
 	switch rep.Scenario {
+	case ScenarioBrownoutStreams:
+		each(regionwardenPolicies, streamCheck)
 	case ScenarioProvisionedIncident:
 		each(regionwardenPolicies, func(r *Result) Check {
 			return Check{
@@ -308,6 +317,22 @@ func throttledCheck(r *Result, rep *Report, what string) Check {
 		pct(f.Success), pct(shareOf(f.Success, carry)), f.AttemptsPerRequest, strings.Join(parts, ", "))
 	c.Pass = f.Requests > 0 && f.Success >= want && worst <= 1
 	return c
+}
+
+// streamCheck holds a column to serving its streamed calls within
+// MaxStreamGap of its unary ones. A region refuses a stream before its
+// first chunk as it refuses a unary call, and nothing has reached the caller
+// then: the stream can be retried as the unary call is, so the two are
+// served alike but for the streams a deadline cuts after they began.
+func streamCheck(r *Result) Check {
+	streams := ratio(r.StreamsSucceeded, r.Streams)
+	unary := ratio(r.Succeeded-r.StreamsSucceeded, r.Requests-r.Streams)
+	return Check{
+		Target: fmt.Sprintf("%s serves its streamed calls within %.0f points of its unary ones", r.Policy, 100*MaxStreamGap),
+		Measured: fmt.Sprintf("streams %s served of %d, unary calls %s of %d",
+			pct(streams), r.Streams, pct(unary), r.Requests-r.Streams),
+		Pass: r.Streams > 0 && r.Requests > r.Streams && streams >= unary-MaxStreamGap,
+	}
 }
 
 // windowCheck holds a column that meters a small PT over its window to

@@ -54,20 +54,25 @@ func startProcess(env *Env, cmd *exec.Cmd, dir string) (*httpCaller, error) {
 	return c, nil
 }
 
-// Call makes one generateContent call through the gateway, waiting a little
-// past the deadline so that the gateway's answer, not a hang-up, ends it.
-func (c *httpCaller) Call(ctx context.Context, deadline time.Duration, pr table.Priority) CallResult {
-	d := c.env.Clock.Real(deadline)
+// Call makes one generateContent call, or a streamGenerateContent call with
+// server-sent events, through the gateway, waiting a little past the
+// deadline so that the gateway's answer, not a hang-up, ends it.
+func (c *httpCaller) Call(ctx context.Context, lc LoadCall) CallResult {
+	d := c.env.Clock.Real(lc.Deadline)
 	ctx, cancel := context.WithTimeout(ctx, d+d/5+50*time.Millisecond)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(c.body))
+	url := c.url
+	if lc.Stream {
+		url = strings.TrimSuffix(url, ":generateContent") + ":streamGenerateContent?alt=sse"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(c.body))
 	if err != nil {
 		return CallResult{Err: Other}
 	}
 	for k, v := range c.headers {
 		req.Header[k] = v
 	}
-	if c.priority && pr != table.PriorityDefault && pr != "" {
+	if pr := lc.Priority; c.priority && pr != table.PriorityDefault && pr != "" {
 		req.Header.Set(upstream.HeaderPriority, string(pr))
 	}
 	resp, err := c.client.Do(req)
@@ -79,10 +84,68 @@ func (c *httpCaller) Call(ctx context.Context, deadline time.Duration, pr table.
 	}
 	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
-	if err != nil {
+	switch {
+	case lc.Stream && resp.StatusCode == http.StatusOK:
+		if err != nil {
+			// Cut off after it began: the gateway gave up on the call
+			// or the caller's deadline passed.
+			if ctx.Err() != nil {
+				return CallResult{Err: Timeout}
+			}
+			return CallResult{Err: Failed}
+		}
+		return sseResult(b)
+	case err != nil:
 		return CallResult{Err: Timeout}
 	}
 	return restResult(resp.StatusCode, b)
+}
+
+// sseResult classifies a stream of server-sent events answered 200: served
+// when a chunk ended the generation (a finishReason) and no event was an
+// error; a stream that ended early or with an error event failed (timed out
+// when the error speaks of a deadline). The traffic type is the last that a
+// chunk names.
+func sseResult(body []byte) CallResult {
+	var traffic string
+	finished := false
+	for _, ev := range strings.Split(strings.ReplaceAll(string(body), "\r\n", "\n"), "\n\n") {
+		data, ok := strings.CutPrefix(strings.TrimSpace(ev), "data:")
+		if !ok {
+			continue
+		}
+		var chunk struct {
+			Candidates []struct {
+				FinishReason string `json:"finishReason"`
+			} `json:"candidates"`
+			UsageMetadata struct {
+				TrafficType string `json:"trafficType"`
+			} `json:"usageMetadata"`
+			Error *struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+			return CallResult{Err: Other}
+		}
+		if e := chunk.Error; e != nil {
+			if e.Code == http.StatusGatewayTimeout || strings.Contains(strings.ToLower(e.Message), "deadline") {
+				return CallResult{Err: Timeout}
+			}
+			return CallResult{Err: Failed}
+		}
+		if t := chunk.UsageMetadata.TrafficType; t != "" {
+			traffic = t
+		}
+		for _, cand := range chunk.Candidates {
+			finished = finished || cand.FinishReason != ""
+		}
+	}
+	if !finished {
+		return CallResult{Err: Failed}
+	}
+	return served(traffic)
 }
 
 // waitReady polls url until it answers below 500, the process exits, or 30 s

@@ -16,7 +16,7 @@ import (
 // The scenarios in test/scenarios are incidents someone saw, each written
 // with its lesson in mind. A rule tuned to them can be wrong everywhere else.
 // Generate draws scenarios at random from a seed: a load (its rate, a surge,
-// a priority mix, a deadline), one or two PTs in either mode, one to four
+// a priority mix, a deadline, a share of streamed calls), one or two PTs in either mode, one to four
 // pay-as-you-go regions with latencies of their own, and faults on some of
 // them, of each kind the emulator has: errors (every code, clustered or
 // not), added latency, latency that ramps up, outages, and errors that come
@@ -131,6 +131,12 @@ func (g generator) scenario(name string) *emulator.Scenario {
 			what = append(what, fmt.Sprintf("%s: %s", r.Name, describeFaults(r.Faults)))
 		}
 		sc.Regions = append(sc.Regions, r)
+	}
+	// Drawn last, so that a seed draws the regions and faults it drew
+	// before the load had streams.
+	if g.r.IntN(2) == 0 {
+		sc.Load.StreamShare = round(g.between(0.2, 0.8))
+		what = append(what, fmt.Sprintf("%.0f%% of calls streamed", 100*sc.Load.StreamShare))
 	}
 	sc.Description = fmt.Sprintf("Generated: %d PT(s) for %.0f%% of the load, %d pay-as-you-go quota(s) for %.0f%%; %s.",
 		pts, 100*ptShare, quotas, 100*payShare, strings.Join(what, "; "))

@@ -41,6 +41,62 @@ func TestRestResult(t *testing.T) {
 	}
 }
 
+// TestSSEResult classifies a stream of server-sent events answered 200 as
+// the router relays them: served when a chunk finished the generation, with
+// the traffic type the chunks name; failed when it ended early or with an
+// error event (the router's break-off), timed out when that event speaks of
+// a deadline.
+func TestSSEResult(t *testing.T) {
+	const (
+		first = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a \"}]}}],\"usageMetadata\":{\"trafficType\":\"ON_DEMAND\"}}\r\n\r\n"
+		last  = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"b\"}]},\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"trafficType\":\"PROVISIONED_THROUGHPUT\"}}\r\n\r\n"
+	)
+	for _, tc := range []struct {
+		name string
+		body string
+		want CallResult
+	}{
+		{"whole stream", first + last, CallResult{Provisioned: true, Traffic: "PROVISIONED_THROUGHPUT"}},
+		{"LF framing", strings.ReplaceAll(first+last, "\r\n", "\n"), CallResult{Provisioned: true, Traffic: "PROVISIONED_THROUGHPUT"}},
+		{"ended before its last chunk", first, CallResult{Err: Failed}},
+		{"broken off", first + "\r\n\r\ndata: {\"error\":{\"code\":503,\"message\":\"the region's stream broke off: connection reset\",\"status\":\"UNAVAILABLE\"}}\r\n\r\n", CallResult{Err: Failed}},
+		{"cut at the deadline", first + "\r\n\r\ndata: {\"error\":{\"code\":503,\"message\":\"the region's stream broke off: context deadline exceeded\",\"status\":\"UNAVAILABLE\"}}\r\n\r\n", CallResult{Err: Timeout}},
+		{"unreadable chunk", "data: {\r\n\r\n", CallResult{Err: Other}},
+		{"nothing", "", CallResult{Err: Failed}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := sseResult([]byte(tc.body)); got != tc.want {
+				t.Errorf("sseResult(%q) = %+v, want %+v", tc.body, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestStreamCheck holds a column's streams to its unary calls: within
+// MaxStreamGap passes, further behind fails, and a run that streamed
+// nothing shows nothing.
+func TestStreamCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name                               string
+		streams, streamsOK, unary, unaryOK int64
+		pass                               bool
+	}{
+		{"streams served as unary calls", 1000, 985, 1000, 990, true},
+		{"streams served more", 1000, 1000, 1000, 900, true},
+		{"streams behind", 1000, 900, 1000, 990, false},
+		{"no streams", 0, 0, 1000, 990, false},
+		{"only streams", 1000, 990, 0, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Result{Policy: NameRegionwarden, Requests: tc.streams + tc.unary, Succeeded: tc.streamsOK + tc.unaryOK,
+				Streams: tc.streams, StreamsSucceeded: tc.streamsOK}
+			if c := streamCheck(r); c.Pass != tc.pass {
+				t.Errorf("streamCheck: %s (%s): pass %v, want %v", c.Target, c.Measured, c.Pass, tc.pass)
+			}
+		})
+	}
+}
+
 // TestRegionPool renders a scenario's table as the operator would: the PT
 // region provisioned and never ejectable, shared regions hinted with their
 // quota, provisioned first.
@@ -200,7 +256,7 @@ func TestWriteMarkdown(t *testing.T) {
 		Scenario: ScenarioProvisionedIncident, Duration: 30 * time.Minute, Scale: 30, Rate: 25,
 		Results: []*Result{
 			{Policy: NameBlocklist, Requests: 100, Succeeded: 5, NoRegions: 90},
-			{Policy: NameRegionwarden, Requests: 100, Succeeded: 100, Provisioned: 90},
+			{Policy: NameRegionwarden, Requests: 100, Succeeded: 100, Provisioned: 90, Streams: 40, StreamsSucceeded: 40},
 			{Policy: NameRouter, Skipped: "no router binary was given"},
 		},
 	}
@@ -216,10 +272,15 @@ func TestWriteMarkdown(t *testing.T) {
 		"reproduces the outage (under 20.00% success): 5.00%, 90 \"no regions\" (met)",
 		NameRouter + " serves at least 99.90% of calls with no \"no regions\" error: skipped (not measured)",
 		"](replays/" + ScenarioProvisionedIncident + ".png)",
+		// Only the column that streamed has a row of streams.
+		"| " + NameRegionwarden + " | 40 | 100.00% | 60 | 100.00% |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("page lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "| "+NameBlocklist+" | 0 |") {
+		t.Errorf("page has a row of streams for a column that streamed none:\n%s", out)
 	}
 }
 

@@ -103,6 +103,9 @@ type Attempt struct {
 	PayGo  table.PayGoTier
 	// Done reports how the attempt went; it must be called exactly once.
 	Done func(policy.Report)
+	// Heard, when set, tells the policy that the region is answering: a
+	// stream's chunk arrived (policy.Attempt.Heard, as the router calls it).
+	Heard func()
 }
 
 // adaptive is the adaptive policy as a Selector, its calls waiting for
@@ -144,7 +147,7 @@ func (c *adaptiveCall) Pick() (Attempt, error) {
 	if err != nil {
 		return Attempt{}, err
 	}
-	return Attempt{Region: a.Region, Tier: a.Tier, PayGo: a.PayGo, Done: func(r policy.Report) { a.Finish(r) }}, nil
+	return Attempt{Region: a.Region, Tier: a.Tier, PayGo: a.PayGo, Done: func(r policy.Report) { a.Finish(r) }, Heard: a.Heard}, nil
 }
 
 func (c *adaptiveCall) Attempts() int { return c.c.Attempts() }
@@ -218,11 +221,13 @@ type routerCaller struct {
 }
 
 // Call makes attempts as the policy picks them until one succeeds or the
-// policy refuses another, within one deadline.
-func (c *routerCaller) Call(caller context.Context, deadline time.Duration, pr table.Priority) CallResult {
-	ctx, cancel := context.WithTimeout(caller, c.env.Clock.Real(deadline))
+// policy refuses another, within one deadline. A stream is retried only
+// while none of its chunks has arrived, as the router does: from its first
+// chunk the caller has part of the answer.
+func (c *routerCaller) Call(caller context.Context, lc LoadCall) CallResult {
+	ctx, cancel := context.WithTimeout(caller, c.env.Clock.Real(lc.Deadline))
 	defer cancel()
-	call := c.r.Start(c.env.Now().Add(deadline), pr)
+	call := c.r.Start(c.env.Now().Add(lc.Deadline), lc.Priority)
 	last := Other
 	for {
 		a, err := call.Pick()
@@ -237,17 +242,25 @@ func (c *routerCaller) Call(caller context.Context, deadline time.Duration, pr t
 		if srt != "" {
 			actx = metadata.AppendToOutgoingContext(actx, upstream.SharedRequestTypeHeader, srt)
 		}
-		resp, err := c.clients[a.Region].GenerateContent(actx, c.reqs[a.Region])
+		var usage *aiplatformpb.GenerateContentResponse_UsageMetadata
+		var started bool
+		if lc.Stream {
+			usage, started, err = c.stream(actx, a)
+		} else {
+			var resp *aiplatformpb.GenerateContentResponse
+			resp, err = c.clients[a.Region].GenerateContent(actx, c.reqs[a.Region])
+			usage = resp.GetUsageMetadata()
+		}
 		// What the policy learns, as the router tells it: read on the caller's
 		// own context, so the call's deadline (standing for the router's
 		// request timeout) running out is the region being slow. The
 		// replay's calls carry no credentials.
 		rep := upstream.Report(caller, err, false)
-		rep.Tokens = int64(resp.GetUsageMetadata().GetTotalTokenCount())
+		rep.Tokens = int64(usage.GetTotalTokenCount())
 		a.Done(rep)
 		switch rep.Outcome {
 		case policy.Success:
-			return served(resp.GetUsageMetadata().GetTrafficType().String())
+			return served(usage.GetTrafficType().String())
 		case policy.Capacity, policy.ProvisionedFull:
 			last = Throttled
 		case policy.Failure:
@@ -260,6 +273,42 @@ func (c *routerCaller) Call(caller context.Context, deadline time.Duration, pr t
 		}
 		if ctx.Err() != nil {
 			return CallResult{Err: Timeout}
+		}
+		if started {
+			return CallResult{Err: last}
+		}
+	}
+}
+
+// stream makes attempt a as a streamGenerateContent call and reads it to
+// its end. It returns the usage the chunks reported (the traffic type from
+// any, the tokens from the last that counts them), whether any chunk
+// arrived, and the error the stream ended with.
+func (c *routerCaller) stream(ctx context.Context, a Attempt) (*aiplatformpb.GenerateContentResponse_UsageMetadata, bool, error) {
+	st, err := c.clients[a.Region].StreamGenerateContent(ctx, c.reqs[a.Region])
+	if err != nil {
+		return nil, false, err
+	}
+	usage := &aiplatformpb.GenerateContentResponse_UsageMetadata{}
+	started := false
+	for {
+		m, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return usage, started, nil
+		}
+		if err != nil {
+			return usage, started, err
+		}
+		started = true
+		if a.Heard != nil {
+			a.Heard()
+		}
+		u := m.GetUsageMetadata()
+		if t := u.GetTrafficType(); t != aiplatformpb.GenerateContentResponse_UsageMetadata_TRAFFIC_TYPE_UNSPECIFIED {
+			usage.TrafficType = t
+		}
+		if n := u.GetTotalTokenCount(); n > 0 {
+			usage.TotalTokenCount = n
 		}
 	}
 }

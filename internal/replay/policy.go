@@ -78,10 +78,10 @@ var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Caller sends one call through a policy.
 type Caller interface {
-	// Call makes one call of priority pr that must end within deadline
-	// (scenario time), retrying as the policy does, and says how it ended.
-	// A policy that knows no priorities treats every call alike.
-	Call(ctx context.Context, deadline time.Duration, pr table.Priority) CallResult
+	// Call makes one call of the load, retrying as the policy does, and
+	// says how it ended. A policy that knows no priorities treats every call
+	// alike.
+	Call(ctx context.Context, c LoadCall) CallResult
 	// Close releases what Start acquired.
 	Close() error
 }
@@ -125,6 +125,18 @@ func (k ErrorKind) String() string {
 	default:
 		return "other"
 	}
+}
+
+// LoadCall is one call of a scenario's load.
+type LoadCall struct {
+	// Deadline is how long the call may take, in scenario time.
+	Deadline time.Duration
+	// Priority is the priority it is sent with.
+	Priority table.Priority
+	// Stream makes it a streamGenerateContent call: it succeeds when its
+	// last chunk arrives, and once a chunk has reached the caller it
+	// cannot be retried elsewhere.
+	Stream bool
 }
 
 // CallResult is how one call ended.

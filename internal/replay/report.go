@@ -84,6 +84,9 @@ type Result struct {
 	// Sessions counts finished client sessions; CleanSessions those in which
 	// every call succeeded.
 	Sessions, CleanSessions int64
+	// Streams counts the calls made as streams (the load's streamShare);
+	// StreamsSucceeded those served to their last chunk.
+	Streams, StreamsSucceeded int64
 	// Priorities are the calls of each priority the load sent (critical,
 	// default, sheddable; those it sent none of are absent).
 	Priorities []PriorityResult
@@ -285,8 +288,9 @@ func WriteMarkdown(w io.Writer, pg Page) error {
 	var b strings.Builder
 	b.WriteString("# Incident replays\n\n")
 	b.WriteString("Each scenario in `test/scenarios` is replayed against every policy: the same open-loop load " +
-		"(Poisson arrivals, client sessions of 50 to 100 sequential calls, one deadline per call) with the same seed: " +
-		"every policy gets the same calls (each policy's schedule shifted by a fraction of the mean gap between calls, " +
+		"(Poisson arrivals, client sessions of 50 to 100 sequential calls, one deadline per call; generateContent calls, " +
+		"and streamGenerateContent for the share of them a scenario's streamShare makes streams) with the same seed: " +
+		"every policy gets the same calls, the same ones streamed (each policy's schedule shifted by a fraction of the mean gap between calls, " +
 		"so that the policies' calls do not reach the machine in batches), " +
 		"on one compressed clock, each policy against its own set of emulated regions (`internal/emulator`) called over " +
 		"gRPC with the real aiplatform client. Times are scenario time. Percentages are of calls; a shed call is one " +
@@ -332,6 +336,7 @@ func writeReport(b *strings.Builder, rep *Report, chartDir string, timeline time
 			fmtSeconds(r.LagP99), fmtSeconds(r.LagMax))
 	}
 	b.WriteString("\n")
+	writeStreams(b, rep)
 	writeRegions(b, rep)
 	writeTimeline(b, rep, timeline)
 	writePriorities(b, rep)
@@ -353,6 +358,24 @@ func (rep *Report) ran(has func(*Result) bool) []*Result {
 		}
 	}
 	return out
+}
+
+// writeStreams writes, where the load streamed some of its calls, how the
+// streams fared against the unary calls of the same run: a stream that
+// breaks off after its first chunk cannot be retried, so a policy's streams
+// may be served less than its unary calls.
+func writeStreams(b *strings.Builder, rep *Report) {
+	ran := rep.ran(func(r *Result) bool { return r.Streams > 0 })
+	if len(ran) == 0 {
+		return
+	}
+	b.WriteString("Streamed calls (streamGenerateContent) and unary ones (generateContent), each served to the end:\n\n")
+	b.WriteString("| Policy | Streams | Streams served | Unary calls | Unary calls served |\n|---|---:|---:|---:|---:|\n")
+	for _, r := range ran {
+		unary, unaryOK := r.Requests-r.Streams, r.Succeeded-r.StreamsSucceeded
+		fmt.Fprintf(b, "| %s | %d | %s | %d | %s |\n", r.Policy, r.Streams, pct(ratio(r.StreamsSucceeded, r.Streams)), unary, pct(ratio(unaryOK, unary)))
+	}
+	b.WriteString("\n")
 }
 
 // writeRegions writes what each policy sent to each region against its capacity.

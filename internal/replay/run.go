@@ -300,6 +300,7 @@ func (pr *policyRun) drive(ctx context.Context) {
 	arrivals := rand.New(rand.NewPCG(pr.seed, 0x5e55))
 	prios := rand.New(rand.NewPCG(pr.seed, 0x9e10))
 	lengths := rand.New(rand.NewPCG(pr.seed, 0x5e5510))
+	streams := rand.New(rand.NewPCG(pr.seed, 0x57ea))
 	load := &pr.sc.Load
 	var sessions sessionPool
 	var wg sync.WaitGroup
@@ -328,6 +329,9 @@ func (pr *policyRun) drive(ctx context.Context) {
 		if !load.Priorities.IsZero() {
 			prio = load.Priorities.Of(prios.Float64())
 		}
+		// Drawn only where the load streams, so that a scenario without
+		// streams gets the calls it always had.
+		stream := load.StreamShare > 0 && streams.Float64() < load.StreamShare
 		s := sessions.take(func() int {
 			return load.SessionCalls.Min + lengths.IntN(load.SessionCalls.Max-load.SessionCalls.Min+1)
 		})
@@ -335,9 +339,9 @@ func (pr *policyRun) drive(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			start := pr.clock.Elapsed()
-			res := pr.caller.Call(ctx, load.Deadline.Duration, prio)
+			res := pr.caller.Call(ctx, LoadCall{Deadline: load.Deadline.Duration, Priority: prio, Stream: stream})
 			end := pr.clock.Elapsed()
-			pr.rec.record(start, end-start, prio, res)
+			pr.rec.record(start, end-start, prio, stream, res)
 			if done, clean := sessions.release(s, res.Err == NoError); done {
 				pr.rec.session(clean)
 			}
@@ -436,6 +440,9 @@ type recorder struct {
 	clean     int64
 	lags      []time.Duration // how late each call was sent
 	byPrio    map[table.Priority]*PriorityResult
+	// streams and streamsOK count the calls made as streams, and those
+	// served.
+	streams, streamsOK int64
 	// prioSeconds counts, per priority, the calls by the second they
 	// started: requests and ok.
 	prioSeconds map[table.Priority][]secondCount
@@ -451,12 +458,18 @@ func newRecorder(dur time.Duration) *recorder {
 		byPrio: map[table.Priority]*PriorityResult{}, prioSeconds: map[table.Priority][]secondCount{}}
 }
 
-// record counts one call of priority prio that started at start and took
-// took.
-func (r *recorder) record(start, took time.Duration, prio table.Priority, res CallResult) {
+// record counts one call of priority prio, a stream or not, that started at
+// start and took took.
+func (r *recorder) record(start, took time.Duration, prio table.Priority, stream bool, res CallResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.requests++
+	if stream {
+		r.streams++
+		if res.Err == NoError {
+			r.streamsOK++
+		}
+	}
 	p := r.byPrio[prio]
 	if p == nil {
 		p = &PriorityResult{Priority: prio, ByTraffic: map[string]int64{}, Errors: map[string]int64{}}
@@ -535,6 +548,7 @@ func (r *recorder) fill(res *Result) {
 		res.Errors[k.String()] = v
 	}
 	res.Sessions, res.CleanSessions = r.sessions, r.clean
+	res.Streams, res.StreamsSucceeded = r.streams, r.streamsOK
 	for _, pr := range highestFirst {
 		if p := r.byPrio[pr]; p != nil {
 			c := *p

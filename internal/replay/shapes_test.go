@@ -22,11 +22,14 @@ import (
 //     the provisioned region was demoted and is restored;
 //   - throttled (45% of the PT's calls answered 429): at least 90% of what
 //     its answers and the shared quotas can carry (the target is 95%);
-//   - brownout (60% of the PT's calls answered 503, the PT demoted): at
-//     least 88% of what its answers and the shared quotas can carry (the
-//     target is 95%; this build serves about 94% of this short shape),
-//     where a router that loses the calls the demoted PT fails serves about
-//     81%;
+//   - brownout (60% of the PT's calls answered 503, the PT demoted), half
+//     its calls made as streams: at least 88% of what its answers and the
+//     shared quotas can carry (the target is 95%; this build serves about
+//     94% of this short shape), where a router that loses the calls the
+//     demoted PT fails serves about 81%; and the streams served within 3
+//     points of the unary calls: a region fails a stream before its first
+//     chunk, so a stream is retried as a unary call is (one that was not
+//     would be served about half as often during the brownout);
 //   - slow: no call shed (the target, with no room: a slow region that
 //     answers is never the reason a call is shed), at least 99.9% served;
 //   - total outage: at most 1.0 attempt per call, and success back to its
@@ -52,7 +55,7 @@ func TestFailureShapes(t *testing.T) {
 		{name: ScenarioProvisionedSlow, sc: shortScenario(t, ScenarioProvisionedSlow, 40*time.Second, 100*time.Second)},
 		{name: ScenarioTotalOutage, sc: shortScenario(t, ScenarioTotalOutage, 40*time.Second, 90*time.Second)},
 		{name: ScenarioProvisionedThrottled, sc: shortScenario(t, ScenarioProvisionedThrottled, 40*time.Second, 100*time.Second)},
-		{name: ScenarioProvisionedBrownout, sc: shortScenario(t, ScenarioProvisionedBrownout, 40*time.Second, 100*time.Second)},
+		{name: ScenarioProvisionedBrownout, sc: streamed(t, shortScenario(t, ScenarioProvisionedBrownout, 40*time.Second, 100*time.Second), 0.5)},
 		{name: ScenarioNearDeadline, sc: shortScenario(t, ScenarioNearDeadline, 40*time.Second, 100*time.Second)},
 	}
 	var wg sync.WaitGroup
@@ -102,6 +105,15 @@ func TestFailureShapes(t *testing.T) {
 			if rs := s.pool.Snapshot().Regions[0]; rs.TimesDemoted == 0 {
 				t.Errorf("%s: provisioned region %+v, want demoted: the shape is not the one under test", s.name, rs)
 			}
+			streams := ratio(r.StreamsSucceeded, r.Streams)
+			unary := ratio(r.Succeeded-r.StreamsSucceeded, r.Requests-r.Streams)
+			t.Logf("%s: %d of %d calls streamed, %.2f%% of them served, %.2f%% of the unary calls", s.name, r.Streams, r.Requests, 100*streams, 100*unary)
+			if share := ratio(r.Streams, r.Requests); share < 0.4 || share > 0.6 {
+				t.Errorf("%s: %.2f%% of calls streamed, want about half", s.name, 100*share)
+			}
+			if streams < unary-0.03 {
+				t.Errorf("%s: %.2f%% of the streams served against %.2f%% of the unary calls: streams failed before their first chunk are not retried", s.name, 100*streams, 100*unary)
+			}
 		case ScenarioProvisionedSlow:
 			if r.Shed != 0 || r.SuccessRate() < 0.999 {
 				t.Errorf("%s: %d calls shed, %.2f%% served; want none shed and at least 99.9%% served", s.name, r.Shed, 100*r.SuccessRate())
@@ -119,4 +131,11 @@ func TestFailureShapes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// streamed makes share of sc's calls streams.
+func streamed(t *testing.T, sc *emulator.Scenario, share float64) *emulator.Scenario {
+	t.Helper()
+	sc.Load.StreamShare = share
+	return valid(t, sc)
 }
