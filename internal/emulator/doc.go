@@ -26,6 +26,11 @@
 //  3. The active fault windows may fail it with their code, in bursts.
 //  4. The region waits its latency (scenario time) and answers, carrying
 //     usageMetadata with token counts and the trafficType that served it.
+//     A stream (streamGenerateContent: server-sent events or a JSON array
+//     over REST, a server stream over gRPC) comes in a few chunks, the
+//     latency spread before them; a call the faults fail fails before its
+//     first chunk, or, under a fault that breaks streams, after it (the
+//     error as the stream's last event), where it cannot be retried.
 //
 // Each region serves the OpenAI-compatible chat completions too
 // (openai.go), and a partner model's rawPredict and streamRawPredict as

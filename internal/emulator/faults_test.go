@@ -2,8 +2,12 @@ package emulator_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -200,5 +204,76 @@ func TestOutage(t *testing.T) {
 				t.Errorf("counters %v record no %s", st.ByCode, tt.outcome)
 			}
 		})
+	}
+}
+
+// TestFaultBreaksStreams: under a fault that breaks streams, a stream it
+// fails gets its first chunk and then the fault's error: the stream's status
+// over gRPC, the last server-sent event or the array's last element over
+// REST, with the fault's code; a unary call fails before any answer, as
+// under any error fault. The region counts each as failed.
+func TestFaultBreaksStreams(t *testing.T) {
+	sc := mustParse(t, faultScenario("errorRate: 1, code: 503, breaksStreams: true"))
+	e, clock := start(t, sc, 1)
+	clock.Set(time.Minute)
+	c := client(t, e, "europe-west1")
+	if _, err := generate(t, c, sc, "europe-west1", ""); status.Code(err) != codes.Unavailable {
+		t.Fatalf("unary call: %v, want UNAVAILABLE", err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := c.StreamGenerateContent(ctx, request(sc, "europe-west1", "hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks := 0
+	for {
+		if _, err = st.Recv(); err != nil {
+			break
+		}
+		chunks++
+	}
+	if chunks != 1 || status.Code(err) != codes.Unavailable {
+		t.Errorf("gRPC stream: %d chunks, then %v; want one chunk, then UNAVAILABLE", chunks, err)
+	}
+
+	url := "http://" + regionAddr(t, e, "europe-west1").REST +
+		"/v1/projects/demo-project/locations/europe-west1/publishers/google/models/gemini-2.5-flash-lite:streamGenerateContent"
+	for _, tc := range []struct {
+		name, query string
+		split       func(string) []string
+	}{
+		{"sse", "?alt=sse", func(b string) []string { return strings.Split(strings.TrimSpace(b), "\r\n\r\n") }},
+		{"json array", "", func(b string) []string {
+			var raw []json.RawMessage
+			if err := json.Unmarshal([]byte(b), &raw); err != nil {
+				t.Fatalf("json array %q: %v", b, err)
+			}
+			var out []string
+			for _, r := range raw {
+				out = append(out, string(r))
+			}
+			return out
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := post(t, url+tc.query, "")
+			body, _ := io.ReadAll(resp.Body)
+			parts := tc.split(string(body))
+			if resp.StatusCode != http.StatusOK || len(parts) != 2 {
+				t.Fatalf("HTTP %d, %d parts in %q; want 200, a chunk and an error", resp.StatusCode, len(parts), body)
+			}
+			var ge googleError
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(parts[1], "data: ")), &ge); err != nil || ge.Error.Code != 503 || ge.Error.Status != "UNAVAILABLE" {
+				t.Errorf("last part %q (%v), want Google's 503 UNAVAILABLE error", parts[1], err)
+			}
+			if !strings.Contains(parts[0], `"candidates"`) {
+				t.Errorf("first part %q, want an answer's chunk", parts[0])
+			}
+		})
+	}
+	if got := e.Stats().Regions[0].ByCode["UNAVAILABLE"]; got != 4 {
+		t.Errorf("the region counted %d UNAVAILABLE, want 4 (a unary call and three streams)", got)
 	}
 }

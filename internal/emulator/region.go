@@ -185,6 +185,9 @@ type admission struct {
 	// full is the capacity whose quota refused the call (a 429): the PT
 	// (FullProvisioned) or a pay-as-you-go tier; empty otherwise.
 	full string
+	// midStream says err, a fault's, breaks a stream off after its first
+	// chunk (Fault.BreaksStreams) instead of failing it before.
+	midStream bool
 }
 
 // refusing reports whether a refused outage is active now.
@@ -256,6 +259,7 @@ func (r *region) begin(c call) admission {
 		if a.err == nil && fs.f.ErrorRate > 0 && fs.proc.fail() {
 			code := faultCodes[fs.f.Code]
 			a.err = &apiError{code: code, msg: faultMessage(code)}
+			a.midStream = fs.f.BreaksStreams
 			// A 429 fault is the tier's shared capacity running out (Google's
 			// dynamic shared quota), whatever the caller's own rate: counted
 			// under the tier when the call was pay-as-you-go alone.

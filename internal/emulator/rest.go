@@ -160,9 +160,19 @@ func restStream(r *region, w http.ResponseWriter, req *http.Request, c call) {
 		return err
 	}
 	err := r.stream(req.Context(), c, send)
+	var ae *apiError
 	switch {
 	case err != nil && !started:
 		writeServeError(w, err)
+	case err != nil && errors.As(err, &ae):
+		// The region breaks off a stream it began: Google's error object
+		// is its last event, or the array's last element.
+		e := googleerror.JSON(ae.code, ae.msg)
+		if sse {
+			_, _ = fmt.Fprintf(w, "data: %s\r\n\r\n", e)
+		} else {
+			_, _ = fmt.Fprintf(w, ",\r\n%s]", e)
+		}
 	case !sse && started:
 		_, _ = io.WriteString(w, "]")
 	}

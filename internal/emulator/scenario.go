@@ -267,6 +267,15 @@ type Fault struct {
 	// Outage, when set, fails everything in the window: refused or
 	// unavailable.
 	Outage Outage `json:"outage,omitempty"`
+	// BreaksStreams makes the streams this fault fails break off after
+	// their first chunk, as a generation the region cannot finish does: the
+	// caller has part of the answer and then the error (the last server-sent
+	// event over REST, the stream's status over gRPC), so the call cannot be
+	// retried elsewhere. Unary calls fail as before, and so do streams
+	// without it: before their first chunk. Needs an errorRate of a code
+	// other than 429 (Google refuses a call over quota before the model
+	// runs).
+	BreaksStreams bool `json:"breaksStreams,omitempty"`
 }
 
 // LoadScenario reads, defaults and validates a scenario file.
@@ -589,6 +598,9 @@ func (ft *Fault) validate(f string, bad func(field, format string, args ...any))
 		}
 	} else if ft.Code != 0 {
 		bad(f+".code", "set without an errorRate")
+	}
+	if ft.BreaksStreams && (ft.ErrorRate == 0 || ft.Code == 429) {
+		bad(f+".breaksStreams", "needs an errorRate of a code other than 429: a call over quota is refused before the model runs")
 	}
 	if ft.BurstLength < 1 {
 		bad(f+".burstLength", "must be at least 1, got %d", ft.BurstLength)

@@ -59,6 +59,8 @@ func TestParseScenarioRefusesBadFiles(t *testing.T) {
 		{name: "p99 below p50", from: "p50: 200ms}", to: "p50: 200ms, p99: 100ms}", wantErr: `regions[1].latency.p99: must be at least p50`},
 		{name: "error rate above one", from: "latency: {distribution: fixed, p50: 200ms}", to: "faults: [{from: 1m, to: 2m, errorRate: 1.5}]", wantErr: `regions[1].faults[0].errorRate: must be in [0, 1]`},
 		{name: "bad fault code", from: "latency: {distribution: fixed, p50: 200ms}", to: "faults: [{from: 1m, to: 2m, errorRate: 0.5, code: 418}]", wantErr: `regions[1].faults[0].code: must be 429, 500, 503 or 504`},
+		{name: "streams broken by a 429", from: "latency: {distribution: fixed, p50: 200ms}", to: "faults: [{from: 1m, to: 2m, errorRate: 0.5, code: 429, breaksStreams: true}]", wantErr: `regions[1].faults[0].breaksStreams: needs an errorRate of a code other than 429`},
+		{name: "streams broken without errors", from: "latency: {distribution: fixed, p50: 200ms}", to: "faults: [{from: 1m, to: 2m, addedLatency: 1s, breaksStreams: true}]", wantErr: `regions[1].faults[0].breaksStreams: needs an errorRate`},
 		{name: "fault window backwards", from: "latency: {distribution: fixed, p50: 200ms}", to: "faults: [{from: 3m, to: 2m, errorRate: 0.5}]", wantErr: `regions[1].faults[0]: need 0 <= from < to`},
 		{name: "bad outage", from: "latency: {distribution: fixed, p50: 200ms}", to: "faults: [{from: 1m, to: 2m, outage: partial}]", wantErr: `regions[1].faults[0].outage: must be refused or unavailable`},
 		{name: "fault that does nothing", from: "latency: {distribution: fixed, p50: 200ms}", to: "faults: [{from: 1m, to: 2m}]", wantErr: `regions[1].faults[0]: does nothing`},

@@ -52,13 +52,14 @@ func (r *region) generate(ctx context.Context, c call) (*aiplatformpb.GenerateCo
 }
 
 // stream serves one streamed call in streamChunks chunks, the latency spread
-// evenly before them; a failing call fails before its first chunk.
+// evenly before them; a failing call fails before its first chunk, or, under
+// a fault that breaks streams, in place of its second.
 func (r *region) stream(ctx context.Context, c call, send func(*aiplatformpb.GenerateContentResponse) error) error {
 	a, aerr := r.start(c)
 	if aerr != nil {
 		return aerr
 	}
-	if a.err != nil {
+	if a.err != nil && !a.midStream {
 		err := r.wait(ctx, a.latency)
 		if err == nil {
 			err = a.err
@@ -72,6 +73,10 @@ func (r *region) stream(ctx context.Context, c call, send func(*aiplatformpb.Gen
 		if err := r.wait(ctx, a.latency/streamChunks); err != nil {
 			r.finish(a, err)
 			return err
+		}
+		if i > 0 && a.err != nil {
+			r.finish(a, a.err)
+			return a.err
 		}
 		lo, hi := min(i*per, len(words)), min((i+1)*per, len(words))
 		text := strings.Join(words[lo:hi], " ")

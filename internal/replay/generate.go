@@ -137,6 +137,17 @@ func (g generator) scenario(name string) *emulator.Scenario {
 	if g.r.IntN(2) == 0 {
 		sc.Load.StreamShare = round(g.between(0.2, 0.8))
 		what = append(what, fmt.Sprintf("%.0f%% of calls streamed", 100*sc.Load.StreamShare))
+		// A region's errors may break streams off after their first
+		// chunk, where the call cannot be retried.
+		for i := range sc.Regions {
+			r := &sc.Regions[i]
+			for j := range r.Faults {
+				if f := &r.Faults[j]; f.ErrorRate > 0 && f.Code != 429 && g.r.IntN(2) == 0 {
+					f.BreaksStreams = true
+					what = append(what, fmt.Sprintf("%s's %g%% %d break streams after their first chunk", r.Name, 100*f.ErrorRate, f.Code))
+				}
+			}
+		}
 	}
 	sc.Description = fmt.Sprintf("Generated: %d PT(s) for %.0f%% of the load, %d pay-as-you-go quota(s) for %.0f%%; %s.",
 		pts, 100*ptShare, quotas, 100*payShare, strings.Join(what, "; "))
