@@ -144,7 +144,7 @@ func (g generator) scenario(name string) *emulator.Scenario {
 			for j := range r.Faults {
 				if f := &r.Faults[j]; f.ErrorRate > 0 && f.Code != 429 && g.r.IntN(2) == 0 {
 					f.BreaksStreams = true
-					what = append(what, fmt.Sprintf("%s's %g%% %d break streams after their first chunk", r.Name, 100*f.ErrorRate, f.Code))
+					what = append(what, fmt.Sprintf("%s's %.0f%% %d break streams after their first chunk", r.Name, 100*f.ErrorRate, f.Code))
 				}
 			}
 		}
