@@ -292,8 +292,9 @@ func WriteMarkdown(w io.Writer, pg Page) error {
 		"and streamGenerateContent for the share of them a scenario's streamShare makes streams) with the same seed: " +
 		"every policy gets the same calls, the same ones streamed (each policy's schedule shifted by a fraction of the mean gap between calls, " +
 		"so that the policies' calls do not reach the machine in batches), " +
-		"on one compressed clock, each policy against its own set of emulated regions (`internal/emulator`) called over " +
-		"gRPC with the real aiplatform client. Times are scenario time. Percentages are of calls; a shed call is one " +
+		"on one compressed clock, each policy against its own set of emulated regions (`internal/emulator`): the policies in " +
+		"process call them over gRPC with the real aiplatform client, the router binary over Vertex REST, the caller's calls " +
+		"as they came. Times are scenario time. Percentages are of calls; a shed call is one " +
 		"the policy refused early with a Retry-After; \"no regions\" is the blocklist's \"no regions to run\".\n\n")
 	if pg.Command != "" {
 		fmt.Fprintf(&b, "Regenerate with `%s`.\n\n", pg.Command)
