@@ -127,16 +127,15 @@ func restGenerate(ctx context.Context, r *region, w http.ResponseWriter, c call)
 
 // restStream writes the chunks as server-sent events with ?alt=sse, else as
 // one JSON array, as Vertex does. Errors before the first chunk are Google's
-// error JSON with the error's status; later ones end the stream.
+// error JSON with the error's status; a fault's error after it (one that
+// breaks streams) is Google's error object as the stream's last element.
 func restStream(r *region, w http.ResponseWriter, req *http.Request, c call) {
 	sse := req.URL.Query().Get("alt") == "sse"
 	flusher, _ := w.(http.Flusher)
 	started := false
-	send := func(m *aiplatformpb.GenerateContentResponse) error {
-		b, err := marshalJSON.Marshal(m)
-		if err != nil {
-			return err
-		}
+	// emit writes one element of the stream: an event, or the array's next
+	// element.
+	emit := func(b []byte) error {
 		if !started {
 			if sse {
 				w.Header().Set("Content-Type", "text/event-stream")
@@ -145,6 +144,7 @@ func restStream(r *region, w http.ResponseWriter, req *http.Request, c call) {
 			}
 			w.WriteHeader(http.StatusOK)
 		}
+		var err error
 		switch {
 		case sse:
 			_, err = fmt.Fprintf(w, "data: %s\r\n\r\n", b)
@@ -159,20 +159,20 @@ func restStream(r *region, w http.ResponseWriter, req *http.Request, c call) {
 		}
 		return err
 	}
+	send := func(m *aiplatformpb.GenerateContentResponse) error {
+		b, err := marshalJSON.Marshal(m)
+		if err != nil {
+			return err
+		}
+		return emit(b)
+	}
 	err := r.stream(req.Context(), c, send)
-	var ae *apiError
+	if ae := (*apiError)(nil); err != nil && started && errors.As(err, &ae) {
+		_ = emit(googleerror.JSON(ae.code, ae.msg))
+	}
 	switch {
 	case err != nil && !started:
 		writeServeError(w, err)
-	case err != nil && errors.As(err, &ae):
-		// The region breaks off a stream it began: Google's error object
-		// is its last event, or the array's last element.
-		e := googleerror.JSON(ae.code, ae.msg)
-		if sse {
-			_, _ = fmt.Fprintf(w, "data: %s\r\n\r\n", e)
-		} else {
-			_, _ = fmt.Fprintf(w, ",\r\n%s]", e)
-		}
 	case !sse && started:
 		_, _ = io.WriteString(w, "]")
 	}

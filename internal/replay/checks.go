@@ -325,8 +325,7 @@ func throttledCheck(r *Result, rep *Report, what string) Check {
 // then: the stream can be retried as the unary call is, so the two are
 // served alike but for the streams a deadline cuts after they began.
 func streamCheck(r *Result) Check {
-	streams := ratio(r.StreamsSucceeded, r.Streams)
-	unary := ratio(r.Succeeded-r.StreamsSucceeded, r.Requests-r.Streams)
+	streams, unary := r.StreamSuccess(), r.UnarySuccess()
 	return Check{
 		Target: fmt.Sprintf("%s serves its streamed calls within %.0f points of its unary ones", r.Policy, 100*MaxStreamGap),
 		Measured: fmt.Sprintf("streams %s served of %d, unary calls %s of %d",

@@ -16,11 +16,12 @@ import (
 // The scenarios in test/scenarios are incidents someone saw, each written
 // with its lesson in mind. A rule tuned to them can be wrong everywhere else.
 // Generate draws scenarios at random from a seed: a load (its rate, a surge,
-// a priority mix, a deadline, a share of streamed calls), one or two PTs in either mode, one to four
-// pay-as-you-go regions with latencies of their own, and faults on some of
-// them, of each kind the emulator has: errors (every code, clustered or
-// not), added latency, latency that ramps up, outages, and errors that come
-// late. The shares of the load the PTs and the quotas can carry are drawn
+// a priority mix, a deadline, a share of streamed calls), one or two PTs in
+// either mode, one to four pay-as-you-go regions with latencies of their
+// own, and faults on some of them, of each kind the emulator has: errors
+// (every code, clustered or not, some breaking streams after their first
+// chunk), added latency, latency that ramps up, outages, and errors that
+// come late. The shares of the load the PTs and the quotas can carry are drawn
 // too, from under the load to well over it, so the scenarios are sometimes
 // over capacity with no fault at all.
 //

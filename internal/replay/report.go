@@ -127,6 +127,15 @@ func (rep *Report) result(name string) *Result {
 	return nil
 }
 
+// StreamSuccess is the share of the calls made as streams that were served.
+func (r *Result) StreamSuccess() float64 { return ratio(r.StreamsSucceeded, r.Streams) }
+
+// UnarySuccess is the share of the calls not made as streams that were
+// served.
+func (r *Result) UnarySuccess() float64 {
+	return ratio(r.Succeeded-r.StreamsSucceeded, r.Requests-r.Streams)
+}
+
 // PTShare is the share of successful calls that the PT served.
 func (r *Result) PTShare() float64 { return ratio(r.Provisioned, r.Succeeded) }
 
@@ -373,8 +382,7 @@ func writeStreams(b *strings.Builder, rep *Report) {
 	b.WriteString("Streamed calls (streamGenerateContent) and unary ones (generateContent), each served to the end:\n\n")
 	b.WriteString("| Policy | Streams | Streams served | Unary calls | Unary calls served |\n|---|---:|---:|---:|---:|\n")
 	for _, r := range ran {
-		unary, unaryOK := r.Requests-r.Streams, r.Succeeded-r.StreamsSucceeded
-		fmt.Fprintf(b, "| %s | %d | %s | %d | %s |\n", r.Policy, r.Streams, pct(ratio(r.StreamsSucceeded, r.Streams)), unary, pct(ratio(unaryOK, unary)))
+		fmt.Fprintf(b, "| %s | %d | %s | %d | %s |\n", r.Policy, r.Streams, pct(r.StreamSuccess()), r.Requests-r.Streams, pct(r.UnarySuccess()))
 	}
 	b.WriteString("\n")
 }

@@ -331,7 +331,8 @@ func (pr *policyRun) drive(ctx context.Context) {
 		}
 		// Drawn only where the load streams, so that a scenario without
 		// streams gets the calls it always had.
-		stream := load.StreamShare > 0 && streams.Float64() < load.StreamShare
+		lc := LoadCall{Deadline: load.Deadline.Duration, Priority: prio,
+			Stream: load.StreamShare > 0 && streams.Float64() < load.StreamShare}
 		s := sessions.take(func() int {
 			return load.SessionCalls.Min + lengths.IntN(load.SessionCalls.Max-load.SessionCalls.Min+1)
 		})
@@ -339,9 +340,9 @@ func (pr *policyRun) drive(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			start := pr.clock.Elapsed()
-			res := pr.caller.Call(ctx, LoadCall{Deadline: load.Deadline.Duration, Priority: prio, Stream: stream})
+			res := pr.caller.Call(ctx, lc)
 			end := pr.clock.Elapsed()
-			pr.rec.record(start, end-start, prio, stream, res)
+			pr.rec.record(start, end-start, lc, res)
 			if done, clean := sessions.release(s, res.Err == NoError); done {
 				pr.rec.session(clean)
 			}
@@ -458,13 +459,13 @@ func newRecorder(dur time.Duration) *recorder {
 		byPrio: map[table.Priority]*PriorityResult{}, prioSeconds: map[table.Priority][]secondCount{}}
 }
 
-// record counts one call of priority prio, a stream or not, that started at
-// start and took took.
-func (r *recorder) record(start, took time.Duration, prio table.Priority, stream bool, res CallResult) {
+// record counts one call of the load that started at start and took took.
+func (r *recorder) record(start, took time.Duration, lc LoadCall, res CallResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.requests++
-	if stream {
+	prio := lc.Priority
+	if lc.Stream {
 		r.streams++
 		if res.Err == NoError {
 			r.streamsOK++

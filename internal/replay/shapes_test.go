@@ -105,8 +105,7 @@ func TestFailureShapes(t *testing.T) {
 			if rs := s.pool.Snapshot().Regions[0]; rs.TimesDemoted == 0 {
 				t.Errorf("%s: provisioned region %+v, want demoted: the shape is not the one under test", s.name, rs)
 			}
-			streams := ratio(r.StreamsSucceeded, r.Streams)
-			unary := ratio(r.Succeeded-r.StreamsSucceeded, r.Requests-r.Streams)
+			streams, unary := r.StreamSuccess(), r.UnarySuccess()
 			t.Logf("%s: %d of %d calls streamed, %.2f%% of them served, %.2f%% of the unary calls", s.name, r.Streams, r.Requests, 100*streams, 100*unary)
 			if share := ratio(r.Streams, r.Requests); share < 0.4 || share > 0.6 {
 				t.Errorf("%s: %.2f%% of calls streamed, want about half", s.name, 100*share)
