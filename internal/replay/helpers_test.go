@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/regionwarden/regionwarden/internal/emulator"
+	"github.com/regionwarden/regionwarden/router/policy"
 	"github.com/regionwarden/regionwarden/router/table"
 )
 
@@ -38,6 +39,30 @@ func TestRestResult(t *testing.T) {
 				t.Errorf("restResult(%d, %s) = %+v, want %+v", tc.code, tc.body, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestPickError: a refusal after an attempt is answered with that
+// attempt's failure, as the router answers it, whatever the policy refused
+// the retry for; only a call refused before any attempt is shed.
+func TestPickError(t *testing.T) {
+	for _, tc := range []struct {
+		err      error
+		last     ErrorKind
+		attempts int
+		want     ErrorKind
+	}{
+		{policy.ErrShed, Other, 0, Shed},
+		{policy.ErrOverCapacity, Other, 0, Shed},
+		{policy.ErrOverCapacity, Failed, 1, Failed},
+		{policy.ErrShed, Throttled, 2, Throttled},
+		{policy.ErrBudgetExhausted, Timeout, 1, Timeout},
+		{policy.ErrDeadlineExceeded, Other, 0, Timeout},
+		{fmt.Errorf("blocklist: %w", ErrNoRegions), Failed, 3, NoRegions},
+	} {
+		if got := pickError(tc.err, tc.last, tc.attempts); got != tc.want {
+			t.Errorf("pickError(%v, %v, %d) = %v, want %v", tc.err, tc.last, tc.attempts, got, tc.want)
+		}
 	}
 }
 

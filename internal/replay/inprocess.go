@@ -327,16 +327,21 @@ func (c *routerCaller) Close() error {
 }
 
 // pickError is what the caller of a call sees when the policy refuses an
-// attempt: its own refusal for "no regions" and shedding, else the last
-// attempt's failure (retries exhausted, budget spent, deadline).
+// attempt, as the router answers it (router/server's call.refusal answers
+// only a refusal before any attempt): the blocklist baseline's "no regions",
+// which that client raises whatever it tried before; else, once an attempt
+// was made, that attempt's failure, whatever the policy refused the retry
+// for (retries or budget spent, the deadline, or no room left: a retry
+// refused for want of room is not a call shed, the caller is told what the
+// region said); else the policy's refusal of the call itself.
 func pickError(err error, last ErrorKind, attempts int) ErrorKind {
 	switch {
 	case errors.Is(err, ErrNoRegions):
 		return NoRegions
-	case errors.Is(err, policy.ErrOverCapacity), errors.Is(err, policy.ErrShed):
-		return Shed
 	case attempts > 0:
 		return last
+	case errors.Is(err, policy.ErrOverCapacity), errors.Is(err, policy.ErrShed):
+		return Shed
 	case errors.Is(err, policy.ErrDeadlineExceeded):
 		return Timeout
 	default:
