@@ -99,13 +99,23 @@ func (l *aimd) clamp(hi float64) {
 // measurement and so no time to learn: it holds from the first call after
 // the latency changes.
 //
-// littleLimit is that bound for a call on lane l whose deadline is deadline,
-// capped by the table's regionMaxLimit. λ is the region's capacity in calls
-// a second: its RequestsPerSecond, else its TokensPerSecond over its average
-// tokens per call. A lane whose capacity is not known (not the hinted lane,
-// no hint, or no call's tokens reported yet) is sent calls at no bounded
-// rate, and a call without a deadline may take any time: the bound is then
-// regionMaxLimit.
+// littleLimit is that bound for a call on lane l whose deadline is deadline.
+// λ is the region's capacity in calls a second: its RequestsPerSecond, else
+// its TokensPerSecond over its average tokens per call. A lane whose
+// capacity is not known (not the hinted lane, no hint, or no call's tokens
+// reported yet) is sent calls at no bounded rate, and a call without a
+// deadline may take any time: the bound is then regionMaxLimit.
+//
+// A bound of the region's capacity is not capped by regionMaxLimit. That
+// knob caps the AIMD limit, a guess that timeouts shrink; this bound is what
+// the capacity allows, and capping it by a constant made a region whose
+// capacity times its callers' deadline is over the constant shed calls it
+// answers in time: at the default of 512, a PT of 50 calls a second whose
+// answers take 20 s (a long generation) was held to 26 calls a second, and
+// behind N routers each router's regionMaxLimit is 1/N of it
+// (router/share), so adding replicas did not lift that ceiling. What one
+// router holds is bounded by the pool's maxInFlight all the same, which
+// sheds the lowest priorities first.
 //
 // The whole bound applies while the region is answering (region.answering):
 // not failing and not demoted. A lane's 429s leave it whole: they refuse
@@ -152,5 +162,9 @@ func (s *slot) littleLimit(l uint8, now, deadline int64) (n int64, known bool) {
 		return hi, false
 	}
 	span := float64(deadline-now+burst) / float64(time.Second)
-	return min(int64(math.Ceil(rate*span)), hi), true
+	return int64(math.Ceil(min(rate*span, maxLittleBound))), true
 }
+
+// maxLittleBound keeps littleLimit's product within an int64 (a token rate
+// over a tiny average per call); it is far beyond any pool's maxInFlight.
+const maxLittleBound = 1 << 40

@@ -158,18 +158,27 @@ func TestGlobalCap(t *testing.T) {
 // Once the same region fails every call it ends, it is held to its AIMD
 // limit again; once it answers some of them, it keeps that share of the
 // bound (slot.roomInFlight), and a call finds room again with 80 in flight.
+// A table's regionMaxLimit under the 160 changes none of it: it caps the AIMD
+// limit, not the bound of the region's capacity.
 func TestSlowIsNotOverloaded(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		region table.Region
+		// most, when set, is the table's regionMaxLimit: under the 160
+		// calls in flight, it caps the AIMD limit, not the bound of the
+		// region's capacity.
+		most int
 	}{
-		{"shared, 50 requests/s", shared("europe-west1", 50)},
-		{"provisioned, 25,000 tokens/s", provisioned("europe-west4", table.Capacity{TokensPerSecond: 25_000})},
+		{"shared, 50 requests/s", shared("europe-west1", 50), 0},
+		{"provisioned, 25,000 tokens/s", provisioned("europe-west4", table.Capacity{TokensPerSecond: 25_000}), 0},
+		{"shared, 50 requests/s, regionMaxLimit 100", shared("europe-west1", 50), 100},
+		{"provisioned, 25,000 tokens/s, regionMaxLimit 100", provisioned("europe-west4", table.Capacity{TokensPerSecond: 25_000}), 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newClock()
 			tp := pool(tc.region)
 			tp.Regions[0].Ejectable = false
+			tp.Policy.Concurrency.RegionMaxLimit = tc.most
 			p := mustNew(t, tp, clk)
 			var held []Attempt
 			once := func() Attempt {
