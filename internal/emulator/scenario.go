@@ -491,11 +491,11 @@ func (l *Load) validate(bad func(field, format string, args ...any)) {
 	}
 	pm := l.Priorities
 	for name, v := range map[string]float64{"critical": pm.Critical, "sheddable": pm.Sheddable} {
-		if v < 0 || v > 1 || math.IsNaN(v) {
+		if !isShare(v) {
 			bad("load.priorities."+name, "must be a share in [0, 1], got %v", v)
 		}
 	}
-	if l.StreamShare < 0 || l.StreamShare > 1 || math.IsNaN(l.StreamShare) {
+	if !isShare(l.StreamShare) {
 		bad("load.streamShare", "must be a share in [0, 1], got %v", l.StreamShare)
 	}
 	if pm.Critical+pm.Sheddable > 1 {
@@ -589,7 +589,7 @@ func (ft *Fault) validate(f string, bad func(field, format string, args ...any))
 	if ft.From.Duration < 0 || ft.To.Duration <= ft.From.Duration {
 		bad(f, "need 0 <= from < to, got from %s to %s", ft.From, ft.To)
 	}
-	if ft.ErrorRate < 0 || ft.ErrorRate > 1 || math.IsNaN(ft.ErrorRate) {
+	if !isShare(ft.ErrorRate) {
 		bad(f+".errorRate", "must be in [0, 1], got %v", ft.ErrorRate)
 	}
 	if ft.ErrorRate > 0 {
@@ -696,3 +696,7 @@ func (s *Scenario) callsPerSecond(r *Region, whole bool) float64 {
 	}
 	return total
 }
+
+// isShare reports whether v is a share: in [0, 1], and not NaN (which fails
+// both comparisons).
+func isShare(v float64) bool { return v >= 0 && v <= 1 }
