@@ -162,9 +162,9 @@ func (s *slot) littleLimit(l uint8, now, deadline int64) (n int64, known bool) {
 		return hi, false
 	}
 	span := float64(deadline-now+burst) / float64(time.Second)
-	return int64(math.Ceil(min(rate*span, maxLittleBound))), true
+	// No region of the pool holds more than the pool's maxInFlight, which
+	// admits a call before its region does: a bound over it bounds nothing,
+	// and the product (a token rate over a tiny average per call) stays
+	// within an int64.
+	return int64(math.Ceil(min(rate*span, float64(s.st.maxInFlight)))), true
 }
-
-// maxLittleBound keeps littleLimit's product within an int64 (a token rate
-// over a tiny average per call); it is far beyond any pool's maxInFlight.
-const maxLittleBound = 1 << 40
