@@ -48,6 +48,7 @@ type config struct {
 	pkScale   float64
 	pkScens   string
 	routers   int
+	routersIn string
 	verbose   bool
 	generate  int
 	writeTo   string
@@ -68,7 +69,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.portkey, "portkey-dir", defaultPortkeyDir(), "folder where the Portkey gateway is installed from npm")
 	fs.Float64Var(&c.pkScale, "portkey-scale", 6, "the fastest scale the Portkey gateway keeps up with (Node.js needs milliseconds of CPU per call); it replays in a pass of its own at this scale")
 	fs.StringVar(&c.pkScens, "portkey-scenarios", strings.Join(portkeyScenarios, ","), "scenarios to replay the Portkey gateway in, comma-separated; empty means all")
-	fs.IntVar(&c.routers, "routers", 3, "routers of the columns that share capacity, in the "+replay.ScenarioManyRouters+" scenario; 1 leaves them out")
+	fs.IntVar(&c.routers, "routers", 3, "routers of the columns that share capacity (--routers-in); 1 leaves them out")
+	fs.StringVar(&c.routersIn, "routers-in", replay.ScenarioManyRouters, "scenarios replayed with the columns of several routers that share capacity, comma-separated; all adds them to every scenario, generated ones too")
 	fs.BoolVar(&c.verbose, "v", false, "print the policies' diagnostics")
 	fs.IntVar(&c.generate, "generate", 0, "replay this many generated scenarios (failure shapes drawn at random from --seed) instead of --scenarios")
 	fs.StringVar(&c.writeTo, "write-scenarios", "", "with --generate, a folder to write the generated scenarios' YAML to, to replay or edit them later")
@@ -135,9 +137,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			dur = min(dur, cfg.duration)
 		}
 		cols := forScenario(policies, sc.Name, cfg.pkScens)
-		if sc.Name == replay.ScenarioManyRouters && cfg.routers > 1 {
+		if cfg.routers > 1 && sharesIn(cfg.routersIn, sc.Name) {
 			// Several routers on the same regions: the store is killed in the
-			// middle of the provisioned region's outage.
+			// middle of the scenario (of the provisioned region's outage, in
+			// many-routers).
 			for _, o := range replay.ReplicaColumns(cfg.routers, sc.Duration.Duration/2) {
 				cols = append(cols, replay.Replicas(o))
 			}
@@ -340,6 +343,15 @@ func forScenario(policies []replay.Policy, scenario, portkeyScenarios string) []
 		out = append(out, p)
 	}
 	return out
+}
+
+// sharesIn reports whether scenario is replayed with the columns of several
+// routers sharing capacity: routersIn names it, or is "all". A failure shape
+// nobody replayed behind several routers can break the sharing as well as
+// the policy; all puts every generated one behind them.
+func sharesIn(routersIn, scenario string) bool {
+	names := strings.Split(routersIn, ",")
+	return slices.Contains(names, "all") || slices.Contains(names, scenario)
 }
 
 // portkeyScenarios are the scenarios the Portkey gateway replays in by

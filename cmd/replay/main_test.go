@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/regionwarden/regionwarden/internal/emulator"
+	"github.com/regionwarden/regionwarden/internal/replay"
 )
 
 // TestGenerateWritesWhatItReplays: --generate replays the scenarios drawn
@@ -52,5 +53,25 @@ func TestRegionTimelineFlag(t *testing.T) {
 		if _, err := parseFlags([]string{"--region-timeline", bad}, io.Discard); err == nil || !strings.Contains(err.Error(), "--region-timeline") {
 			t.Errorf("--region-timeline %s: %v, want an error naming the flag", bad, err)
 		}
+	}
+}
+
+// TestRoutersIn: --routers-in says which scenarios are replayed behind
+// several routers sharing capacity, many-routers alone by default.
+func TestRoutersIn(t *testing.T) {
+	cfg, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sharesIn(cfg.routersIn, replay.ScenarioManyRouters) || sharesIn(cfg.routersIn, "generated-1-1") {
+		t.Errorf("by default only %s is replayed behind several routers (--routers-in %q)", replay.ScenarioManyRouters, cfg.routersIn)
+	}
+	for _, name := range []string{replay.ScenarioManyRouters, "generated-1-1", "total-outage"} {
+		if !sharesIn("all", name) {
+			t.Errorf("--routers-in all leaves out %s", name)
+		}
+	}
+	if !sharesIn("total-outage,generated-1-1", "generated-1-1") || sharesIn("total-outage,generated-1-1", replay.ScenarioManyRouters) {
+		t.Error("--routers-in with a list replays exactly the scenarios it names behind several routers")
 	}
 }

@@ -246,8 +246,6 @@ func Checks(rep *Report) []Check {
 				Pass:     f.Requests > 0 && f.Success >= want && r.NoRegions == 0,
 			}
 		})
-	case ScenarioManyRouters:
-		cs = append(cs, replicaChecks(rep)...)
 	case ScenarioSmallPTBursts:
 		perSecond := rep.result(NamePerSecond)
 		each(regionwardenPolicies, func(r *Result) Check {
@@ -256,6 +254,10 @@ func Checks(rep *Report) []Check {
 	case ScenarioPriorityPayGo:
 		priorityChecks(rep, each)
 	}
+	// Routers that share capacity are held to one router's success and to
+	// the regions' capacities wherever they are replayed (--routers-in),
+	// not only in many-routers.
+	cs = append(cs, replicaChecks(rep)...)
 	return cs
 }
 

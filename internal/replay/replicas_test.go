@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/regionwarden/regionwarden/internal/emulator"
+	"github.com/regionwarden/regionwarden/router/table"
 )
 
 // shortDown is the many-routers scenario cut to two minutes, the
@@ -112,4 +113,48 @@ func priorityCounts(r *Result) string {
 		fmt.Fprintf(&b, " %s %d", p.Priority, p.Requests)
 	}
 	return b.String()
+}
+
+// TestReplicaChecksHoldToOneRouter: routers sharing capacity may keep a
+// region over its capacity a second in a row, or as long as one router
+// keeps it there (a PT's window absorbs a burst over its rate), and no
+// longer; in any scenario they are replayed in, not only many-routers.
+func TestReplicaChecksHoldToOneRouter(t *testing.T) {
+	loads := func(pt, shared int) []RegionLoad {
+		return []RegionLoad{
+			{Name: "europe-west1", Tier: string(table.TierProvisioned), LongestOver: pt},
+			{Name: "europe-west4", Tier: string(table.TierShared), LongestOver: shared},
+		}
+	}
+	shared := Replicas(ReplicaOptions{N: 3, Share: ShareStore}).Name
+	for _, tc := range []struct {
+		name       string
+		one, three []RegionLoad
+		want       bool
+	}{
+		{"as one router", loads(5, 0), loads(5, 1), true},
+		{"longer than one router at its PT", loads(5, 0), loads(6, 1), false},
+		{"a second over a quota one router kept under", loads(0, 0), loads(0, 1), true},
+		{"two seconds over a quota one router kept under", loads(0, 0), loads(0, 2), false},
+		{"one router not replayed", nil, loads(0, 2), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := &Report{Scenario: "generated-1-1", Results: []*Result{{Policy: shared, Requests: 100, Succeeded: 99, Regions: tc.three}}}
+			if tc.one != nil {
+				rep.Results = append(rep.Results, &Result{Policy: NameRegionwarden, Requests: 100, Succeeded: 99, Regions: tc.one})
+			}
+			var over *Check
+			for _, c := range Checks(rep) {
+				if strings.Contains(c.Target, "more than its capacity") {
+					over = &c
+				}
+			}
+			if over == nil {
+				t.Fatal("no check of the regions' capacity for routers sharing it outside many-routers")
+			}
+			if over.Pass != tc.want {
+				t.Errorf("pass %v, want %v: %s: %s", over.Pass, tc.want, over.Target, over.Measured)
+			}
+		})
+	}
 }
