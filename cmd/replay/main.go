@@ -112,6 +112,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := routersInKnown(cfg.routersIn, scenarios); err != nil {
+		return err
+	}
 	logf := func(string, ...any) {}
 	if cfg.verbose {
 		logf = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
@@ -352,6 +355,23 @@ func forScenario(policies []replay.Policy, scenario, portkeyScenarios string) []
 func sharesIn(routersIn, scenario string) bool {
 	names := strings.Split(routersIn, ",")
 	return slices.Contains(names, "all") || slices.Contains(names, scenario)
+}
+
+// routersInKnown refuses a --routers-in that names a scenario not among
+// those replayed, so that a mistyped name is not a replay without the
+// columns it asked for. The default, many-routers, may be absent: a replay
+// of other scenarios did not ask for it.
+func routersInKnown(routersIn string, scenarios []*emulator.Scenario) error {
+	if routersIn == replay.ScenarioManyRouters {
+		return nil
+	}
+	for _, name := range strings.Split(routersIn, ",") {
+		if name == "all" || slices.ContainsFunc(scenarios, func(sc *emulator.Scenario) bool { return sc.Name == name }) {
+			continue
+		}
+		return fmt.Errorf("--routers-in names %q, which is not among the scenarios replayed", name)
+	}
+	return nil
 }
 
 // portkeyScenarios are the scenarios the Portkey gateway replays in by

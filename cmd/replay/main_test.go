@@ -74,4 +74,13 @@ func TestRoutersIn(t *testing.T) {
 	if !sharesIn("total-outage,generated-1-1", "generated-1-1") || sharesIn("total-outage,generated-1-1", replay.ScenarioManyRouters) {
 		t.Error("--routers-in with a list replays exactly the scenarios it names behind several routers")
 	}
+	replayed := []*emulator.Scenario{{Name: "total-outage"}, {Name: "generated-1-1"}}
+	for _, ok := range []string{replay.ScenarioManyRouters, "all", "generated-1-1", "total-outage,generated-1-1"} {
+		if err := routersInKnown(ok, replayed); err != nil {
+			t.Errorf("--routers-in %s: %v", ok, err)
+		}
+	}
+	if err := routersInKnown("total-outage,generated-1-2", replayed); err == nil || !strings.Contains(err.Error(), `"generated-1-2"`) {
+		t.Errorf("--routers-in naming a scenario not replayed: got %v, want an error naming it", err)
+	}
 }
