@@ -164,10 +164,7 @@ func TestSlowIsNotOverloaded(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		region table.Region
-		// most, when set, is the table's regionMaxLimit: under the 160
-		// calls in flight, it caps the AIMD limit, not the bound of the
-		// region's capacity.
-		most int
+		most   int // the table's regionMaxLimit, when set
 	}{
 		{"shared, 50 requests/s", shared("europe-west1", 50), 0},
 		{"provisioned, 25,000 tokens/s", provisioned("europe-west4", table.Capacity{TokensPerSecond: 25_000}), 0},
