@@ -73,6 +73,7 @@ func newState(tp table.Pool) *poolState {
 		maxEjectedPct: *e.MaxEjectedPercent,
 		restoreAfter:  restoreAfter(e.FailureRateThreshold, e.MinRequests),
 		probeEvery:    max(int64(e.Interval.Duration)/int64(max(e.MinRequests, 1)), 1),
+		probeCalls:    probeCallsOf(*pol.Retry.BudgetPercent),
 		maxAttempts:   pol.Retry.MaxAttempts,
 		budgetPct:     int64(*pol.Retry.BudgetPercent),
 		minRetries:    int64(*pol.Retry.MinRetriesPerSecond),
@@ -114,6 +115,26 @@ func payGoLanes(ts []table.PayGoTier) []uint8 {
 		out = append(out, laneOf(t))
 	}
 	return out
+}
+
+// probeCallsOf is how many of the pool's calls come between two probes of a
+// demoted region, at least, under a retry budget of budgetPercent: 100/budgetPercent,
+// rounded up (a budget of 0 as one of 1%: a demoted region that is never
+// probed comes back only when the others are full).
+//
+// Why the calls and not only the clock (demote.go): a probe goes to a region
+// known to fail at least failureRateThreshold of its calls, and a failed
+// probe is retried outside the retry budget (fallbackRetry), or lost when
+// its failure comes too late for a retry. The clock's pace alone, minRequests
+// probes an interval, is the same in a pool of a thousand calls a second and
+// in one of six: in the first it is a tenth of a percent of the calls, in
+// the second a third of them, sent to a region failing most of what it
+// gets while the others have room. Counted in calls, the probes that fail
+// are at most budgetPercent of the pool's calls, the share of extra
+// attempts the pool's budget already grants its retries, at any rate.
+func probeCallsOf(budgetPercent int) int64 {
+	pct := int64(max(budgetPercent, 1))
+	return (100 + pct - 1) / pct
 }
 
 // restoreMiss is the chance that a region still failing at the threshold

@@ -15,16 +15,24 @@ import (
 //     to the regions that are answering and have headroom, and it takes what
 //     none of them has room for (within its throttle, which the same failures
 //     feed). It is never out of the candidates, so "no regions" cannot happen.
-//   - It keeps a probe trickle: one first attempt every interval/minRequests
-//     goes to it before any other region, so it answers minRequests calls per
-//     ejection interval, the evidence the failure rate is judged on, however
-//     much room the other regions have.
+//   - It keeps a probe trickle: a first attempt goes to it before any other
+//     region once interval/minRequests has passed since its last probe and
+//     the pool has started 100/budgetPercent calls since (probeCallsOf), so
+//     it answers up to minRequests calls per ejection interval, the
+//     evidence the failure rate is judged on, however much room the other
+//     regions have, and the probes that fail are never more than the share
+//     of the pool's calls the retry budget grants its retries: a tenth by
+//     default, in a pool of six calls a second as in one of a thousand.
 //   - It is restored after restoreAfter successes in a row (7 at the default
 //     threshold of 50%; see restoreAfter), and gets its full share back at
 //     once: its failure and throttle windows start afresh. A success makes
 //     the next call a probe at once (failures pace the probes, successes do
-//     not), so a recovered region is restored one probe interval and
-//     restoreAfter calls after it recovers.
+//     not), so a recovered region is restored one probe interval (and
+//     100/budgetPercent calls) and restoreAfter calls after it recovers.
+//     A slower probe costs no call: while the other regions have room a
+//     recovered PT left demoted costs only the pay-as-you-go price of what
+//     they serve, and while they have none it takes what they cannot, whose
+//     successes restore it as its probes' do.
 //   - The successes are in a row in the order the region was sent them, not
 //     the order they end in (successRun): a region that answers some calls
 //     at once and lets others run out their deadline ends its quick
@@ -84,6 +92,7 @@ func (r *region) maybeDemote(s *slot, now int64) {
 	}
 	r.streak.Store(0)
 	r.probe.next.Store(now + s.st.probeEvery)
+	r.probeAt.Store(r.p.calls.Load() + s.st.probeCalls)
 	r.timesDemoted.Add(1)
 	tp := &s.st.pool
 	r.p.log.Warn("provisioned region demoted: its failure rate is at or over the ejection threshold; "+
@@ -91,7 +100,7 @@ func (r *region) maybeDemote(s *slot, now int64) {
 		"project", tp.Project, "publisher", tp.Publisher, "model", tp.Model, "region", s.name,
 		"failureRate", float64(failed)/float64(answered), "failed", failed, "answered", answered,
 		"threshold", s.st.threshold, "interval", s.st.interval,
-		"probeEvery", time.Duration(s.st.probeEvery), "restoreAfter", s.st.restoreAfter)
+		"probeEvery", time.Duration(s.st.probeEvery), "probeCalls", s.st.probeCalls, "restoreAfter", s.st.restoreAfter)
 }
 
 // succeeded counts a success of demoted region r at now, and restores it
@@ -116,6 +125,26 @@ func (r *region) succeeded(s *slot, now, pickedAt int64) {
 		return
 	}
 	r.probe.next.Store(now)
+	r.probeAt.Store(0)
+}
+
+// probeDue reports whether demoted (or probation) region r's next probe is
+// due at now: its time has come and the pool has started the calls it
+// waits for.
+func (r *region) probeDue(now int64) bool {
+	return r.probe.next.Load() <= now && r.p.calls.Load() >= r.probeAt.Load()
+}
+
+// takeProbe takes r's probe at now when it is due, once: the next waits for
+// st.probeEvery and for st.probeCalls more of the pool's calls, unless a
+// success makes it due at once (succeeded).
+func (r *region) takeProbe(now int64, st *poolState) bool {
+	calls := r.p.calls.Load()
+	if calls < r.probeAt.Load() || !r.probe.tick(now, st.probeEvery) {
+		return false
+	}
+	r.probeAt.Store(calls + st.probeCalls)
+	return true
 }
 
 // ended counts an attempt of demoted region r, picked at pickedAt, that

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -12,7 +13,9 @@ import (
 )
 
 // TestDemotionLogged checks that a demotion and a restoration are logged once
-// each, with why, however many failures and probes there are.
+// each, with why, however many failures and probes there are. A call every
+// 500 ms: the first probe waits for the tenth call after the demotion
+// (4.5 s), and its success makes the next six probes too (7.5 s).
 func TestDemotionLogged(t *testing.T) {
 	clk := newClock()
 	var buf bytes.Buffer
@@ -35,7 +38,7 @@ func TestDemotionLogged(t *testing.T) {
 	if n := strings.Count(out, `msg="provisioned region restored`); n != 1 {
 		t.Errorf("%d restoration lines, want 1", n)
 	}
-	for _, want := range []string{"level=WARN", "region=europe-west4", "failureRate=1", "answered=20", "threshold=0.5", "level=INFO", "demotedFor=3.5s"} {
+	for _, want := range []string{"level=WARN", "region=europe-west4", "failureRate=1", "answered=20", "threshold=0.5", "level=INFO", "probeCalls=10", "demotedFor=7.5s"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log has no %q", want)
 		}
@@ -53,7 +56,7 @@ func TestSuccessfulProbeProbesAgainAtOnce(t *testing.T) {
 	if p.Snapshot().Regions[0].Demotion == nil {
 		t.Fatal("not demoted after 100 failures")
 	}
-	clk.Advance(time.Duration(p.st.Load().probeEvery))
+	probeWait(p, clk)
 	for i := range p.st.Load().restoreAfter {
 		if _, a := pick(t, p, PriorityDefault); a.Region != "europe-west4" {
 			t.Fatalf("call %d after a successful probe went to %s, want a probe of europe-west4", i+1, a.Region)
@@ -91,14 +94,14 @@ func TestRestoredInTheOrderItWasSent(t *testing.T) {
 		}
 		var old []Attempt
 		for range held {
-			clk.Advance(time.Duration(p.st.Load().probeEvery))
+			probeWait(p, clk)
 			if _, a := pick(t, p, PriorityDefault); a.Region != "europe-west4" {
 				t.Fatalf("probe went to %s", a.Region)
 			} else {
 				old = append(old, a)
 			}
 		}
-		clk.Advance(time.Duration(p.st.Load().probeEvery))
+		probeWait(p, clk)
 		return p, clk, old
 	}
 	// succeed makes n probes of the PT that succeed at once, a millisecond
@@ -137,7 +140,7 @@ func TestRestoredInTheOrderItWasSent(t *testing.T) {
 		if in.Region != "europe-west4" {
 			t.Fatalf("call went to %s, want a probe of the PT", in.Region)
 		}
-		clk.Advance(time.Duration(p.st.Load().probeEvery))
+		probeWait(p, clk)
 		succeed(t, p, clk, p.st.Load().restoreAfter)
 		in.Finish(Report{Outcome: Failure, Timeout: true})
 		old[0].Finish(Report{Outcome: Failure, Timeout: true})
@@ -157,4 +160,58 @@ func TestRestoredInTheOrderItWasSent(t *testing.T) {
 			t.Error("still demoted: a call in flight for longer than the region's slowest answer holds its restoration back")
 		}
 	})
+}
+
+// TestProbesAreAShareOfTheCalls: the probes of a demoted PT that fails
+// every one of them are at most budgetPercent of the pool's calls, at any
+// rate, and there is one every 100/budgetPercent calls while calls come
+// slower than the probe interval allows. Paced by the clock alone, a pool of
+// six calls a second sent a third of its calls to a PT failing them all,
+// while the shared region had room for every call.
+func TestProbesAreAShareOfTheCalls(t *testing.T) {
+	for _, tc := range []struct {
+		perSecond int
+		budget    int
+	}{
+		{6, 10}, {1, 10}, {6, 25}, {6, 0}, {200, 10},
+	} {
+		t.Run(fmt.Sprintf("%d calls a second, budget %d%%", tc.perSecond, tc.budget), func(t *testing.T) {
+			clk := newClock()
+			tp := pool(provisioned("europe-west4", table.Capacity{}), shared("europe-west1", 0))
+			tp.Policy.Retry.BudgetPercent = new(tc.budget)
+			p := mustNew(t, tp, clk)
+			report(p, 0, Failure, 100)
+			if regionOf(t, p, "europe-west4").Demotion == nil {
+				t.Fatal("not demoted")
+			}
+			const calls = 2000
+			probes := 0
+			for range calls {
+				clk.Advance(time.Second / time.Duration(tc.perSecond))
+				c, a := pick(t, p, PriorityDefault)
+				if a.Region == "europe-west4" {
+					probes++
+					a.Done(Failure)
+					b, err := c.Pick()
+					if err != nil || b.Region != "europe-west1" {
+						t.Fatalf("retry after a failed probe: %v %v, want europe-west1", b.Region, err)
+					}
+					a = b
+				}
+				a.Done(Success)
+			}
+			st := p.st.Load()
+			most := calls/int(st.probeCalls) + 1
+			// By the clock alone: a probe every probeEvery.
+			if byClock := int(time.Duration(calls) * time.Second / time.Duration(tc.perSecond) / time.Duration(st.probeEvery)); byClock < most {
+				most = byClock + 1
+			}
+			if probes > most || probes < most-2 {
+				t.Errorf("%d probes in %d calls, want %d (one each %d calls and %v)", probes, calls, most, st.probeCalls, time.Duration(st.probeEvery))
+			}
+			if d := regionOf(t, p, "europe-west4").Demotion; d == nil {
+				t.Error("restored while every probe failed")
+			}
+		})
+	}
 }

@@ -115,7 +115,8 @@
 // open): the failures that ejected it have aged out of its window, so it
 // would look healthy and take its full share for as long as its first
 // answers take to fail again; instead it ranks last still, takes a probe
-// every interval/minRequests, and gets its share back after restoreAfter
+// every interval/minRequests and 100/budgetPercent of the pool's calls,
+// and gets its share back after restoreAfter
 // successes in a row, as a demoted region does. An ejection happens only if
 // afterwards at most maxEjectedPercent of the regions are ejected or on
 // probation. When fewer than half the regions are left out of both
@@ -126,7 +127,9 @@
 // answering and have headroom; it takes what none of them has room for,
 // within the share of its bound it answers (none while it answers none:
 // Pool.admit), and a probe every interval/minRequests (minRequests answers per ejection
-// interval, the evidence the failure rate is judged on). After restoreAfter
+// interval, the evidence the failure rate is judged on) and 100/budgetPercent
+// of the pool's calls (probeCallsOf: the probes that fail are at most the
+// share of the calls the retry budget grants, at any rate). After restoreAfter
 // successes in a row (7 at the default threshold) it is restored with its full
 // share. An intermittently failing region (the bursty 504s of an upstream
 // incident) stays under the threshold and keeps its first attempts.

@@ -18,7 +18,8 @@ package policy
 //     calls none of them has room for (choose says why).
 //   - When the ejection ends, the region is on probation, a circuit
 //     breaker's half-open state: it ranks last still, takes a probe every
-//     interval/minRequests (any lane the call may use), and is restored to
+//     interval/minRequests and 100/budgetPercent of the pool's calls (any
+//     lane the call may use), and is restored to
 //     its full share after restoreAfter successes in a row, as a demoted
 //     provisioned region is (demote.go: the probes, the run of successes
 //     and the restoration are the same). Without it a region whose
@@ -87,6 +88,7 @@ func (p *Pool) maybeEject(r *region, now int64) {
 	}
 	r.streak.Store(0)
 	r.probe.next.Store(now + d)
+	r.probeAt.Store(0) // the ejection's end is its first probe's time
 }
 
 // capEjections lifts ejections, soonest-ending first, until at most

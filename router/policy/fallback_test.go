@@ -71,7 +71,7 @@ func TestFallbackRetryOfReservedCapacity(t *testing.T) {
 			// A call whose first attempt lands on the region under test.
 			var c Call
 			var a Attempt
-			for range 50 {
+			for range 2 * probeCallsOf(*tp.Policy.Retry.BudgetPercent) {
 				c = p.Start(Request{})
 				var err error
 				if a, err = c.Pick(); err != nil {
@@ -81,7 +81,7 @@ func TestFallbackRetryOfReservedCapacity(t *testing.T) {
 					break
 				}
 				a.Done(Success)
-				clk.Advance(100 * time.Millisecond) // a demoted region gets only probes
+				clk.Advance(100 * time.Millisecond) // a demoted region gets only probes, one per 100 calls at a budget of 0
 			}
 			if a.Region != tp.Regions[first].Name {
 				t.Fatalf("no first attempt reached %s", tp.Regions[first].Name)

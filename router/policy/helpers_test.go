@@ -188,3 +188,20 @@ func regionOf(t *testing.T, p *Pool, name string) RegionSnapshot {
 	}
 	return rs
 }
+
+// probeWait lets a demoted region's next probe come due: it moves clk by
+// the probe interval and starts the pool calls a probe waits for
+// (probeCallsOf), which pick nothing.
+func probeWait(p *Pool, clk *clocktest.Clock) {
+	st := p.st.Load()
+	clk.Advance(time.Duration(st.probeEvery))
+	startCalls(p, st.probeCalls)
+}
+
+// startCalls starts n calls on p that pick nothing: the pool's count of
+// calls, which paces a demoted region's probes, moves on by n.
+func startCalls(p *Pool, n int64) {
+	for range n {
+		p.Start(Request{})
+	}
+}

@@ -360,8 +360,9 @@ func TestLastResortTakesTheShareItAnswers(t *testing.T) {
 				t.Errorf("calls taken %v, want 2 by the answering region's quota and %d by the demoted PT", regions, tc.want)
 			}
 			clk.Advance(time.Second)
+			startCalls(p, p.st.Load().probeCalls)
 			if _, a := pick(t, p, PriorityDefault); a.Region != "europe-west4" {
-				t.Errorf("a second later the first call went to %s, want the demoted PT's probe", a.Region)
+				t.Errorf("a second and ten calls later the first call went to %s, want the demoted PT's probe", a.Region)
 			}
 			for _, a := range held {
 				a.Done(Cancelled)

@@ -13,6 +13,7 @@ func (p *Pool) Start(req Request) (c Call) {
 	// costs a copy of its whole state, most of it zeros.
 	c.p = p
 	c.st.start(req)
+	p.calls.Add(1)
 	return c
 }
 
@@ -139,8 +140,8 @@ func (st *poolState) spillTier(s *slot, pr Priority) table.PayGoTier {
 //     region on probation after an ejection (eject.go): the router
 //     chose to send it there, to a region it knew was failing, rather than
 //     to one that answers, which would have taken it. Its retry adds no call
-//     the caller did not bring, and at most minRequests an interval, the
-//     probe pace.
+//     the caller did not bring, at most minRequests an interval and
+//     budgetPercent of the pool's calls, the probe pace (probeCallsOf).
 //
 // Such a retry is bounded all the same: it goes only to a region the call has
 // not tried (never back to the failing region), within maxAttempts and the
@@ -317,7 +318,7 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool, below
 			k := cands.k[c]
 			s, l := st.slots[k/laneCount], k%laneCount
 			probe := rank == rankProbe
-			if probe && !s.r.probe.tick(now, st.probeEvery) {
+			if probe && !s.r.takeProbe(now, st) {
 				// Another call took this probe: it is only demoted.
 				cands.rerank(c, rankDemoted)
 				present |= 1 << rankDemoted
@@ -383,12 +384,13 @@ type laneRanks struct {
 // any kind from it ends the silence and lets the probes go again. A probe
 // sent into the silence would only wait out its caller's deadline and
 // learn nothing those calls will not tell: at a probe every half second
-// that is two calls a second lost for as long as a region hangs.
+// (or every tenth call) that is two calls a second lost for as long as a
+// region hangs.
 func rankLane(s *slot, l uint8, base int8, last, probes bool, cs *callState, now int64, retry bool) int8 {
 	rank := base
 	if last {
 		rank = rankDemoted
-		if probes && (l == laneProvisioned || !s.provisioned) && !retry && s.r.probe.next.Load() <= now {
+		if probes && (l == laneProvisioned || !s.provisioned) && !retry && s.r.probeDue(now) {
 			rank = rankProbe
 		}
 	}

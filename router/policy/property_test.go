@@ -321,7 +321,8 @@ func demotedDue(p *Pool, now int64) (due []int, sure bool) {
 	for i, s := range st.slots {
 		r := s.r
 		d := r.demoted.Load()
-		if d == nil || r.probe.next.Load() > now {
+		// The call about to start is one of the calls a probe waits for.
+		if d == nil || r.probe.next.Load() > now || p.calls.Load()+1 < r.probeAt.Load() {
 			continue
 		}
 		if d.ejected && (r.ejectedUntil.Load() > now || st.inPanic(now)) {
@@ -441,15 +442,19 @@ func TestPropertyDemotion(t *testing.T) {
 		} else if s.tokCost > 0 {
 			gap += 2*int64(200*s.tokCost)*s.tokWindow/rateCapacity + s.tokWidth // calls report up to 200 tokens
 		}
+		// A probe also waits for probeCalls of the pool's calls, which
+		// come every step.
+		step := gap / int64(3*len(st.slots))
+		gap = max(gap, (st.probeCalls+1)*step)
 		bound := (st.restoreAfter + 2) * gap
 		begin := p.nanos()
 		for p.nanos()-begin <= bound && ps.r.demoted.Load() != nil {
 			call("recovery", 0)
-			clk.Advance(time.Duration(gap / int64(3*len(st.slots))))
+			clk.Advance(time.Duration(step))
 		}
 		if d := ps.r.demoted.Load(); d != nil {
-			t.Fatalf("run %d: %s answers every call, still demoted %s after it recovered (restore after %d, probes every %s)\npool: %+v",
-				run, pt, time.Duration(p.nanos()-begin), st.restoreAfter, time.Duration(gap), tp)
+			t.Fatalf("run %d: %s answers every call, still demoted %s after it recovered (restore after %d, probes every %s and %d calls)\npool: %+v",
+				run, pt, time.Duration(p.nanos()-begin), st.restoreAfter, time.Duration(gap), st.probeCalls, tp)
 		}
 		restorations++
 	}

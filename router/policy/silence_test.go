@@ -166,12 +166,13 @@ func TestSilentDemotedRegionGetsNoProbe(t *testing.T) {
 	every := time.Duration(p.st.Load().probeEvery)
 	var probe Attempt
 	for i := range 2 {
-		clk.Advance(every)
+		probeWait(p, clk)
 		if probe = first(); probe.Region != "europe-west1" {
 			t.Fatalf("due probe %d went to %s", i+1, probe.Region)
 		}
 	}
 	clk.Advance(max(every, 1100*time.Millisecond)) // the next probe is due; nothing has come back for longer than 1 s
+	startCalls(p, p.st.Load().probeCalls)
 	if rs := p.Snapshot().Regions[0]; !rs.Silent {
 		t.Fatalf("%+v, want silent", rs)
 	}

@@ -27,7 +27,8 @@ type Pool struct {
 	inFlight atomic.Int64 // calls in flight in the whole pool
 	waiting  atomic.Int64 // calls waiting for headroom (Call.PickWaiting)
 	waits    atomic.Int64 // waits for headroom since the pool was made
-	_        [40]byte
+	calls    atomic.Int64 // calls started since the pool was made: the probes' count (demote.go)
+	_        [32]byte
 	st       atomic.Pointer[poolState]
 	shared   atomic.Pointer[SharedMeter] // nil: each region's own meter alone (SetSharedMeter)
 
@@ -53,7 +54,8 @@ type poolState struct {
 	// payGo is, per Priority, the pay-as-you-go lanes a call may use in
 	// order of preference (table.PayGo).
 	payGo        [3][]uint8
-	probeEvery   int64 // nanoseconds between a demoted region's probes
+	probeEvery   int64 // nanoseconds between a demoted region's probes, at least
+	probeCalls   int64 // the pool's calls between them, at least (probeCallsOf)
 	maxAttempts  int
 	budgetPct    int64
 	minRetries   int64
@@ -129,7 +131,8 @@ type region struct {
 	demoted      atomic.Pointer[demotion] // nil unless demoted
 	streak       atomic.Int64             // successes in a row while demoted
 	run          successRun               // where the streak began, in the order the region was sent its attempts
-	probe        pacer                    // spaces the probes of a demoted region, or one on probation
+	probe        pacer                    // spaces the probes of a demoted region, or one on probation, in time
+	probeAt      atomic.Int64             // and in calls: the Pool.calls count its next probe waits for
 	timesDemoted atomic.Int64
 
 	quiet silence  // attempts unanswered since its last answer (silence.go)
