@@ -140,14 +140,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			dur = min(dur, cfg.duration)
 		}
 		cols := forScenario(policies, sc.Name, cfg.pkScens)
-		if cfg.routers > 1 && sharesIn(cfg.routersIn, sc.Name) {
-			// Several routers on the same regions: the store is killed in the
-			// middle of the scenario (of the provisioned region's outage, in
-			// many-routers).
-			for _, o := range replay.ReplicaColumns(cfg.routers, sc.Duration.Duration/2) {
-				cols = append(cols, replay.Replicas(o))
-			}
-		}
+		cols = append(cols, routerColumns(cfg, sc.Name, dur)...)
 		if sc.Name == replay.ScenarioSmallPTBursts && slices.ContainsFunc(cols, func(p replay.Policy) bool { return p.Name == replay.NameRegionwarden }) {
 			// What the PT's window is worth: the same policy, metering
 			// the PT over one second.
@@ -346,6 +339,22 @@ func forScenario(policies []replay.Policy, scenario, portkeyScenarios string) []
 		out = append(out, p)
 	}
 	return out
+}
+
+// routerColumns are the columns of cfg.routers routers sharing capacity
+// that scenario gets, of which dur is replayed: none unless --routers-in
+// names it. The store is killed in the middle of what is replayed (of the
+// provisioned region's outage, in many-routers), not of the whole scenario,
+// which --duration may cut before the kill.
+func routerColumns(cfg config, scenario string, dur time.Duration) []replay.Policy {
+	if cfg.routers < 2 || !sharesIn(cfg.routersIn, scenario) {
+		return nil
+	}
+	var cols []replay.Policy
+	for _, o := range replay.ReplicaColumns(cfg.routers, dur/2) {
+		cols = append(cols, replay.Replicas(o))
+	}
+	return cols
 }
 
 // sharesIn reports whether scenario is replayed with the columns of several

@@ -83,4 +83,24 @@ func TestRoutersIn(t *testing.T) {
 	if err := routersInKnown("total-outage,generated-1-2", replayed); err == nil || !strings.Contains(err.Error(), `"generated-1-2"`) {
 		t.Errorf("--routers-in naming a scenario not replayed: got %v, want an error naming it", err)
 	}
+	// --duration 2m of a longer scenario: the store dies a minute in, in
+	// the middle of what is replayed.
+	cfg.routersIn = "all"
+	cols := routerColumns(cfg, "generated-1-1", 2*time.Minute)
+	killed := 0
+	for _, c := range cols {
+		if strings.Contains(c.Name, "store killed") {
+			killed++
+			if !strings.Contains(c.Name, "store killed at 1m") {
+				t.Errorf("column %q: want the store killed at 1m, half of the 2m replayed", c.Name)
+			}
+		}
+	}
+	if killed == 0 || len(cols) < 2*killed {
+		t.Errorf("%d columns, %d with the store killed: want the sharing columns, some with the store killed", len(cols), killed)
+	}
+	cfg.routersIn = "total-outage"
+	if cols := routerColumns(cfg, "generated-1-1", time.Minute); len(cols) != 0 {
+		t.Errorf("%d sharing columns for a scenario --routers-in does not name", len(cols))
+	}
 }
