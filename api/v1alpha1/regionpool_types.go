@@ -373,7 +373,10 @@ type RetryPolicy struct {
 	// +optional
 	MaxAttempts int32 `json:"maxAttempts,omitempty"`
 
-	// BudgetPercent of recent calls that may be retries, 0 to 100.
+	// BudgetPercent of recent calls that may be retries, 0 to 100. It also
+	// spaces the probes of a demoted or ejected region: at least
+	// 100/budgetPercent calls apart (100 at 0), so that the probes that
+	// fail are at most this share of the calls, at any rate.
 	// +kubebuilder:default=10
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100

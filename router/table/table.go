@@ -209,7 +209,8 @@ type Retry struct {
 	// MaxAttempts per request, first attempt included, 1 to 5. Default 2.
 	MaxAttempts int `json:"maxAttempts"`
 	// BudgetPercent of recent requests that may be retries, 0 to 100. Default
-	// 10 (nil).
+	// 10 (nil). It also spaces a demoted or ejected region's probes: at
+	// least 100/BudgetPercent calls apart (100 at 0).
 	BudgetPercent *int `json:"budgetPercent"`
 	// MinRetriesPerSecond is a floor of retries allowed whatever the ratio; 0
 	// is no floor. Default 1 (nil).
