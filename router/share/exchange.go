@@ -97,7 +97,9 @@ type Exchange struct {
 //
 // KEYS[1]: the key prefix. ARGV[1]: epoch length in microseconds; ARGV[2]:
 // the epochs the roster keeps; ARGV[3]: the router's ID; ARGV[4]: the
-// replicas it counts; then pairs of pool and entry ("demand share").
+// replicas it counts; then pairs of pool and entry ("demand share", and
+// any fields a later version adds after the share, which this one reads
+// past: parsePeers).
 // Returns the epoch number, then per pool a flat HGETALL of the closed epoch
 // (field ID, value "replicas demand share") and one of the roster.
 // Microseconds since 1970 fit a Lua number (a double) exactly until the
@@ -116,7 +118,7 @@ for i = 5, #ARGV, 2 do
   redis.call('HSET', k .. e, id, ARGV[4] .. ' ' .. ARGV[i + 1])
   redis.call('PEXPIRE', k .. e, ttl)
   local r = k .. 'held'
-  local share = string.match(ARGV[i + 1], '(%S+)$')
+  local share = string.match(ARGV[i + 1], '^%S+ (%S+)')
   local val = tostring(e) .. ' ' .. share .. ' -1 0'
   local cur = redis.call('HGET', r, id)
   if cur then
@@ -320,13 +322,17 @@ func parseRoster(fields []any, closed, keep int64, peers []Peer) ([]Peer, error)
 }
 
 // parsePeers reads a flat HGETALL of ID, "replicas demand share" pairs.
+// Fields after the share are a later version's, and are read past: in a
+// rolling upgrade the routers of both versions exchange through the same
+// epochs, and an entry this version refused would fail its every exchange
+// until the upgrade ended.
 func parsePeers(fields []any) ([]Peer, error) {
 	peers := make([]Peer, 0, len(fields)/2)
 	for i := 0; i+1 < len(fields); i += 2 {
 		id, _ := fields[i].(string)
 		val, _ := fields[i+1].(string)
 		f := strings.Fields(val)
-		if len(f) != 3 {
+		if len(f) < 3 {
 			return nil, fmt.Errorf("entry %q of %q is not \"replicas demand share\"", val, id)
 		}
 		replicas, err1 := strconv.Atoi(f[0])

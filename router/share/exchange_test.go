@@ -481,3 +481,61 @@ func TestBadStoreURLKeepsItsPasswordSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestLaterVersionsEntriesAreReadPast: a router of a later version that
+// writes a field after the share (as it would in a rolling upgrade) is read
+// by this one: its demand and share count in the epoch, and once it is
+// absent the roster reserves the share it published, not its new field.
+func TestLaterVersionsEntriesAreReadPast(t *testing.T) {
+	srv := redisserver.ForTest(t)
+	ctx := context.Background()
+	epoch := 200 * time.Millisecond
+	old, err := NewExchange(ExchangeOptions{URL: srv.URL(), ID: "old", Epoch: epoch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = old.Close() })
+	const pool = "p/google/m"
+	// later writes as a later version would: the script with one more
+	// field in its entry.
+	later := func() {
+		t.Helper()
+		args := []any{epoch.Microseconds(), old.keep, "later", 2, pool, "30 0.75 9.5,1.25"}
+		if err := exchangeScript.Run(ctx, old.rdb, []string{old.prefix}, args...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got map[string][]Peer
+	// Both publish until the epoch read holds both.
+	for range 20 {
+		later()
+		if got, err = old.Exchange(ctx, 2, map[string]Entry{pool: {Demand: 10}}); err != nil {
+			t.Fatalf("an epoch holding a later version's entry: %v", err)
+		}
+		if len(got[pool]) == 2 {
+			break
+		}
+		time.Sleep(epoch / 2)
+	}
+	want := Peer{ID: "later", Replicas: 2, Demand: 30, Share: 0.75}
+	if ps := got[pool]; len(ps) != 2 || ps[0] != want {
+		t.Fatalf("epoch read %+v, want %+v first", ps, want)
+	}
+	// The later router stops: once an epoch lacks it, the roster reserves
+	// its share.
+	for range 20 {
+		time.Sleep(epoch / 2)
+		if got, err = old.Exchange(ctx, 2, map[string]Entry{pool: {Demand: 10}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range got[pool] {
+			if p.ID == "later" && p.Absent {
+				if p.Share != 0.75 {
+					t.Fatalf("roster holds %+v for the absent later router, want its share 0.75", p)
+				}
+				return
+			}
+		}
+	}
+	t.Fatalf("the later router never showed as absent: %+v", got[pool])
+}
