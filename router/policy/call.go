@@ -92,6 +92,8 @@ type callState struct {
 	last     Outcome
 	caller   uint64                    // Request.Caller
 	counting bool                      // Request.Counting
+	waiting  bool                      // its picks wait for headroom (PickWaiting)
+	waited   time.Duration             // for so long so far, in this PickWaiting
 	pin      string                    // the only region the call may use; "": any
 	class    Class                     // the attempt's place in the order of calls waiting for a capacity's room (reserve.go)
 	targets  [maxAttemptsLimit]*region // the regions tried, in order
@@ -186,18 +188,20 @@ const MaxHeadroomWait = time.Duration(rateWindow + meterWidth/callSlots)
 // fallback of a provisioned region, to a capacity the call has not tried:
 // pick).
 func (c *Call) PickWaiting(ctx context.Context, sleep func(context.Context, time.Duration) error) (Attempt, error) {
-	var waited time.Duration
 	var place waitPlace
+	c.st.waiting, c.st.waited = true, 0
+	defer func() { c.st.waiting = false }()
 	for {
 		a, err := c.Pick()
 		if err == nil {
 			return a, nil
 		}
-		d, at, ok := c.headroomWait(err, waited)
+		ce, ok := c.st.roomWithin(err, c.p.nanos())
 		if !ok {
 			return a, err
 		}
-		if waited == 0 {
+		d, at := ce.Headroom, ce.place
+		if c.st.waited == 0 {
 			if !c.p.startWaiting(c.st.prio) {
 				return a, err
 			}
@@ -213,22 +217,24 @@ func (c *Call) PickWaiting(ctx context.Context, sleep func(context.Context, time
 		if sleep(ctx, d) != nil {
 			return a, err
 		}
-		waited += d
+		c.st.waited += d
 	}
 }
 
-// headroomWait is how long a call whose Pick was refused with err,
-// having waited waited already, should wait for headroom (PickWaiting), and
-// the place it waits in.
-func (c *Call) headroomWait(err error, waited time.Duration) (time.Duration, waitPlace, bool) {
+// roomWithin reports whether a call whose Pick was refused with err at now
+// may wait for the room it lacks (PickWaiting): the refusal is one a call
+// waits out, and its headroom comes within MaxHeadroomWait of all the call
+// has waited and half the time left before the deadline. It returns the
+// refusal, with how long to wait and the place to wait in.
+func (cs *callState) roomWithin(err error, now int64) (*CapacityError, bool) {
 	var ce *CapacityError
-	if !errors.As(err, &ce) || !ce.waits() || waited+ce.Headroom > MaxHeadroomWait {
-		return 0, waitPlace{}, false
+	if !errors.As(err, &ce) || !ce.waits() || cs.waited+ce.Headroom > MaxHeadroomWait {
+		return nil, false
 	}
-	if c.st.deadline != 0 && c.p.nanos()+2*int64(ce.Headroom) > c.st.deadline {
-		return 0, waitPlace{}, false
+	if cs.deadline != 0 && now+2*int64(ce.Headroom) > cs.deadline {
+		return nil, false
 	}
-	return ce.Headroom, ce.place, true
+	return ce, true
 }
 
 // startWaiting takes a place among the pool's calls waiting for headroom,

@@ -184,8 +184,10 @@
 // refused; it goes only to a capacity the call has not tried, so a call
 // makes at most one attempt per capacity outside the budget, and each
 // receiver admits it only within its meter, in-flight limit and throttle
-// (when no capacity it has not tried admits it, it is a retry like any
-// other, within the budget). Nor is the fallback of a
+// (when no capacity it has not tried admits it, the call waits for one
+// that will have room within the wait it may take, PickWaiting; when none
+// will, it is a retry like any other, within the budget, which may go back
+// to the capacity that refused it: waitsForSpill). Nor is the fallback of a
 // provisioned region that fails intermittently (a Failure, not a 429, while
 // it is not demoted and answers at least minRequests over the ejection
 // interval with a failure rate under the threshold, or answered too few to

@@ -2,7 +2,9 @@ package policy
 
 import (
 	"cmp"
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -209,4 +211,55 @@ func TestLastResortRetryNeedsARegionThatAnswers(t *testing.T) {
 		return
 	}
 	t.Fatal("no call went to the demoted PT but as its probe")
+}
+
+// TestSpillWaitsForUntriedRoom: a call answered 429 where the only capacity
+// it has not tried is full for a moment waits for that capacity's room
+// (PickWaiting), rather than go back, within the retry budget, to the
+// capacity that has just refused it, and spend its last attempt there. A
+// call that does not wait (Pick) still retries the capacity it tried,
+// within the budget.
+func TestSpillWaitsForUntriedRoom(t *testing.T) {
+	for _, waits := range []bool{true, false} {
+		t.Run(fmt.Sprintf("waits %v", waits), func(t *testing.T) {
+			clk := newClock()
+			tp := pool(shared("europe-west4", 0), shared("europe-north1", 1))
+			tp.Regions[0].Ejectable, tp.Regions[1].Ejectable = false, false
+			p := mustNew(t, tp, clk)
+			// europe-north1's quota of one call a second is taken.
+			for filled := false; !filled; {
+				_, a := pick(t, p, PriorityDefault)
+				filled = a.Region == "europe-north1"
+				a.Done(Success)
+			}
+			c := p.Start(Request{Deadline: clk.Now().Add(10 * time.Second)})
+			noWait := func(context.Context, time.Duration) error {
+				t.Fatal("the first attempt waited")
+				return nil
+			}
+			a, err := c.PickWaiting(context.Background(), noWait)
+			if err != nil || a.Region != "europe-west4" {
+				t.Fatalf("first attempt: %q %v, want europe-west4 (europe-north1 is full)", a.Region, err)
+			}
+			a.Done(Capacity)
+			var slept time.Duration
+			if waits {
+				a, err = c.PickWaiting(context.Background(), func(_ context.Context, d time.Duration) error {
+					slept += d
+					clk.Advance(d)
+					return nil
+				})
+			} else {
+				a, err = c.Pick()
+			}
+			switch {
+			case err != nil:
+				t.Fatalf("retry after the 429: %v", err)
+			case waits && (a.Region != "europe-north1" || slept == 0 || slept > MaxHeadroomWait):
+				t.Fatalf("retry went to %s after waiting %v; want europe-north1 once it has room, within %v", a.Region, slept, MaxHeadroomWait)
+			case !waits && a.Region != "europe-west4":
+				t.Fatalf("retry without waiting went to %s; want europe-west4 again, within the budget", a.Region)
+			}
+		})
+	}
 }

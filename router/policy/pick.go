@@ -65,10 +65,11 @@ func (p *Pool) pick(cs *callState) (*slot, uint8, error) {
 		return nil, 0, ref.err(cs.prio, nil, 0)
 	}
 	s, l, charged, err := p.choose(st, cs, now, retry, below)
-	if err != nil && spill && p.budget.allow(now, st.budgetPct, st.minRetries) {
-		// No capacity the call has not tried admits the spill (a pool of
-		// one capacity, say): it is then a retry like any other, which the
-		// budget allows to go back to a capacity the call tried.
+	if err != nil && spill && !cs.waitsForSpill(err, now) && p.budget.allow(now, st.budgetPct, st.minRetries) {
+		// No capacity the call has not tried admits the spill, nor will
+		// within a wait (a pool of one capacity, say): it is then a retry
+		// like any other, which the budget allows to go back to a capacity
+		// the call tried.
 		s, l, charged, err = p.choose(st, cs, now, retry, rankCount)
 		budgeted = true
 	}
@@ -167,6 +168,27 @@ func fallbackRetry(cs *callState, now int64) bool {
 	}
 	answered, failed := r.fails.sum(bucketOf(now, s.st.failWidth))
 	return answered < s.st.minRequests || float64(failed) < s.st.threshold*float64(answered)
+}
+
+// waitsForSpill reports whether a spill refused with err at now waits for
+// the room of a capacity the call has not tried rather than go back to one
+// it tried: the call waits for headroom (PickWaiting) and that room comes
+// within the wait it may take (roomWithin). The capacity it tried answered
+// it a 429 a moment ago, no room now by Google's own count (in spillover
+// mode, the PT's and its location's pay-as-you-go's both); sent back there
+// at once, the call's next attempt, often its last (maxAttempts is 2 by
+// default), goes where it is known to find none, while a quota the meter
+// knows will have room within a second would serve it. Which is what a pool
+// with little traffic met: a pay-as-you-go quota of one or two calls a
+// second is full for a moment far more often than one of fifty, and the
+// budget's floor of a retry a second then let every such spill back to the
+// capacity that had just refused it.
+func (cs *callState) waitsForSpill(err error, now int64) bool {
+	if !cs.waiting {
+		return false
+	}
+	_, ok := cs.roomWithin(err, now)
+	return ok
 }
 
 // waitsForRoom reports whether err is a refusal a call may wait out
