@@ -406,7 +406,7 @@ type laneRanks struct {
 // any kind from it ends the silence and lets the probes go again. A probe
 // sent into the silence would only wait out its caller's deadline and
 // learn nothing those calls will not tell: at a probe every half second
-// (or every tenth call) that is two calls a second lost for as long as a
+// (the pace's fastest) that is two calls a second lost for as long as a
 // region hangs.
 func rankLane(s *slot, l uint8, base int8, last, probes bool, cs *callState, now int64, retry bool) int8 {
 	rank := base
