@@ -263,3 +263,47 @@ func TestSpillWaitsForUntriedRoom(t *testing.T) {
 		})
 	}
 }
+
+// TestSpillGoesBackWhenTheRoomIsTaken: the case the wait must not make
+// worse. Many calls wait for one small quota's room, and another call takes
+// it while this one sleeps: the next room would come past MaxHeadroomWait of
+// waiting, so the call stops waiting and goes back, within the budget, to
+// the capacity that refused it, as it did before it waited, rather than
+// fail.
+func TestSpillGoesBackWhenTheRoomIsTaken(t *testing.T) {
+	clk := newClock()
+	tp := pool(shared("europe-west4", 0), shared("europe-north1", 1))
+	tp.Regions[0].Ejectable, tp.Regions[1].Ejectable = false, false
+	p := mustNew(t, tp, clk)
+	// takeNorth makes calls of priority pr until one is admitted by
+	// europe-north1's quota of one call a second.
+	takeNorth := func(pr Priority) {
+		for range 100 {
+			_, a := pick(t, p, pr)
+			a.Done(Success)
+			if a.Region == "europe-north1" {
+				return
+			}
+		}
+		t.Fatal("no call reached europe-north1")
+	}
+	takeNorth(PriorityDefault)
+	c := p.Start(Request{Deadline: clk.Now().Add(10 * time.Second)})
+	a, err := c.Pick()
+	if err != nil || a.Region != "europe-west4" {
+		t.Fatalf("first attempt: %q %v, want europe-west4 (europe-north1 is full)", a.Region, err)
+	}
+	a.Done(Capacity)
+	var slept time.Duration
+	a, err = c.PickWaiting(context.Background(), func(_ context.Context, d time.Duration) error {
+		slept += d
+		clk.Advance(d)
+		// A critical call, which a default retry's wait does not hold
+		// back (reserve.go), takes the room it waited for.
+		takeNorth(PriorityCritical)
+		return nil
+	})
+	if err != nil || a.Region != "europe-west4" || slept == 0 || slept > MaxHeadroomWait {
+		t.Fatalf("retry: %q %v after waiting %v; want europe-west4 again, within the budget, after one wait of at most %v", a.Region, err, slept, MaxHeadroomWait)
+	}
+}
