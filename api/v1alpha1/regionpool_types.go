@@ -366,7 +366,9 @@ type EjectionPolicy struct {
 // RetryPolicy bounds retries so that they cannot multiply load.
 type RetryPolicy struct {
 	// MaxAttempts per call, the first included, each to another region where
-	// one is left.
+	// one is left. An attempt answered 429 (no room: Google refused it before
+	// the model ran) does not count; past this many, such a call goes on
+	// only to capacities it has not tried, at most 5 attempts in all.
 	// +kubebuilder:default=2
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=5

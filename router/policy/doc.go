@@ -170,7 +170,11 @@
 // ends at once with ErrTooLate, a deadline error.
 //
 // Retries (Finagle and Linkerd retry budgets). At most maxAttempts attempts per
-// call, each preferring a region the call has not tried, inside one deadline;
+// call, each preferring a region the call has not tried, inside one deadline,
+// not counting the attempts answered 429, which Google refused before the
+// model ran (as gRPC's transparent retries do not count): past maxAttempts
+// such a call goes only to capacities it has not tried, at most 5 attempts
+// in all (callState.check);
 // no retry after a success, a caller fault or a cancellation. Over a 10 s
 // window shared by the process (Budget), a retry is allowed while
 //

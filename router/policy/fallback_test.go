@@ -307,3 +307,62 @@ func TestSpillGoesBackWhenTheRoomIsTaken(t *testing.T) {
 		t.Fatalf("retry: %q %v after waiting %v; want europe-west4 again, within the budget, after one wait of at most %v", a.Region, err, slept, MaxHeadroomWait)
 	}
 }
+
+// TestRefusedAttemptsDoNotCount: an attempt answered 429 (a quota or a PT
+// full) does not count toward maxAttempts, as gRPC's transparent retries do
+// not: Google refused it before the model ran. A call whose attempts were
+// refused so goes on to a capacity it has not tried, at most once to each,
+// and never back past maxAttempts; attempts that failed count as before.
+func TestRefusedAttemptsDoNotCount(t *testing.T) {
+	regions := []string{"europe-west4", "europe-north1", "europe-west1"}
+	for _, tc := range []struct {
+		name        string
+		maxAttempts int
+		outcomes    []Outcome // how each attempt ends
+		want        int       // attempts the call makes
+	}{
+		{"two 429s", 2, []Outcome{Capacity, Capacity, Success}, 3},
+		{"three 429s, no capacity left", 2, []Outcome{Capacity, Capacity, Capacity}, 3},
+		{"a failure then a 429", 2, []Outcome{Failure, Capacity, Success}, 3},
+		{"a 429 then a failure", 2, []Outcome{Capacity, Failure, Success}, 3},
+		{"a 429 then two failures", 2, []Outcome{Capacity, Failure, Failure}, 3},
+		{"two failures", 2, []Outcome{Failure, Failure}, 2},
+		{"one attempt, a 429", 1, []Outcome{Capacity, Success}, 2},
+		{"one attempt, a failure", 1, []Outcome{Failure}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			tp := pool(shared(regions[0], 0), shared(regions[1], 0), shared(regions[2], 0))
+			tp.Policy.Retry.MaxAttempts = tc.maxAttempts
+			p := mustNew(t, tp, clk)
+			c := p.Start(Request{Deadline: clk.Now().Add(10 * time.Second)})
+			tried := map[string]bool{}
+			n := 0
+			var err error
+			for {
+				var a Attempt
+				if a, err = c.Pick(); err != nil {
+					break
+				}
+				if tried[a.Region] {
+					t.Fatalf("attempt %d went back to %s, tried before", n+1, a.Region)
+				}
+				tried[a.Region] = true
+				if n == len(tc.outcomes) {
+					t.Fatalf("attempt %d picked (%s); want %d attempts", n+1, a.Region, tc.want)
+				}
+				a.Done(tc.outcomes[n])
+				n++
+				if tc.outcomes[n-1] == Success {
+					break
+				}
+			}
+			if n != tc.want {
+				t.Fatalf("%d attempts, want %d", n, tc.want)
+			}
+			if tc.outcomes[n-1] != Success && !errors.Is(err, ErrAttemptsExhausted) {
+				t.Fatalf("after %d attempts: %v, want %v", n, err, ErrAttemptsExhausted)
+			}
+		})
+	}
+}

@@ -21,7 +21,8 @@ const (
 	// region.done) and is never counted toward ejection or demotion. The
 	// retry that follows is a spill, as after ProvisionedFull: to a
 	// capacity the call has not tried, outside the retry budget, or, when
-	// none admits it, back to one it tried within the budget (pick).
+	// none admits it, back to one it tried within the budget (pick). The
+	// attempt does not count toward maxAttempts (callState.check).
 	Capacity
 	// Failure: 5xx, UNAVAILABLE, DEADLINE_EXCEEDED from the region, or a
 	// connection error. A failure of the failure-rate window, which ejects a
@@ -43,9 +44,9 @@ const (
 	// full (lane.go); the region is not throttled, its limit not shrunk, and
 	// it counts toward no ejection or demotion. The retry that spills is not
 	// bound by the retry budget: Google refused the call at once, without
-	// serving it, and it goes to another capacity (within maxAttempts, the
-	// deadline and each receiver's headroom). Reported for any other
-	// attempt, it is Capacity.
+	// serving it, and it goes to another capacity (within the deadline and
+	// each receiver's headroom; it does not count toward maxAttempts:
+	// callState.check). Reported for any other attempt, it is Capacity.
 	ProvisionedFull
 )
 

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"errors"
+
 	"math/bits"
 	"time"
 
@@ -59,13 +61,21 @@ func (p *Pool) pick(cs *callState) (*slot, uint8, error) {
 			return nil, 0, ErrBudgetExhausted
 		}
 	}
+	// Attempts past maxAttempts, allowed because 429s do not count toward
+	// it (callState.check), go only to capacities the call has not tried:
+	// the bound stays the pool's maxAttempts attempts to any capacity, plus
+	// at most one to each other capacity, never one back.
+	beyond := int(cs.n) >= st.maxAttempts
+	if beyond && below > rankTried {
+		below = rankTried
+	}
 	if g := p.inFlight.Add(1); g > ceiling(st.maxInFlight, cs.prio) {
 		p.inFlight.Add(-1)
 		ref := refusal{shed: g <= st.maxInFlight}
 		return nil, 0, ref.err(cs.prio, nil, 0)
 	}
 	s, l, charged, err := p.choose(st, cs, now, retry, below)
-	if err != nil && spill && !cs.waitsForSpill(err, now) && p.budget.allow(now, st.budgetPct, st.minRetries) {
+	if err != nil && spill && !beyond && !cs.waitsForSpill(err, now) && p.budget.allow(now, st.budgetPct, st.minRetries) {
 		// No capacity the call has not tried admits the spill, nor will
 		// within a wait (a pool of one capacity, say): it is then a retry
 		// like any other, which the budget allows to go back to a capacity
@@ -77,6 +87,12 @@ func (p *Pool) pick(cs *callState) (*slot, uint8, error) {
 		// The last resort's retry found no capacity that answers and will
 		// have room soon: it was the budget's, which refused it.
 		err = ErrBudgetExhausted
+	}
+	if ce := (*CapacityError)(nil); beyond && errors.As(err, &ce) && !ce.waits() {
+		// Past maxAttempts the call may go only where it has not been, and
+		// no such capacity has room, nor will at a known moment: it has made
+		// its attempts.
+		err = ErrAttemptsExhausted
 	}
 	if err != nil {
 		p.inFlight.Add(-1)

@@ -74,7 +74,8 @@ import (
 //     of them, and the quotas serve the 60% it fails as retries: all of
 //     them.
 //   - Retries cannot crowd first attempts out: a retry follows an attempt
-//     that failed or was refused, at most maxAttempts-1 of them a call,
+//     that failed or was refused, at most maxAttempts-1 of them a call
+//     but for spills past it to capacities the call has not tried,
 //     those the budget does not bound go only to capacities their calls
 //     have not tried (pick), and each is of a call on which the region
 //     already spent an attempt.

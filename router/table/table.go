@@ -207,6 +207,8 @@ type Ejection struct {
 // Retry bounds retries (Finagle and Linkerd retry budgets).
 type Retry struct {
 	// MaxAttempts per request, first attempt included, 1 to 5. Default 2.
+	// An attempt answered 429 does not count; past this many, such a call
+	// goes on only to capacities it has not tried, at most 5 attempts in all.
 	MaxAttempts int `json:"maxAttempts"`
 	// BudgetPercent of recent requests that may be retries, 0 to 100. Default
 	// 10 (nil). It also spaces a demoted or ejected region's probes: at
