@@ -52,7 +52,8 @@
 //
 // Lanes (lane.go). Each capacity of a region (its PT, each pay-as-you-go
 // tier) is a lane with its own throttle: a 429 of one says nothing of the
-// others. A PT-full 429 (ProvisionedFull: "Exceeded the Provisioned
+// others, and the call it refused may spill to them (callState.hasTried).
+// A PT-full 429 (ProvisionedFull: "Exceeded the Provisioned
 // Throughput", for a PT called dedicated) marks the PT full: the call spills
 // at once, outside the retry budget, to the region's other capacities and
 // the pool's pay-as-you-go, later calls skip the PT, and one a second asks it

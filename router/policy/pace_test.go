@@ -67,11 +67,18 @@ func TestPTKeepsItsPaceWhileQuotasHaveRoom(t *testing.T) {
 // second, 100 a call, which it has learned) beside a quota of quota calls a
 // second, an hour after its last call.
 func ptUnderLoad(t *testing.T, gsus int64, quota float64) (*Pool, *clocktest.Clock) {
+	return ptUnderLoadWith(t, gsus, quota, func(*table.Pool) {})
+}
+
+// ptUnderLoadWith is ptUnderLoad with the pool changed by edit first.
+func ptUnderLoadWith(t *testing.T, gsus int64, quota float64, edit func(*table.Pool)) (*Pool, *clocktest.Clock) {
 	clk := newClock()
-	p := mustNew(t, pool(
+	tp := pool(
 		provisioned("europe-west1", table.Capacity{GSUs: gsus, TokensPerSecond: 1000}),
 		shared("europe-west4", quota),
-	), clk)
+	)
+	edit(&tp)
+	p := mustNew(t, tp, clk)
 	burstToPT(t, p, clk, 1, 100)
 	clk.Advance(time.Hour)
 	return p, clk
@@ -244,4 +251,50 @@ func TestPacedPTWhenItsOverflowRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOverflowRefusalLeavesThePTUntried: a 429 of a PT's overflow (its
+// location's pay-as-you-go, another quota) says nothing of the PT's own
+// window. The same PT and load as above, its overflow refusing every call,
+// and no retry budget at all: a call sent to the overflow while the PT was
+// only ahead of its pace spills to the PT, outside the budget, as to any
+// capacity it has not tried, so the PT still takes its whole window in
+// every window after the first. Taken for the whole region, the overflow's
+// 429 left the call only the budget's way back to the PT, and with none the
+// call was lost.
+func TestOverflowRefusalLeavesThePTUntried(t *testing.T) {
+	p, clk := ptUnderLoadWith(t, 2, 0.001, func(tp *table.Pool) {
+		tp.Policy.Retry.BudgetPercent, tp.Policy.Retry.MinRetriesPerSecond = new(0), new(0)
+	})
+	var pt, spilled [10]int // each 40 s
+	for i := range 12000 {
+		c := p.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
+		for n := 0; ; n++ {
+			a, err := c.Pick()
+			if err != nil {
+				break
+			}
+			if a.Tier == table.TierProvisioned {
+				pt[i/1200]++
+				if n > 0 {
+					spilled[i/1200]++
+				}
+				a.DoneTokens(Success, 100)
+				break
+			}
+			a.Done(Capacity)
+		}
+		clk.Advance(time.Second / 30)
+	}
+	for k := 1; k < len(pt); k++ {
+		if pt[k] < 370 {
+			t.Fatalf("the PT took %d calls in the %d-th 40 s, want at least 370 of its 400: %v (after its overflow's 429: %v)", pt[k], k+1, pt, spilled)
+		}
+	}
+	if spilled == [10]int{} {
+		// Every call the overflow refused was then refused: with no budget,
+		// the PT, which had room, counted as tried.
+		t.Fatalf("no call went to the PT after its overflow's 429 (PT: %v)", pt)
+	}
+	t.Logf("PT per 40 s: %v, of them after the overflow's 429: %v", pt, spilled)
 }
