@@ -270,13 +270,13 @@ func (c *Call) Attempts() int { return int(c.st.n) }
 // router's own meter refusing that capacity, which costs no attempt. Where
 // it counted, a 429 took one of a call's attempts (two by default) for a
 // refusal the router's meters could not foresee: a location's
-// pay-as-you-go that Google fills with other projects' calls, a PT
-// counted over a window that does not line up with Google's, routers whose
-// shares of a quota lag its use. The call was then lost when its one attempt left failed or
-// was refused too, while a third capacity had room. In 20 generated pools
-// at a fifth of their rate the calls served rose from 89.77% to 90.4% on
-// average, by up to 3.2 points (and 0.3 to 1.3 points in pools at full
-// rate), none lower but within the runs' noise.
+// pay-as-you-go that Google fills with other projects' calls, a PT counted
+// over a window that does not line up with Google's, routers whose shares
+// of a quota lag its use. The call was then lost when its one attempt left
+// failed or was refused too, while a third capacity had room. In 20
+// generated pools at a fifth of their rate the calls served rose from
+// 89.77% to 90.4% on average, by up to 3.2 points (and by up to 1.3 points
+// in pools at full rate), none lower but within the runs' noise.
 //
 // What bounds such a call instead: an attempt past maxAttempts goes
 // only to a capacity the call has not tried (pick), never back, so a call
@@ -312,10 +312,11 @@ func (cs *callState) check(now int64, maxAttempts int) error {
 // pay-as-you-go had no room was sent about a call a second, each answered
 // 429 (generated-16-1 at a fifth of its rate: 52 in 50 s). In 20 generated
 // pools at a fifth of their rate the calls served rose from 90.42% to
-// 90.60% on average (16-11: 85.54 -> 86.90%, 13-1: 69.80 -> 70.63%). A failure
-// says the region fails, whichever capacity it was asked for; a 429 of a
-// spillover PT's attempt says the PT and the tier Google spilled it into
-// were both full: either counts for every lane of the region.
+// 90.60% on average (16-11: 85.54 -> 86.90%, 13-1: 69.80 -> 70.63%).
+//
+// A failure says the region fails, whichever capacity it was asked for; a
+// 429 of a spillover PT's attempt says the PT and the tier Google spilled
+// it into were both full: either counts for every lane of the region.
 func (cs *callState) hasTried(t *region, l uint8) bool {
 	for i := range int(cs.n) {
 		if cs.targets[i] != t {

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"errors"
-
 	"math/bits"
 	"time"
 
