@@ -51,6 +51,7 @@ type config struct {
 	routersIn string
 	verbose   bool
 	generate  int
+	genRate   float64
 	writeTo   string
 	timeline  time.Duration
 }
@@ -73,6 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.routersIn, "routers-in", replay.ScenarioManyRouters, "scenarios replayed with the columns of several routers that share capacity, comma-separated; all adds them to every scenario, generated ones too")
 	fs.BoolVar(&c.verbose, "v", false, "print the policies' diagnostics")
 	fs.IntVar(&c.generate, "generate", 0, "replay this many generated scenarios (failure shapes drawn at random from --seed) instead of --scenarios")
+	fs.Float64Var(&c.genRate, "generate-rate", 1, "with --generate, multiplies each generated scenario's calls per second, its quotas and PTs alike (0.2: pools of 2 to 12 calls a second)")
 	fs.StringVar(&c.writeTo, "write-scenarios", "", "with --generate, a folder to write the generated scenarios' YAML to, to replay or edit them later")
 	fs.DurationVar(&c.timeline, "region-timeline", 0, "a width of scenario time (whole seconds, e.g. 10s): the page shows, per policy, what each region was sent and how it answered in each such span; 0 leaves it out")
 	if err := command.Parse(fs, args); err != nil {
@@ -82,6 +84,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.writeTo != "" && c.generate == 0 {
 		lone = errors.New("--write-scenarios needs --generate")
 	}
+	if c.genRate != 1 && c.generate == 0 {
+		lone = errors.Join(lone, errors.New("--generate-rate needs --generate"))
+	}
 	if c.timeline%time.Second != 0 {
 		// The regions count their calls second by second.
 		whole = fmt.Errorf("--region-timeline must be whole seconds, got %s", c.timeline)
@@ -90,6 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		command.NotNegative("scale", c.scale),
 		command.NotNegative("duration", c.duration),
 		command.NotNegative("generate", c.generate),
+		command.Positive("generate-rate", c.genRate),
 		command.NotNegative("region-timeline", c.timeline),
 		lone,
 		whole,
@@ -127,9 +133,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	notes = append(notes, machineNote(), policyNote)
 	if cfg.generate > 0 {
-		notes = append(notes, fmt.Sprintf("The %d scenarios were generated from seed %d (`replay --generate %d --seed %d`): "+
+		cmd := fmt.Sprintf("replay --generate %d --seed %d", cfg.generate, cfg.seed)
+		if cfg.genRate != 1 {
+			cmd += fmt.Sprintf(" --generate-rate %g", cfg.genRate)
+		}
+		notes = append(notes, fmt.Sprintf("The %d scenarios were generated from seed %d (`%s`): "+
 			"random failure shapes with no targets; read each policy's success during the faults against what the regions can carry.",
-			cfg.generate, cfg.seed, cfg.generate, cfg.seed))
+			cfg.generate, cfg.seed, cmd))
 	}
 	begin := time.Now()
 	var reports []*replay.Report
@@ -258,7 +268,7 @@ func loadScenarios(cfg config) ([]*emulator.Scenario, error) {
 			}
 		}
 		for i := 1; i <= cfg.generate; i++ {
-			sc, err := replay.Generate(cfg.seed, i)
+			sc, err := replay.GenerateAt(cfg.seed, i, cfg.genRate)
 			if err != nil {
 				return nil, err
 			}

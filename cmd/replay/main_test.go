@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"path/filepath"
 	"reflect"
@@ -39,6 +40,30 @@ func TestGenerateWritesWhatItReplays(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"--write-scenarios", dir}, io.Discard); err == nil || !strings.Contains(err.Error(), "--generate") {
 		t.Errorf("--write-scenarios without --generate: %v, want an error naming --generate", err)
+	}
+}
+
+// TestGenerateRate: --generate-rate draws the same shapes at a fraction of
+// their calls a second, named for it; it needs --generate and a positive
+// rate.
+func TestGenerateRate(t *testing.T) {
+	cfg, err := parseFlags([]string{"--generate", "2", "--seed", "5", "--generate-rate", "0.2"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scs, err := loadScenarios(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, sc := range scs {
+		if want := fmt.Sprintf("generated-5-%d-x0.2", i+1); sc.Name != want || sc.Load.RequestsPerSecond > 12 {
+			t.Errorf("scenario %d: %s at %v calls a second, want %s at 2 to 12", i+1, sc.Name, sc.Load.RequestsPerSecond, want)
+		}
+	}
+	for _, args := range [][]string{{"--generate-rate", "0.2"}, {"--generate", "1", "--generate-rate", "0"}} {
+		if _, err := parseFlags(args, io.Discard); err == nil || !strings.Contains(err.Error(), "generate-rate") {
+			t.Errorf("%v: %v, want an error naming generate-rate", args, err)
+		}
 	}
 }
 

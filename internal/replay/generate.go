@@ -41,9 +41,29 @@ var generatedLocations = []string{"europe-west1", "europe-west4", "europe-north1
 // scale 10, valid and defaulted, named generated-SEED-I. Each scenario has
 // its own stream of draws, so scenario i is the same whatever the count
 // asked for.
-func Generate(seed uint64, i int) (*emulator.Scenario, error) {
-	g := generator{r: rand.New(rand.NewPCG(seed, uint64(i)))}
-	sc := g.scenario(fmt.Sprintf("%s%d-%d", GeneratedPrefix, seed, i))
+func Generate(seed uint64, i int) (*emulator.Scenario, error) { return GenerateAt(seed, i, 1) }
+
+// GenerateAt is Generate with the calls per second of the scenario
+// multiplied by rate: its load, its pay-as-you-go quotas and its PTs' tokens
+// alike, so the capacity stays the same share of the load, from the same
+// draws as Generate's. At a rate under 1 the pools are the small ones most
+// rules are hardest for: a quota of one or two calls a second is full for a
+// moment far more often than one of fifty, a region sent a call a second
+// answers fewer than minRequests in an ejection interval, and a PT of a
+// few GSUs is counted over a 40-s window. A quota keeps at least one call a
+// second (in its one-second window, less admits none); a PT's GSUs follow
+// its tokens, as an order that small would. A rate other than 1 adds
+// "-x<rate>" to the name.
+func GenerateAt(seed uint64, i int, rate float64) (*emulator.Scenario, error) {
+	if !(rate > 0) || math.IsInf(rate, 0) {
+		return nil, fmt.Errorf("generated scenario rate must be a positive number, got %v", rate)
+	}
+	g := generator{r: rand.New(rand.NewPCG(seed, uint64(i))), rate: rate}
+	name := fmt.Sprintf("%s%d-%d", GeneratedPrefix, seed, i)
+	if rate != 1 {
+		name += fmt.Sprintf("-x%g", rate)
+	}
+	sc := g.scenario(name)
 	sc.Default()
 	if err := sc.Validate(); err != nil {
 		return nil, fmt.Errorf("generated scenario %s: %w", sc.Name, err)
@@ -53,7 +73,8 @@ func Generate(seed uint64, i int) (*emulator.Scenario, error) {
 
 // generator draws one scenario.
 type generator struct {
-	r *rand.Rand
+	r    *rand.Rand
+	rate float64 // multiplies the calls per second drawn (GenerateAt)
 }
 
 // between draws uniformly from [lo, hi).
@@ -68,7 +89,7 @@ func seconds(s float64) emulator.Duration {
 
 func (g generator) scenario(name string) *emulator.Scenario {
 	const duration = 300 // seconds
-	rps := round(g.between(10, 60))
+	rps := round(g.between(10, 60) * g.rate)
 	deadline := []float64{3, 5, 8, 10, 15, 20}[g.r.IntN(6)]
 	in, out := 200+g.r.IntN(800), 50+g.r.IntN(300)
 	sc := &emulator.Scenario{

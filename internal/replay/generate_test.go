@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"fmt"
+	"math"
 	"reflect"
 	"testing"
 
@@ -100,5 +102,58 @@ func count(sc *emulator.Scenario, seen map[string]int) {
 	}
 	if !ptFaulted {
 		seen["no fault on a PT"]++
+	}
+}
+
+// TestGenerateAtRate: a scenario generated at a rate is the one Generate
+// draws, its failure shapes the same, with its calls per second, its
+// quotas and its PTs' tokens multiplied alike (a quota kept at one call a
+// second at least), valid, and named for its rate.
+func TestGenerateAtRate(t *testing.T) {
+	near := func(got, want, tol float64) bool { return got >= want-tol && got <= want+tol }
+	for seed := uint64(1); seed <= 2; seed++ {
+		for i := 1; i <= 40; i++ {
+			full, err := Generate(seed, i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, rate := range []float64{0.2, 2} {
+				sc, err := GenerateAt(seed, i, rate)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := fmt.Sprintf("%s-x%g", full.Name, rate); sc.Name != want {
+					t.Fatalf("named %s, want %s", sc.Name, want)
+				}
+				// The load's rate is rounded to a hundredth after the product.
+				if got, want := sc.Load.RequestsPerSecond, full.Load.RequestsPerSecond*rate; !near(got, want, 0.01+0.005*rate) {
+					t.Fatalf("%s: %v calls a second, want about %v", sc.Name, got, want)
+				}
+				if len(sc.Regions) != len(full.Regions) {
+					t.Fatalf("%s: %d regions, want %d", sc.Name, len(sc.Regions), len(full.Regions))
+				}
+				for k, r := range sc.Regions {
+					f := full.Regions[k]
+					if r.Name != f.Name || !reflect.DeepEqual(r.Faults, f.Faults) || r.Latency != f.Latency {
+						t.Fatalf("%s: region %d is %s with faults %v, want %s with %v", sc.Name, k, r.Name, r.Faults, f.Name, f.Faults)
+					}
+					ratio := sc.Load.RequestsPerSecond / full.Load.RequestsPerSecond
+					if q := r.Capacity.RequestsPerSecond; q > 0 && !near(q, max(1, f.Capacity.RequestsPerSecond*ratio), 0.02+0.01*q) {
+						t.Fatalf("%s: %s's quota %v a second, want about %v", sc.Name, r.Name, q, max(1, f.Capacity.RequestsPerSecond*ratio))
+					}
+					if (r.Provisioned == nil) != (f.Provisioned == nil) {
+						t.Fatalf("%s: %s provisioned %v, want %v", sc.Name, r.Name, r.Provisioned, f.Provisioned)
+					}
+					if r.Provisioned != nil && !near(r.Provisioned.TokensPerSecond, f.Provisioned.TokensPerSecond*ratio, 1+0.001*r.Provisioned.TokensPerSecond) {
+						t.Fatalf("%s: %s's PT %v tokens a second, want about %v", sc.Name, r.Name, r.Provisioned.TokensPerSecond, f.Provisioned.TokensPerSecond*ratio)
+					}
+				}
+			}
+		}
+	}
+	for _, bad := range []float64{0, -1, math.Inf(1), math.NaN()} {
+		if _, err := GenerateAt(1, 1, bad); err == nil {
+			t.Errorf("rate %v: no error", bad)
+		}
 	}
 }
