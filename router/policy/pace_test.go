@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -219,24 +220,42 @@ func TestPacedPTOverflowsFirst(t *testing.T) {
 // to the PT, and the PT still takes its whole window in every window after
 // the first (at least 370 of 400 calls), never demoted for its location's
 // pay-as-you-go.
+//
+// With no retry budget at all, the same holds of the 429s: a 429 of the
+// overflow (its location's pay-as-you-go, another quota) says nothing of
+// the PT's own window, so a call sent to the overflow while the PT was only
+// ahead of its pace spills to the PT, outside the budget, as to any
+// capacity it has not tried. Taken for the whole region, the overflow's 429
+// left the call only the budget's way back to the PT, and with none no call
+// got there after the overflow's 429.
 func TestPacedPTWhenItsOverflowRefuses(t *testing.T) {
-	for _, refusal := range []Outcome{Capacity, Failure} {
-		t.Run(refusal.String(), func(t *testing.T) {
-			p, clk := ptUnderLoad(t, 2, 0.001)
-			var pt [10]int // each 40 s
+	for _, tc := range []struct {
+		refusal  Outcome
+		noBudget bool
+	}{{Capacity, false}, {Failure, false}, {Capacity, true}} {
+		t.Run(fmt.Sprintf("%s, no budget %v", tc.refusal, tc.noBudget), func(t *testing.T) {
+			p, clk := ptUnderLoadWith(t, 2, 0.001, func(tp *table.Pool) {
+				if tc.noBudget {
+					tp.Policy.Retry.BudgetPercent, tp.Policy.Retry.MinRetriesPerSecond = new(0), new(0)
+				}
+			})
+			var pt, spilled [10]int // each 40 s; spilled: after the overflow refused the call
 			for i := range 12000 {
 				c := p.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
-				for {
+				for n := 0; ; n++ {
 					a, err := c.Pick()
 					if err != nil {
 						break
 					}
 					if a.Tier == table.TierProvisioned {
 						pt[i/1200]++
+						if n > 0 {
+							spilled[i/1200]++
+						}
 						a.DoneTokens(Success, 100)
 						break
 					}
-					a.Done(refusal)
+					a.Done(tc.refusal)
 				}
 				clk.Advance(time.Second / 30)
 			}
@@ -245,56 +264,13 @@ func TestPacedPTWhenItsOverflowRefuses(t *testing.T) {
 					t.Fatalf("the PT took %d calls in the %d-th 40 s, want at least 370 of its 400: %v", pt[k], k+1, pt)
 				}
 			}
-			t.Logf("PT per 40 s: %v", pt)
+			t.Logf("PT per 40 s: %v, of them after the overflow refused them: %v", pt, spilled)
+			if spilled == [10]int{} {
+				t.Fatalf("no call went to the PT after its overflow refused it (PT: %v)", pt)
+			}
 			if d := p.Snapshot().Regions[0].Demotion; d != nil {
 				t.Errorf("the PT's region demoted for its overflow's refusals: %+v", d)
 			}
 		})
 	}
-}
-
-// TestOverflowRefusalLeavesThePTUntried: a 429 of a PT's overflow (its
-// location's pay-as-you-go, another quota) says nothing of the PT's own
-// window. The same PT and load as above, its overflow refusing every call,
-// and no retry budget at all: a call sent to the overflow while the PT was
-// only ahead of its pace spills to the PT, outside the budget, as to any
-// capacity it has not tried, so the PT still takes its whole window in
-// every window after the first. Taken for the whole region, the overflow's
-// 429 left the call only the budget's way back to the PT, and with none the
-// call was lost.
-func TestOverflowRefusalLeavesThePTUntried(t *testing.T) {
-	p, clk := ptUnderLoadWith(t, 2, 0.001, func(tp *table.Pool) {
-		tp.Policy.Retry.BudgetPercent, tp.Policy.Retry.MinRetriesPerSecond = new(0), new(0)
-	})
-	var pt, spilled [10]int // each 40 s
-	for i := range 12000 {
-		c := p.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
-		for n := 0; ; n++ {
-			a, err := c.Pick()
-			if err != nil {
-				break
-			}
-			if a.Tier == table.TierProvisioned {
-				pt[i/1200]++
-				if n > 0 {
-					spilled[i/1200]++
-				}
-				a.DoneTokens(Success, 100)
-				break
-			}
-			a.Done(Capacity)
-		}
-		clk.Advance(time.Second / 30)
-	}
-	for k := 1; k < len(pt); k++ {
-		if pt[k] < 370 {
-			t.Fatalf("the PT took %d calls in the %d-th 40 s, want at least 370 of its 400: %v (after its overflow's 429: %v)", pt[k], k+1, pt, spilled)
-		}
-	}
-	if spilled == [10]int{} {
-		// Every call the overflow refused was then refused: with no budget,
-		// the PT, which had room, counted as tried.
-		t.Fatalf("no call went to the PT after its overflow's 429 (PT: %v)", pt)
-	}
-	t.Logf("PT per 40 s: %v, of them after the overflow's 429: %v", pt, spilled)
 }
