@@ -366,3 +366,35 @@ func TestRefusedAttemptsDoNotCount(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusalStormIsBoundedByTheThrottle: with 429s out of maxAttempts
+// (TestRefusedAttemptsDoNotCount), what bounds a storm of them is each
+// capacity's throttle and the one attempt a call may make to each. Five
+// regions with no hint (no meter to foresee the refusals) answer every call
+// 429, as when Google's shared pool has no room anywhere: a call makes at
+// most one attempt per region outside the retry budget, and once the throttles have
+// minRequests answers (10 calls a second over five regions and more), the
+// calls make fewer attempts than calls, as before 429s stopped counting. At 2
+// calls a second the throttles never judge, and each call asks all five
+// regions once: 10 refused attempts a second, where it made 2 when 429s
+// counted.
+func TestRefusalStormIsBoundedByTheThrottle(t *testing.T) {
+	for _, tc := range []struct {
+		rps    int
+		atMost float64 // attempts per call over the storm's second half
+	}{{2, 5}, {10, 1.2}, {100, 0.3}, {1000, 0.1}} {
+		clk := newClock()
+		p := mustNew(t, pool(shared("europe-west1", 0), shared("europe-west2", 0), shared("europe-west3", 0),
+			shared("europe-west4", 0), shared("europe-north1", 0)), clk)
+		var attempts, calls int
+		simulate(p, clk, tc.rps, time.Minute, func(string, time.Time) Outcome { return Capacity }, func(el time.Duration, tried []string) {
+			if el > 30*time.Second {
+				attempts += len(tried)
+				calls++
+			}
+		})
+		if got := float64(attempts) / float64(calls); got > tc.atMost {
+			t.Errorf("%d calls/s, every region answering 429: %.3f attempts per call, want at most %v", tc.rps, got, tc.atMost)
+		}
+	}
+}

@@ -191,9 +191,10 @@ func fallbackRetry(cs *callState, now int64) bool {
 // within the wait it may take (roomWithin). The capacity it tried answered
 // it a 429 a moment ago, no room now by Google's own count (in spillover
 // mode, the PT's and its location's pay-as-you-go's both); sent back there
-// at once, the call's next attempt, often its last (maxAttempts is 2 by
-// default), goes where it is known to find none, while a quota the meter
-// knows will have room within a second would serve it. Which is what a pool
+// at once, the call's next attempt (one maxAttempts counts, unless it is
+// refused again: callState.check) goes where it is known to find none,
+// while a quota the meter knows will have room within a second would serve
+// it. Which is what a pool
 // with little traffic met: a pay-as-you-go quota of one or two calls a
 // second is full for a moment far more often than one of fifty, and the
 // budget's floor of a retry a second then let every such spill back to the
