@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -41,6 +42,7 @@ type config struct {
 	charts    string
 	policies  string
 	seed      uint64
+	repeat    int
 	scale     float64
 	duration  time.Duration
 	routerBin string
@@ -64,6 +66,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.charts, "charts", "docs/replays", "folder for the PNG charts; empty draws none")
 	fs.StringVar(&c.policies, "policies", "", "policies to run, comma-separated among blocklist, allowlist, regionwarden, router, portkey; empty runs all")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the load and of the emulated regions")
+	fs.IntVar(&c.repeat, "repeat", 1, "replay each scenario this many times, with --seed and the seeds after it: the page says each policy's success over them (mean, least, most), and with several scenarios its mean over all; the tables and charts are the first seed's")
 	fs.Float64Var(&c.scale, "scale", 0, "scenario seconds per real second; 0 uses each scenario's timeScale")
 	fs.DurationVar(&c.duration, "duration", 0, "replay only this much of each scenario (scenario time); 0 replays all")
 	fs.StringVar(&c.routerBin, "router-bin", "", "router binary for the end-to-end column; empty builds ./cmd/router if it exists")
@@ -95,6 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		command.NotNegative("scale", c.scale),
 		command.NotNegative("duration", c.duration),
 		command.NotNegative("generate", c.generate),
+		command.Positive("repeat", c.repeat),
 		command.Positive("generate-rate", c.genRate),
 		command.NotNegative("region-timeline", c.timeline),
 		lone,
@@ -143,6 +147,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	begin := time.Now()
 	var reports []*replay.Report
+	var repeats [][]*replay.Report
 	for _, sc := range scenarios {
 		scale := cmp.Or(cfg.scale, sc.TimeScale) // --scale 0: the scenario's
 		dur := sc.Duration.Duration
@@ -158,12 +163,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "== %s: %s of scenario time at scale %g (about %s real), %d policies\n",
 			sc.Name, dur, scale, time.Duration(float64(dur)/scale).Round(time.Second), len(cols))
-		rep, err := replay.Run(ctx, sc, cols, replay.Options{
-			Seed: cfg.seed, Scale: cfg.scale, Duration: cfg.duration,
-			ProgressEvery: 5 * time.Second, Progress: progress(stdout), Logf: logf,
-		})
-		if err != nil {
-			return fmt.Errorf("scenario %s: %w", sc.Name, err)
+		var runs []*replay.Report
+		for k := range uint64(cfg.repeat) {
+			if k > 0 {
+				fmt.Fprintf(stdout, "   again with seed %d\n", cfg.seed+k)
+			}
+			r, err := replay.Run(ctx, sc, cols, replay.Options{
+				Seed: cfg.seed + k, Scale: cfg.scale, Duration: cfg.duration,
+				ProgressEvery: 5 * time.Second, Progress: progress(stdout), Logf: logf,
+			})
+			if err != nil {
+				return fmt.Errorf("scenario %s, seed %d: %w", sc.Name, cfg.seed+k, err)
+			}
+			runs = append(runs, r)
+		}
+		rep := runs[0]
+		if cfg.repeat > 1 {
+			repeats = append(repeats, runs)
+			for _, sp := range replay.Spreads(runs) {
+				fmt.Fprintf(stdout, "   %-34s over %d seeds: %s\n", sp.Policy, sp.Runs, spreadLine(sp))
+			}
 		}
 		for _, c := range replay.Checks(rep) {
 			mark := "met"
@@ -198,7 +217,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cfg.out == "" {
 		return nil
 	}
-	page := replay.Page{Command: "make replay", Notes: notes, Reports: reports, Timeline: cfg.timeline}
+	page := replay.Page{Command: "make replay", Notes: notes, Reports: reports, Repeats: repeats, Timeline: cfg.timeline}
 	if cfg.charts != "" {
 		rel, err := filepath.Rel(filepath.Dir(cfg.out), cfg.charts)
 		if err != nil {
@@ -215,6 +234,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", cfg.out)
 	return nil
+}
+
+// spreadLine is a policy's success over several seeds, for the progress
+// lines: the mean and range overall, and during the faults.
+func spreadLine(sp replay.Spread) string {
+	line := fmt.Sprintf("%.2f%% (%.2f to %.2f)", 100*sp.Mean, 100*sp.Least, 100*sp.Most)
+	if !math.IsNaN(sp.DuringMean) {
+		line += fmt.Sprintf(", during the faults %.2f%% (%.2f to %.2f)", 100*sp.DuringMean, 100*sp.DuringLeast, 100*sp.DuringMost)
+	}
+	return line
 }
 
 // machineNote says what the replay ran on: compressed-clock replays are only

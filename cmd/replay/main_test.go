@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -127,5 +128,37 @@ func TestRoutersIn(t *testing.T) {
 	cfg.routersIn = "total-outage"
 	if cols := routerColumns(cfg, "generated-1-1", time.Minute); len(cols) != 0 {
 		t.Errorf("%d sharing columns for a scenario --routers-in does not name", len(cols))
+	}
+}
+
+// TestRepeat: --repeat replays each scenario with --seed and the seeds after
+// it, and the page says each policy's success over them; the first seed's
+// run is the page's tables. It must be a positive count.
+func TestRepeat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays a scenario twice")
+	}
+	out := filepath.Join(t.TempDir(), "page.md")
+	var stdout strings.Builder
+	args := []string{"--generate", "1", "--seed", "3", "--repeat", "2", "--duration", "20s", "--scale", "20",
+		"--policies", "allowlist", "--out", out, "--charts", ""}
+	if err := run(t.Context(), args, &stdout, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	for _, want := range []string{"seed 3.", "Over 2 replays with seeds 3 to 4", "| " + replay.NameAllowlist + " | 2 | "} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q:\n%s", want, page)
+		}
+	}
+	if !strings.Contains(stdout.String(), "again with seed 4") || !strings.Contains(stdout.String(), "over 2 seeds") {
+		t.Errorf("the progress does not say the second seed and the spread:\n%s", stdout.String())
+	}
+	if _, err := parseFlags([]string{"--repeat", "0"}, io.Discard); err == nil || !strings.Contains(err.Error(), "repeat") {
+		t.Errorf("--repeat 0: %v, want an error naming repeat", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -280,6 +281,12 @@ type Page struct {
 	Notes []string
 	// Reports are the scenarios, in order.
 	Reports []*Report
+	// Repeats, when set, holds for each report of Reports (same index) its
+	// scenario replayed with each seed of a run of them, the report itself
+	// first: each scenario's page then says each policy's success over the
+	// seeds (mean, least and most), and the page's top its mean over every
+	// scenario and seed (writeSummary).
+	Repeats [][]*Report
 	// Timeline, when set, is the width of the buckets of scenario time in
 	// which each scenario's page shows, for each policy, what each region
 	// was sent and how it answered (writeTimeline): where a policy's calls
@@ -311,8 +318,12 @@ func WriteMarkdown(w io.Writer, pg Page) error {
 	for _, n := range pg.Notes {
 		b.WriteString(n + "\n\n")
 	}
-	for _, rep := range pg.Reports {
+	writeSummary(&b, pg)
+	for i, rep := range pg.Reports {
 		writeReport(&b, rep, pg.ChartDir, pg.Timeline)
+		if i < len(pg.Repeats) {
+			writeRepeats(&b, pg.Repeats[i])
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -622,3 +633,146 @@ func fmtDuration(d time.Duration) string {
 func trimFloat(x float64) string { return strings.TrimSuffix(fmt.Sprintf("%g", x), ".0") }
 
 func escape(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ") }
+
+// Spread is one policy's success over several runs (one scenario's seeds,
+// or several scenarios): the mean, the least and the most, of its success
+// over the whole replay and during the faults (Result.Fault). The During
+// figures are NaN when no run had a fault span.
+type Spread struct {
+	Policy                              string
+	Runs                                int
+	Mean, Least, Most                   float64
+	DuringMean, DuringLeast, DuringMost float64
+	faultRuns                           int
+}
+
+// Spreads is each policy's Spread over reports, in the order the policies
+// first appear; a run a policy was skipped in does not count for it.
+func Spreads(reports []*Report) []Spread {
+	var runs []successRun
+	for _, rep := range reports {
+		for _, r := range rep.Results {
+			if r.Skipped != "" {
+				continue
+			}
+			pr := successRun{policy: r.Policy, success: r.SuccessRate()}
+			if rep.Fault.To > 0 {
+				pr.during = &r.Fault.Success
+			}
+			runs = append(runs, pr)
+		}
+	}
+	return spreadsOf(runs)
+}
+
+// successRun is one policy's success in one run, and during the run's faults
+// when it had a fault span.
+type successRun struct {
+	policy  string
+	success float64
+	during  *float64
+}
+
+// spreadsOf is each policy's Spread over runs, in the order the policies
+// first appear.
+func spreadsOf(runs []successRun) []Spread {
+	var out []Spread
+	at := map[string]int{}
+	for _, r := range runs {
+		i, ok := at[r.policy]
+		if !ok {
+			i = len(out)
+			at[r.policy] = i
+			out = append(out, Spread{Policy: r.policy})
+		}
+		out[i].add(r.success, r.during)
+	}
+	for i := range out {
+		out[i].finish()
+	}
+	return out
+}
+
+// add counts one run: its success x, and its success during the faults
+// when it had a fault span.
+func (sp *Spread) add(x float64, during *float64) {
+	if sp.Runs == 0 {
+		sp.Least, sp.Most = x, x
+	}
+	sp.Runs++
+	sp.Mean += x
+	sp.Least, sp.Most = min(sp.Least, x), max(sp.Most, x)
+	if during == nil {
+		return
+	}
+	d := *during
+	if sp.faultRuns == 0 {
+		sp.DuringLeast, sp.DuringMost = d, d
+	}
+	sp.faultRuns++
+	sp.DuringMean += d
+	sp.DuringLeast, sp.DuringMost = min(sp.DuringLeast, d), max(sp.DuringMost, d)
+}
+
+// finish turns the sums add kept into means.
+func (sp *Spread) finish() {
+	sp.Mean /= float64(sp.Runs)
+	if sp.faultRuns == 0 {
+		sp.DuringMean, sp.DuringLeast, sp.DuringMost = math.NaN(), math.NaN(), math.NaN()
+		return
+	}
+	sp.DuringMean /= float64(sp.faultRuns)
+}
+
+// writeRepeats writes each policy's success over the seeds a scenario was
+// replayed with (runs: the page's report first).
+func writeRepeats(b *strings.Builder, runs []*Report) {
+	if len(runs) < 2 {
+		return
+	}
+	first, last := runs[0].Seed, runs[len(runs)-1].Seed
+	fmt.Fprintf(b, "Over %d replays with seeds %d to %d (the tables above are seed %d's): success, the mean and, in brackets, the least and the most.\n\n", len(runs), first, last, first)
+	b.WriteString("| Policy | Replays | Success | Success during the faults |\n|---|---:|---:|---:|\n")
+	for _, sp := range Spreads(runs) {
+		fmt.Fprintf(b, "| %s | %d | %s (%s to %s) | %s |\n", sp.Policy, sp.Runs, pct(sp.Mean), pct(sp.Least), pct(sp.Most), spreadDuring(sp))
+	}
+	b.WriteString("\n")
+}
+
+// spreadDuring is a Spread's success during the faults, or a dash.
+func spreadDuring(sp Spread) string {
+	if math.IsNaN(sp.DuringMean) {
+		return "-"
+	}
+	return fmt.Sprintf("%s (%s to %s)", pct(sp.DuringMean), pct(sp.DuringLeast), pct(sp.DuringMost))
+}
+
+// writeSummary writes, for a page of several scenarios, each policy's mean
+// success over them (each scenario weighing the same: the mean of its
+// seeds, when it has several), the least and the most of those per-scenario
+// means: one line to compare policies, or two builds, by.
+func writeSummary(b *strings.Builder, pg Page) {
+	if len(pg.Reports) < 2 {
+		return
+	}
+	var means []successRun
+	for i, rep := range pg.Reports {
+		runs := []*Report{rep}
+		if i < len(pg.Repeats) && len(pg.Repeats[i]) > 0 {
+			runs = pg.Repeats[i]
+		}
+		for _, sp := range Spreads(runs) {
+			pr := successRun{policy: sp.Policy, success: sp.Mean}
+			if !math.IsNaN(sp.DuringMean) {
+				pr.during = &sp.DuringMean
+			}
+			means = append(means, pr)
+		}
+	}
+	fmt.Fprintf(b, "Over the %d scenarios of this page (each the mean of its replays): success, the mean and, in brackets, the scenario with the least and the one with the most.\n\n", len(pg.Reports))
+	b.WriteString("| Policy | Scenarios | Success | Success during the faults |\n|---|---:|---:|---:|\n")
+	for _, sp := range spreadsOf(means) {
+		fmt.Fprintf(b, "| %s | %d | %s (%s to %s) | %s |\n", sp.Policy, sp.Runs, pct(sp.Mean), pct(sp.Least), pct(sp.Most), spreadDuring(sp))
+	}
+	b.WriteString("\n")
+}
