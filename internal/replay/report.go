@@ -750,7 +750,9 @@ func spreadDuring(sp Spread) string {
 // writeSummary writes, for a page of several scenarios, each policy's mean
 // success over them (each scenario weighing the same: the mean of its
 // seeds, when it has several), the least and the most of those per-scenario
-// means: one line to compare policies, or two builds, by.
+// means: one line to compare policies, or two builds, by. Only the policies
+// that ran in every scenario are in it: a mean over other scenarios than
+// the others' compares nothing.
 func writeSummary(b *strings.Builder, pg Page) {
 	if len(pg.Reports) < 2 {
 		return
@@ -769,9 +771,18 @@ func writeSummary(b *strings.Builder, pg Page) {
 			means = append(means, pr)
 		}
 	}
-	fmt.Fprintf(b, "Over the %d scenarios of this page (each the mean of its replays): success, the mean and, in brackets, the scenario with the least and the one with the most.\n\n", len(pg.Reports))
-	b.WriteString("| Policy | Scenarios | Success | Success during the faults |\n|---|---:|---:|---:|\n")
+	var all []Spread
 	for _, sp := range spreadsOf(means) {
+		if sp.Runs == len(pg.Reports) {
+			all = append(all, sp)
+		}
+	}
+	if len(all) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "Over the %d scenarios of this page (each the mean of its replays), the policies that ran in all of them: success, the mean and, in brackets, the scenario with the least and the one with the most.\n\n", len(pg.Reports))
+	b.WriteString("| Policy | Scenarios | Success | Success during the faults |\n|---|---:|---:|---:|\n")
+	for _, sp := range all {
 		fmt.Fprintf(b, "| %s | %d | %s (%s to %s) | %s |\n", sp.Policy, sp.Runs, pct(sp.Mean), pct(sp.Least), pct(sp.Most), spreadDuring(sp))
 	}
 	b.WriteString("\n")

@@ -60,14 +60,16 @@ func TestSpreads(t *testing.T) {
 // TestPageSpreads: a scenario replayed with several seeds says each
 // policy's success over them, and a page of several scenarios says each
 // policy's mean over the scenarios, each weighing the same whatever its
-// number of seeds.
+// number of seeds; a policy that did not run in every scenario has no such
+// mean.
 func TestPageSpreads(t *testing.T) {
 	one := []*Report{
 		spreadReport(1, true, map[string][2]float64{"a": {0.9, 0.8}}),
 		spreadReport(2, true, map[string][2]float64{"a": {0.7, 0.6}}),
 		spreadReport(3, true, map[string][2]float64{"a": {0.8, 0.7}}),
 	}
-	other := spreadReport(1, false, map[string][2]float64{"a": {0.6, 0}})
+	// b ran in t alone: it has no mean over the page.
+	other := spreadReport(1, false, map[string][2]float64{"a": {0.6, 0}, "b": {0.1, 0}})
 	other.Scenario = "t"
 	var b strings.Builder
 	if err := WriteMarkdown(&b, Page{Reports: []*Report{one[0], other}, Repeats: [][]*Report{one, {other}}}); err != nil {
@@ -86,5 +88,8 @@ func TestPageSpreads(t *testing.T) {
 	}
 	if strings.Count(page, "Over 1 replays") != 0 {
 		t.Error("a scenario replayed once has a table of its seeds")
+	}
+	if summary := page[:strings.Index(page, "## ")]; strings.Contains(summary, "| b |") {
+		t.Errorf("a policy that ran in one scenario of two is in the page's mean:\n%s", summary)
 	}
 }
