@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -181,7 +180,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if cfg.repeat > 1 {
 			repeats = append(repeats, runs)
 			for _, sp := range replay.Spreads(runs) {
-				fmt.Fprintf(stdout, "   %-34s over %d seeds: %s\n", sp.Policy, sp.Runs, spreadLine(sp))
+				fmt.Fprintf(stdout, "   %-34s over %d seeds: %s\n", sp.Policy, sp.Runs, sp)
 			}
 		}
 		for _, c := range replay.Checks(rep) {
@@ -234,16 +233,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", cfg.out)
 	return nil
-}
-
-// spreadLine is a policy's success over several seeds, for the progress
-// lines: the mean and range overall, and during the faults.
-func spreadLine(sp replay.Spread) string {
-	line := fmt.Sprintf("%.2f%% (%.2f to %.2f)", 100*sp.Mean, 100*sp.Least, 100*sp.Most)
-	if !math.IsNaN(sp.DuringMean) {
-		line += fmt.Sprintf(", during the faults %.2f%% (%.2f to %.2f)", 100*sp.DuringMean, 100*sp.DuringLeast, 100*sp.DuringMost)
-	}
-	return line
 }
 
 // machineNote says what the replay ran on: compressed-clock replays are only

@@ -732,19 +732,36 @@ func writeRepeats(b *strings.Builder, runs []*Report) {
 	}
 	first, last := runs[0].Seed, runs[len(runs)-1].Seed
 	fmt.Fprintf(b, "Over %d replays with seeds %d to %d (the tables above are seed %d's): success, the mean and, in brackets, the least and the most.\n\n", len(runs), first, last, first)
-	b.WriteString("| Policy | Replays | Success | Success during the faults |\n|---|---:|---:|---:|\n")
-	for _, sp := range Spreads(runs) {
-		fmt.Fprintf(b, "| %s | %d | %s (%s to %s) | %s |\n", sp.Policy, sp.Runs, pct(sp.Mean), pct(sp.Least), pct(sp.Most), spreadDuring(sp))
+	writeSpreads(b, "Replays", Spreads(runs))
+}
+
+// writeSpreads writes a table of spreads, runs counted under the column
+// named runs.
+func writeSpreads(b *strings.Builder, runs string, spreads []Spread) {
+	fmt.Fprintf(b, "| Policy | %s | Success | Success during the faults |\n|---|---:|---:|---:|\n", runs)
+	for _, sp := range spreads {
+		during := "-"
+		if !math.IsNaN(sp.DuringMean) {
+			during = spreadCell(sp.DuringMean, sp.DuringLeast, sp.DuringMost)
+		}
+		fmt.Fprintf(b, "| %s | %d | %s | %s |\n", sp.Policy, sp.Runs, spreadCell(sp.Mean, sp.Least, sp.Most), during)
 	}
 	b.WriteString("\n")
 }
 
-// spreadDuring is a Spread's success during the faults, or a dash.
-func spreadDuring(sp Spread) string {
-	if math.IsNaN(sp.DuringMean) {
-		return "-"
+// spreadCell is a mean with its least and most.
+func spreadCell(mean, least, most float64) string {
+	return fmt.Sprintf("%s (%s to %s)", pct(mean), pct(least), pct(most))
+}
+
+// String is the spread on one line: its success, and its success during
+// the faults when the runs had any.
+func (sp Spread) String() string {
+	line := spreadCell(sp.Mean, sp.Least, sp.Most)
+	if !math.IsNaN(sp.DuringMean) {
+		line += ", during the faults " + spreadCell(sp.DuringMean, sp.DuringLeast, sp.DuringMost)
 	}
-	return fmt.Sprintf("%s (%s to %s)", pct(sp.DuringMean), pct(sp.DuringLeast), pct(sp.DuringMost))
+	return line
 }
 
 // writeSummary writes, for a page of several scenarios, each policy's mean
@@ -781,9 +798,5 @@ func writeSummary(b *strings.Builder, pg Page) {
 		return
 	}
 	fmt.Fprintf(b, "Over the %d scenarios of this page (each the mean of its replays), the policies that ran in all of them: success, the mean and, in brackets, the scenario with the least and the one with the most.\n\n", len(pg.Reports))
-	b.WriteString("| Policy | Scenarios | Success | Success during the faults |\n|---|---:|---:|---:|\n")
-	for _, sp := range all {
-		fmt.Fprintf(b, "| %s | %d | %s (%s to %s) | %s |\n", sp.Policy, sp.Runs, pct(sp.Mean), pct(sp.Least), pct(sp.Most), spreadDuring(sp))
-	}
-	b.WriteString("\n")
+	writeSpreads(b, "Scenarios", all)
 }
