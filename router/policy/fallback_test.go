@@ -398,3 +398,33 @@ func TestRefusalStormIsBoundedByTheThrottle(t *testing.T) {
 		}
 	}
 }
+
+// TestSpilloverPTRefusalTriesTheWholeRegion: the converse of a quota's 429
+// leaving its region's other capacities untried (callState.hasTried). A PT
+// called in spillover mode that answers 429 says that the PT and its
+// location's pay-as-you-go, where Google spilled the call, are both full:
+// the call's spill goes elsewhere, never to that region's overflow, the
+// same pay-as-you-go under another name. With no retry budget and the
+// other region's quota taken, the spill has nowhere to go.
+func TestSpilloverPTRefusalTriesTheWholeRegion(t *testing.T) {
+	clk := newClock()
+	tp := pool(provisioned("europe-west4", table.Capacity{RequestsPerSecond: 50}), shared("europe-west1", 1))
+	tp.Policy.Retry.BudgetPercent, tp.Policy.Retry.MinRetriesPerSecond = new(0), new(0)
+	p := mustNew(t, tp, clk)
+	// europe-west1's one call a second, taken by a call held to it.
+	held := p.Start(Request{Region: "europe-west1"})
+	w, err := held.Pick()
+	if err != nil || w.Region != "europe-west1" {
+		t.Fatalf("held to europe-west1: %+v, %v", w, err)
+	}
+	w.Done(Success)
+	c := p.Start(Request{})
+	a, err := c.Pick()
+	if err != nil || a.Region != "europe-west4" || a.Tier != table.TierProvisioned {
+		t.Fatalf("first attempt %+v, %v: want europe-west4's PT", a, err)
+	}
+	a.Done(Capacity)
+	if b, err := c.Pick(); err == nil && b.Region == "europe-west4" {
+		t.Errorf("after the spillover PT's 429 the call went back to its region: %+v", b)
+	}
+}
