@@ -348,9 +348,17 @@ func (p *Pool) choose(st *poolState, cs *callState, now int64, retry bool, below
 	for present != 0 {
 		rank := int8(bits.TrailingZeros32(present))
 		present &^= 1 << rank
+		// The capacities of the rank whose regions fail more of their
+		// calls take what the others have no room for (prefer.go).
+		held := cands.holdWorse(st, rank, now)
 		for {
 			c := cands.weighted(st, rank, &p.rnd)
 			if c < 0 {
+				if held {
+					cands.unhold(rank)
+					held = false
+					continue
+				}
 				break
 			}
 			k := cands.k[c]

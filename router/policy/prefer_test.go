@@ -1,0 +1,100 @@
+package policy
+
+import (
+	"testing"
+	"time"
+
+	"github.com/regionwarden/regionwarden/router/table"
+)
+
+// everyNth fails every n-th attempt a region is sent (n <= 0: none), per
+// region, and serves the rest.
+func everyNth(n map[string]int) serveFunc {
+	sent := map[string]int{}
+	return func(region string, _ time.Time) Outcome {
+		sent[region]++
+		if k := n[region]; k > 0 && sent[region]%k == 0 {
+			return Failure
+		}
+		return Success
+	}
+}
+
+// firstAttempts runs rps calls a second through two shared regions of
+// room each (calls a second) for a minute, each failing as fail says, and
+// returns how many first attempts of the last half went to each region.
+func firstAttempts(t *testing.T, room float64, fail map[string]int) (map[string]int, simStats) {
+	t.Helper()
+	clk := newClock()
+	p := mustNew(t, pool(shared("europe-west1", room), shared("europe-west4", room)), clk)
+	firsts := map[string]int{}
+	s := simulate(p, clk, 10, time.Minute, everyNth(fail), func(elapsed time.Duration, tried []string) {
+		if elapsed >= 30*time.Second && len(tried) > 0 {
+			firsts[tried[0]]++
+		}
+	})
+	return firsts, s
+}
+
+// TestPreferTheRegionThatFailsLess: of two regions of one rank with room
+// for every call, one failing one call in eight (a share far under the
+// ejection threshold, so it is neither ejected nor demoted), the other
+// none, the calls go first to the one that fails none. The failing one is
+// still measured: held only while it has minRequests (20) ended attempts in
+// the ejection interval (10 s), it is sent about that many, two calls a
+// second of the ten, a fifth; spread by weight it would be sent half.
+func TestPreferTheRegionThatFailsLess(t *testing.T) {
+	firsts, _ := firstAttempts(t, 20, map[string]int{"europe-west1": 8})
+	total := firsts["europe-west1"] + firsts["europe-west4"]
+	if firsts["europe-west1"]*4 > total {
+		t.Errorf("first attempts of the last 30 s: %v; want at most a quarter to europe-west1, which fails one call in eight", firsts)
+	}
+}
+
+// TestRegionsThatFailAlikeShareByWeight: two regions failing the same share
+// of their calls are not told apart: the calls are spread over both, as by
+// weight, not herded onto whichever looked better by chance.
+func TestRegionsThatFailAlikeShareByWeight(t *testing.T) {
+	firsts, _ := firstAttempts(t, 20, map[string]int{"europe-west1": 8, "europe-west4": 8})
+	total := firsts["europe-west1"] + firsts["europe-west4"]
+	for _, r := range []string{"europe-west1", "europe-west4"} {
+		if firsts[r]*10 < total*3 {
+			t.Errorf("first attempts of the last 30 s: %v; want each region at least 30%%", firsts)
+		}
+	}
+}
+
+// TestHeldRegionTakesTheOverflow: when the region that fails less has room
+// for only some of the calls, the one that fails more takes the rest: the
+// hold orders the capacities, it removes none, and no call is refused for
+// it.
+func TestHeldRegionTakesTheOverflow(t *testing.T) {
+	firsts, s := firstAttempts(t, 6, map[string]int{"europe-west1": 8})
+	if firsts["europe-west1"] < 100 {
+		t.Errorf("first attempts of the last 30 s: %v; want europe-west1 to take the ~4 calls a second europe-west4 has no room for", firsts)
+	}
+	if len(s.errs) != 0 {
+		t.Errorf("calls refused: %v; want none (the two regions have room for 12 a second, the load is 10)", s.errs)
+	}
+}
+
+// TestFailShareNeedsEvidence: the test that holds a region back needs
+// minRequests ended attempts on both sides and a difference beyond chance.
+func TestFailShareNeedsEvidence(t *testing.T) {
+	for _, c := range []struct {
+		f, b failShare
+		want bool
+	}{
+		{failShare{100, 10}, failShare{100, 0}, true},
+		{failShare{100, 2}, failShare{100, 0}, false}, // 2% against 0% on 100 each: chance
+		{failShare{19, 5}, failShare{100, 0}, false},  // under minRequests
+		{failShare{100, 10}, failShare{19, 0}, false}, // the better one under minRequests
+		{failShare{100, 0}, failShare{100, 10}, false},
+		{failShare{100, 10}, failShare{100, 10}, false},
+		{failShare{1000, 100}, failShare{1000, 70}, true},
+	} {
+		if got := c.f.worseThan(c.b, int64(table.DefaultPolicy().Ejection.MinRequests)); got != c.want {
+			t.Errorf("%+v worse than %+v: %v, want %v", c.f, c.b, got, c.want)
+		}
+	}
+}
