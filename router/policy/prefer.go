@@ -47,6 +47,11 @@ import "github.com/regionwarden/regionwarden/router/table"
 //     own window shows it and the order turns. A region with too few ended
 //     attempts to judge (under minRequests, say one that took nothing for an
 //     interval) is never held: what it is sent is how it is measured again.
+//   - A caller cannot use it against the others. What a region's window
+//     counts is what ejection counts: a caller's own faults, the failures
+//     of a caller that fails alone (blame.go) and the attempts its own
+//     short deadline cut off are not the region's. What is left moves
+//     calls between capacities of one rank, never out of the pool.
 //
 // Held or not, a region's ejection and demotion are unchanged: this orders
 // the capacities that answer, it removes none.
