@@ -97,4 +97,17 @@ func TestFailShareNeedsEvidence(t *testing.T) {
 			t.Errorf("%+v worse than %+v: %v, want %v", c.f, c.b, got, c.want)
 		}
 	}
+	// Behind many routers, minRequests 5: one failure in five against none
+	// in fifty is chance (continuity-corrected), two in five is not.
+	for _, c := range []struct {
+		f, b failShare
+		want bool
+	}{
+		{failShare{5, 1}, failShare{50, 0}, false},
+		{failShare{5, 2}, failShare{50, 0}, true},
+	} {
+		if got := c.f.worseThan(c.b, 5); got != c.want {
+			t.Errorf("%+v worse than %+v: %v, want %v", c.f, c.b, got, c.want)
+		}
+	}
 }
