@@ -111,3 +111,27 @@ func TestFailShareNeedsEvidence(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotSaysWhichRegionIsHeldBehind: /debug/pools names, for the
+// region that fails more, the region its capacity is held behind, and
+// nothing once they fail alike.
+func TestSnapshotSaysWhichRegionIsHeldBehind(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(shared("europe-west1", 20), shared("europe-west4", 20)), clk)
+	report(p, 0, Success, 88)
+	report(p, 0, Failure, 12)
+	report(p, 1, Success, 100)
+	snap := p.Snapshot()
+	w1, _ := snap.Region("europe-west1")
+	w4, _ := snap.Region("europe-west4")
+	if got := w1.HeldBehind["standard"]; got != "europe-west4" || len(w1.HeldBehind) != 1 {
+		t.Errorf("europe-west1 (12 of 100 failed) heldBehind %v, want standard: europe-west4", w1.HeldBehind)
+	}
+	if w4.HeldBehind != nil {
+		t.Errorf("europe-west4 (none failed) heldBehind %v, want none", w4.HeldBehind)
+	}
+	report(p, 1, Failure, 12)
+	if w1, _ := p.Snapshot().Region("europe-west1"); w1.HeldBehind != nil {
+		t.Errorf("regions failing alike: europe-west1 heldBehind %v, want none", w1.HeldBehind)
+	}
+}

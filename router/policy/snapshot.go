@@ -120,6 +120,13 @@ type RegionSnapshot struct {
 	// now; both absent for a region whose PT has no token limit.
 	ProvisionedWindow     table.Duration `json:"provisionedWindow,omitzero"`
 	ProvisionedWindowUsed float64        `json:"provisionedWindowUsed,omitempty"`
+	// HeldBehind names, for each of the region's capacities (provisioned,
+	// standard, priority, flex), the least-failing region offering the
+	// same capacity when this one fails a larger share of its calls than
+	// it over the ejection interval, by more than chance: it then takes
+	// only what that capacity of the other regions has no room for
+	// (prefer.go). Absent while the regions of its capacities fail alike.
+	HeldBehind map[string]string `json:"heldBehind,omitempty"`
 	// ProvisionedPaced is true while the PT is held to its pace: its
 	// window filled within the last window, and while it has taken its
 	// rate over the last tenth of its window, the pay-as-you-go quotas
@@ -182,9 +189,13 @@ func (p *Pool) Snapshot() Snapshot {
 		RetryBudget:   &bs,
 		Regions:       make([]RegionSnapshot, 0, len(st.slots)),
 	}
-	for _, s := range st.slots {
+	shares := make([]failShare, len(st.slots))
+	for i, s := range st.slots {
+		shares[i].answered, shares[i].failed = s.r.fails.sum(bucketOf(now, st.failWidth))
+	}
+	for i, s := range st.slots {
 		r := s.r
-		answered, failed := r.fails.sum(bucketOf(now, st.failWidth))
+		answered, failed := shares[i].answered, shares[i].failed
 		rs := RegionSnapshot{
 			Name:                s.name,
 			Tier:                s.tier,
@@ -216,6 +227,7 @@ func (p *Pool) Snapshot() Snapshot {
 				rs.Throttle[laneNames[l]] = q
 			}
 		}
+		rs.HeldBehind = st.heldBehind(i, shares)
 		rs.ProvisionedFull = s.provisioned && r.lanes[laneProvisioned].full(now)
 		if s.tokCost > 0 {
 			rs.ProvisionedWindow = table.Duration{Duration: time.Duration(s.tokWindow)}
@@ -243,6 +255,36 @@ func (p *Pool) Snapshot() Snapshot {
 	}
 	snap.Callers = p.callers(now, st)
 	return snap
+}
+
+// heldBehind is RegionSnapshot.HeldBehind of slot i, given every slot's
+// failure share: for each capacity it offers, the least-failing other
+// region offering it alike (a PT's overflow is a capacity apart), if slot
+// i fails more than it by more than chance (failShare.worseThan).
+func (st *poolState) heldBehind(i int, shares []failShare) map[string]string {
+	var out map[string]string
+	s := st.slots[i]
+	for l := range uint8(laneCount) {
+		if !s.offers(l) {
+			continue
+		}
+		best := -1
+		for j, o := range st.slots {
+			if j == i || !o.offers(l) || o.overflowLane(l) != s.overflowLane(l) || shares[j].answered < max(st.minRequests, 1) {
+				continue
+			}
+			if best < 0 || shares[j].failed*shares[best].answered < shares[best].failed*shares[j].answered {
+				best = j
+			}
+		}
+		if best >= 0 && shares[i].worseThan(shares[best], st.minRequests) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[laneNames[l]] = st.slots[best].name
+		}
+	}
+	return out
 }
 
 // callers is the watched callers whose counts have not all left the
