@@ -81,7 +81,7 @@ type failShare struct{ answered, failed int64 }
 // fifty fails one of five one time in ten), as behind many routers, where
 // minRequests is each one's share, down to five.
 func (f failShare) worseThan(b failShare, min int64) bool {
-	if f.answered < max(min, 1) || b.answered < max(min, 1) {
+	if !f.judged(min) || !b.judged(min) {
 		return false
 	}
 	inv := 1/float64(f.answered) + 1/float64(b.answered)
@@ -92,6 +92,12 @@ func (f failShare) worseThan(b failShare, min int64) bool {
 	pooled := float64(f.failed+b.failed) / float64(f.answered+b.answered)
 	return d*d > preferZ2*pooled*(1-pooled)*inv
 }
+
+// judged reports whether f counts at least min ended attempts (and one).
+func (f failShare) judged(min int64) bool { return f.answered >= max(min, 1) }
+
+// below reports whether f fails a smaller share of its attempts than b.
+func (f failShare) below(b failShare) bool { return f.failed*b.answered < b.failed*f.answered }
 
 // holdWorse moves the candidates of rank whose regions fail significantly
 // more of their calls than the least-failing region of the rank (see
@@ -106,7 +112,7 @@ func (cs *candidates) holdWorse(st *poolState, rank int8, now int64) bool {
 		return false
 	}
 	// shares is indexed by region (slot), which may have several lanes
-	// in a rank (the overflow lanes of PTs rank alike).
+	// in a rank (every lane of a demoted region ranks rankDemoted).
 	var shares [table.MaxRegions]failShare
 	idx := bucketOf(now, st.failWidth)
 	best := -1
@@ -115,12 +121,8 @@ func (cs *candidates) holdWorse(st *poolState, rank int8, now int64) bool {
 			continue
 		}
 		i := int(cs.k[c] / laneCount)
-		a, f := st.slots[i].r.fails.sum(idx)
-		shares[i] = failShare{a, f}
-		if a < max(st.minRequests, 1) {
-			continue
-		}
-		if best < 0 || f*shares[best].answered < shares[best].failed*a {
+		shares[i].answered, shares[i].failed = st.slots[i].r.fails.sum(idx)
+		if shares[i].judged(st.minRequests) && (best < 0 || shares[i].below(shares[best])) {
 			best = i
 		}
 	}

@@ -270,10 +270,10 @@ func (st *poolState) heldBehind(i int, shares []failShare) map[string]string {
 		}
 		best := -1
 		for j, o := range st.slots {
-			if j == i || !o.offers(l) || o.overflowLane(l) != s.overflowLane(l) || shares[j].answered < max(st.minRequests, 1) {
+			if j == i || !o.offers(l) || o.overflowLane(l) != s.overflowLane(l) || !shares[j].judged(st.minRequests) {
 				continue
 			}
-			if best < 0 || shares[j].failed*shares[best].answered < shares[best].failed*shares[j].answered {
+			if best < 0 || shares[j].below(shares[best]) {
 				best = j
 			}
 		}
