@@ -105,6 +105,11 @@ func (f failShare) below(b failShare) bool { return f.failed*b.answered < b.fail
 // failure windows only when the rank has candidates in two regions or
 // more.
 func (cs *candidates) holdWorse(st *poolState, rank int8, now int64) bool {
+	if rank == rankProbe {
+		// A probe asks whether its region answers again: it is no
+		// capacity to fill, and each demoted region's is its own.
+		return false
+	}
 	if cs.stale&(1<<rank) != 0 {
 		cs.sum(st, rank)
 	}

@@ -135,3 +135,31 @@ func TestSnapshotSaysWhichRegionIsHeldBehind(t *testing.T) {
 		t.Errorf("regions failing alike: europe-west1 heldBehind %v, want none", w1.HeldBehind)
 	}
 }
+
+// TestProbesAreNotOrdered: of two demoted PTs whose probes are due, the one
+// failing more is probed first as often as the other (by weight): a probe
+// asks whether its region answers again, and is no capacity to fill.
+func TestProbesAreNotOrdered(t *testing.T) {
+	first := map[string]int{}
+	for seed := range int64(20) {
+		clk := newClock()
+		tp := pool(provisioned("europe-west4", table.Capacity{}), provisioned("europe-west1", table.Capacity{}), shared("europe-north1", 0))
+		p, err := New(tp, Options{Now: clk.Now, Seed: uint64(seed + 1), Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		report(p, 0, Failure, 100)
+		report(p, 1, Success, 40)
+		report(p, 1, Failure, 60)
+		if s := p.Snapshot(); s.Regions[0].Demotion == nil || s.Regions[1].Demotion == nil {
+			t.Fatal("both PTs should be demoted")
+		}
+		probeWait(p, clk)
+		_, a := pick(t, p, PriorityDefault)
+		first[a.Region]++
+		a.Done(Cancelled)
+	}
+	if first["europe-west4"] < 3 || first["europe-west1"] < 3 {
+		t.Errorf("first probes over 20 pools: %v; want each demoted PT probed first in some", first)
+	}
+}
