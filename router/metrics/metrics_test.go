@@ -94,6 +94,7 @@ func TestPoolStateAtScrape(t *testing.T) {
 		"regionwarden_router_region_demoted pool=p/google/m region=europe-west1 tier=provisioned 0\n",
 		"regionwarden_router_region_provisioned_window_seconds pool=p/google/m region=europe-west1 tier=provisioned 40\n",
 		"regionwarden_router_region_provisioned_window_used pool=p/google/m region=europe-west1 tier=provisioned 0\n",
+		"regionwarden_router_region_held capacity=provisioned pool=p/google/m region=europe-west1 tier=provisioned 0\n",
 	)
 	if strings.Contains(got, "provisioned_window_seconds pool=p/google/m region=us-central1") {
 		t.Errorf("a window for a region without a PT:\n%s", got)
@@ -124,5 +125,23 @@ func TestPoolStateAtScrape(t *testing.T) {
 		"regionwarden_router_region_demotions_total pool=p/google/m region=europe-west1 tier=provisioned 1\n",
 		"regionwarden_router_region_demoted_since_timestamp_seconds pool=p/google/m region=europe-west1 tier=provisioned 1.7e+09\n",
 		"regionwarden_router_region_ejected pool=p/google/m region=europe-west1 tier=provisioned 0\n",
+	)
+}
+
+// TestRegionHeldAtScrape: a region held behind another in one of its
+// capacities reports 1 for that capacity and 0 for the others it offers.
+func TestRegionHeldAtScrape(t *testing.T) {
+	m := New()
+	m.WatchPools(func() []policy.Snapshot {
+		return []policy.Snapshot{{Project: "p", Publisher: "google", Model: "m", Regions: []policy.RegionSnapshot{
+			{Name: "europe-west4", Tier: table.TierShared, PayGoTiers: []table.PayGoTier{table.PayGoStandard, table.PayGoPriority},
+				HeldBehind: map[string]string{"standard": "europe-west1"}},
+			{Name: "europe-west1", Tier: table.TierShared, PayGoTiers: []table.PayGoTier{table.PayGoStandard}},
+		}}}
+	})
+	hasSamples(t, samples(t, m.Registry()),
+		"regionwarden_router_region_held capacity=standard pool=p/google/m region=europe-west4 tier=shared 1\n",
+		"regionwarden_router_region_held capacity=priority pool=p/google/m region=europe-west4 tier=shared 0\n",
+		"regionwarden_router_region_held capacity=standard pool=p/google/m region=europe-west1 tier=shared 0\n",
 	)
 }

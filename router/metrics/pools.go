@@ -1,11 +1,13 @@
 package metrics
 
 import (
+	"slices"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/table"
 )
 
 // PoolLabel is how a pool is named in metric labels: project/publisher/model.
@@ -33,6 +35,7 @@ type poolCollector struct {
 	poolWaits    *prometheus.Desc
 	ptWindow     *prometheus.Desc
 	ptWindowUsed *prometheus.Desc
+	held         *prometheus.Desc
 }
 
 func newPoolCollector() *poolCollector {
@@ -56,6 +59,7 @@ func newPoolCollector() *poolCollector {
 		poolWaits:    d("pool_headroom_waits_total", "Calls that waited for a full quota to have room, or for a call of a higher priority to take it, since the router started.", []string{"pool"}),
 		ptWindow:     d("region_provisioned_window_seconds", "The window over which the router meters the PT's token limit (the pool's, or the shortest Google gives the order's size); absent for a region without a token limit.", region),
 		ptWindowUsed: d("region_provisioned_window_used", "Share of the PT's token limit × window this router admitted in the window that ends now; absent for a region without a token limit.", region),
+		held:         d("region_held", "1 while the region's capacity fails a larger share of its calls than another region's of the same capacity, by more than chance, and so takes only what that one has no room for; one series per capacity the region offers.", append(region[:len(region):len(region)], "capacity")),
 	}
 }
 
@@ -63,7 +67,7 @@ func (c *poolCollector) set(f func() []policy.Snapshot) { c.snapshots.Store(&f) 
 
 // Describe sends every descriptor.
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ejected, c.timesEjected, c.demoted, c.timesDemoted, c.demotedSince, c.panic, c.failureRate, c.throttle, c.regionFlight, c.regionLimit, c.poolFlight, c.poolWaiting, c.poolWaits, c.ptWindow, c.ptWindowUsed} {
+	for _, d := range []*prometheus.Desc{c.ejected, c.timesEjected, c.demoted, c.timesDemoted, c.demotedSince, c.panic, c.failureRate, c.throttle, c.regionFlight, c.regionLimit, c.poolFlight, c.poolWaiting, c.poolWaits, c.ptWindow, c.ptWindowUsed, c.held} {
 		ch <- d
 	}
 }
@@ -98,8 +102,31 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(c.ptWindow, gauge, w.Seconds(), l...)
 				ch <- prometheus.MustNewConstMetric(c.ptWindowUsed, gauge, r.ProvisionedWindowUsed, l...)
 			}
+			for _, capacity := range capacities(r) {
+				_, held := r.HeldBehind[capacity]
+				ch <- prometheus.MustNewConstMetric(c.held, gauge, b2f(held), append(l, capacity)...)
+			}
 		}
 	}
+}
+
+// capacities are the names of the capacities region r offers that the
+// snapshot knows of: its PT, its pay-as-you-go tiers, and any other it is
+// held in (a PT's overflow into its location's standard tier).
+func capacities(r policy.RegionSnapshot) []string {
+	var out []string
+	if r.Tier == table.TierProvisioned {
+		out = append(out, "provisioned")
+	}
+	for _, t := range r.PayGoTiers {
+		out = append(out, string(t))
+	}
+	for c := range r.HeldBehind {
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func b2f(b bool) float64 {
