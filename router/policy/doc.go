@@ -173,11 +173,12 @@
 // Order within a rank (prefer.go). Of the capacities of one rank, those of
 // a region that failed a larger share of its ended attempts over the
 // ejection interval than the least-failing region of the rank, by more
-// than chance explains (a two-proportion z-test, z = 2, each side judged on
-// at least minRequests), are drawn only once the others refuse: filling
-// capacities in order of their chance to serve maximizes the calls served
-// where the rank has room, and a rank's total room is unchanged. Regions
-// that fail alike are drawn by weight as before.
+// than chance explains (a two-proportion z-test, z = 2, continuity-corrected,
+// each side judged on at least minRequests), are drawn only once the others
+// refuse (a demoted PT's probe is never held: it is a question, not
+// capacity): filling capacities in order of their chance to serve
+// maximizes the calls served where the rank has room, and a rank's total
+// room is unchanged. Regions that fail alike are drawn by weight as before.
 //
 // Retries (Finagle and Linkerd retry budgets). At most maxAttempts attempts per
 // call, each preferring a region the call has not tried, inside one deadline,
