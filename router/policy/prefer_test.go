@@ -163,3 +163,42 @@ func TestProbesAreNotOrdered(t *testing.T) {
 		t.Errorf("first probes over 20 pools: %v; want each demoted PT probed first in some", first)
 	}
 }
+
+// TestHoldDoesNotHerdARegionThatFailsUnderLoad: two regions that each fail
+// whatever they are sent beyond 6 calls in a second (a backend that fails
+// under load, not a quota: 5xx, not 429), 10 calls a second in all, and a
+// first 20 s in which one of them also fails one call in eight. The hold
+// moves that one's calls to the other, which then fails beyond its 6 a
+// second; its own failure share turns the order, and nothing herds the
+// load onto either for long: first attempts fail about as often as when
+// the calls are spread by weight (1,271 attempts for 1,200 calls when
+// the hold is off, 1,267 with it), where a hold that kept all ten a second
+// on one region would fail four of them every second.
+func TestHoldDoesNotHerdARegionThatFailsUnderLoad(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(shared("europe-west1", 20), shared("europe-west4", 20)), clk)
+	begin := clk.Now()
+	perSecond := map[string]map[int64]int{"europe-west1": {}, "europe-west4": {}}
+	early := 0
+	serve := func(region string, now time.Time) Outcome {
+		elapsed := now.Sub(begin)
+		s := int64(elapsed / time.Second)
+		perSecond[region][s]++
+		if region == "europe-west1" && elapsed < 20*time.Second {
+			if early++; early%8 == 0 {
+				return Failure
+			}
+		}
+		if perSecond[region][s] > 6 {
+			return Failure
+		}
+		return Success
+	}
+	s := simulate(p, clk, 10, 2*time.Minute, serve, nil)
+	if s.attempts*10 > s.requests*11 {
+		t.Errorf("%d attempts for %d calls (%v, refused %v); want at most 1.1 a call", s.attempts, s.requests, s.byRegion, s.errs)
+	}
+	if s.ok*100 < s.requests*99 {
+		t.Errorf("%d of %d calls served; want at least 99%%", s.ok, s.requests)
+	}
+}
