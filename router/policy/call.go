@@ -338,6 +338,7 @@ func (cs *callState) record(t *region, l uint8, charged, now int64) {
 	cs.targets[n], cs.lanes[n] = t, l
 	cs.charged[n], cs.at[n], cs.tickets[n] = charged, now, cs.ticket
 	cs.n++
+	t.quiet.sent(now)
 }
 
 // Report is how an attempt went, with what the caller measured.

@@ -51,7 +51,10 @@ func (r *region) done(rep Report) {
 		return
 	}
 	switch {
-	case rep.Outcome == Cancelled || (rep.Outcome == Failure && rep.Timeout):
+	case rep.Outcome == Cancelled:
+		// Nothing came back, and the caller went away (silence.go).
+		r.quiet.dropped(rep.chargedAt)
+	case rep.Outcome == Failure && rep.Timeout:
 		// Nothing came back: the region said nothing (silence.go).
 	case rep.heard:
 		// Its answer began to arrive earlier (Attempt.Heard), which is when

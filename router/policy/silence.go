@@ -15,11 +15,29 @@ import "sync/atomic"
 //     ejection policy asks before judging a region), or at least two and at
 //     least as many as it answered with success over the whole ejection
 //     interval, and
-//   - nothing has come back from it for longer than the slowest answer it
-//     gave in the last ejection interval (or its last answer's, when it has
-//     answered nothing since), counted from its last answer or from when
-//     it last went from no call in flight to one, whichever is later: none
-//     of its attempts is late by the region's own recent measure until then.
+//   - it has kept quiet for longer than the slowest answer it gave in the
+//     last ejection interval (or its last answer's, when it has answered
+//     nothing since): nothing has come back from it for that long, counted
+//     from its last answer or from when it last went from no call in
+//     flight to one, whichever is later; or the first attempt picked after
+//     the latest pick it answered has been in flight that long (no attempt
+//     picked since has answered, or the mark would have moved past it).
+//     Until then none of its attempts is late by the region's own recent
+//     measure.
+//
+// The measure from the first pick after the latest one answered is what
+// sees a region that hangs while the calls picked before are still
+// answering. Counted from the last answer alone, a region whose answers
+// have a long tail (a slowest answer of 7 s) hides a hang for as long as
+// its stragglers keep coming back, and then for as long again: up to twice
+// its slowest answer, every call sent it meanwhile waiting out its
+// deadline. The latest pick answered moves on every answer (an atomic
+// maximum: an answer to a call picked earlier does not move it back), and
+// the first pick after it is marked by the next pick that finds the mark
+// behind it, so it may be a later pick than the first, never an earlier
+// one. An attempt that ends with nothing back because its caller went away
+// (Cancelled, not a timeout) takes the mark with it, so that silence is
+// never counted from an attempt the region no longer holds.
 //
 // The second measure of evidence is for a region that answers fewer than
 // minRequests calls an interval: a pool with little traffic, or a region
@@ -31,9 +49,9 @@ import "sync/atomic"
 // interval: holding as many as it answered in the whole interval means its
 // calls have been in it about an interval long, far longer than its answers
 // take, and nothing has come back for longer than its slowest answer
-// besides. A region that answers at all, even with errors, is not silent
-// (its answers move the mark); a region that answered many calls in the
-// interval is judged on minRequests, as before. Two, not one: a single
+// besides. A region that answers new calls at all, even with errors, is
+// not silent (its answers move the marks); a region that answered many
+// calls in the interval is judged on minRequests, as before. Two, not one: a single
 // call is no evidence of a region (one stream of a model that thinks for
 // longer than the region's slowest first answer pauses that long), and a
 // region that hangs holds two soon enough.
@@ -41,7 +59,8 @@ import "sync/atomic"
 // While silent, the region ranks as a demoted one (choose): behind every
 // region that is not, taking only what none of them has room for. Silence
 // is not a verdict: it ends with the region's next answer of any kind
-// (success, 429, an error it sends), and it feeds no failure window,
+// (success, 429, an error it sends) to a call picked since the last one it
+// answered, and it feeds no failure window,
 // ejection or demotion; the attempts that never answer do, as timeouts,
 // when their deadlines pass. A region that is only slow answers its first
 // slow calls about when they are due and is silent at most for the time
@@ -68,11 +87,29 @@ type silence struct {
 	mark      atomic.Int64 // the last answer, or the last pick into an idle region; coarse (above)
 	slowest   atomic.Int64 // latency of the slowest recent answer, ns; 0 before the first
 	slowestAt atomic.Int64 // when it was answered
+	front     atomic.Int64 // the latest pick of an attempt the region answered
+	after     atomic.Int64 // the first pick seen after front; none while it is not after front
 }
 
 // busy marks a pick at now into a region that had no attempt in flight: its
 // silence, if any, is counted from then.
 func (s *silence) busy(now int64) { s.heard(now) }
+
+// sent marks an attempt picked at now: the first pick after the latest
+// answered one is the attempt the region is late on first, if it hangs.
+// Two picks racing may keep the later one: silence is then counted from
+// an attempt picked after the first, later than it could be, never sooner.
+func (s *silence) sent(now int64) {
+	if a := s.after.Load(); a <= s.front.Load() {
+		s.after.CompareAndSwap(a, now)
+	}
+}
+
+// dropped says the attempt picked at pickedAt ended with nothing back and
+// was not the region's to answer (its caller went away): if it was the
+// first pick after the latest answered one, the mark is dropped, and the
+// next pick sets it. An attempt that timed out stays: it was late.
+func (s *silence) dropped(pickedAt int64) { s.after.CompareAndSwap(pickedAt, 0) }
 
 // heard ends the silence with bytes at now of an answer whose latency was
 // measured before (a stream's later chunks, its end).
@@ -96,6 +133,12 @@ func (s *silence) answered(now, pickedAt, interval int64) {
 	if now-s.mark.Load() > slow/16 {
 		s.mark.Store(now)
 	}
+	for {
+		f := s.front.Load()
+		if pickedAt <= f || s.front.CompareAndSwap(f, pickedAt) {
+			break
+		}
+	}
 }
 
 // silent reports whether a region with inFlight attempts in flight and the
@@ -104,8 +147,13 @@ func (s *silence) answered(now, pickedAt, interval int64) {
 // that rarely change say it may be.
 func (s *silence) silent(now int64, inFlight *atomic.Int64, fails *window, st *poolState) bool {
 	slow := s.slowest.Load()
-	if slow == 0 || now-s.mark.Load() <= slow+slow/16 {
+	if slow == 0 {
 		return false
+	}
+	if now-s.mark.Load() <= slow+slow/16 {
+		if a := s.after.Load(); a <= s.front.Load() || now-a <= slow {
+			return false
+		}
 	}
 	n := inFlight.Load()
 	if n >= st.minRequests {

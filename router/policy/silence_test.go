@@ -1,6 +1,9 @@
 package policy
 
 import (
+	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -200,5 +203,81 @@ func TestOneQuietCallIsNoSilence(t *testing.T) {
 	clk.Advance(1100 * time.Millisecond)
 	if rs := p.Snapshot().Regions[0]; !rs.Silent {
 		t.Errorf("two calls quiet for longer than the slowest answer: %+v, want silent", rs)
+	}
+}
+
+// TestStragglersDoNotHideAHang: a region whose slowest answer took 1 s
+// hangs at 0.5 s, taking a call every 50 ms, while calls picked before
+// are still answering, each 0.95 s after its pick: those stragglers come
+// back until 1.4 s, so nothing has been quiet for longer than 1 s until
+// 2.4 s. But no call picked since has answered, and the first call picked
+// after a straggler came back (at 1 s) is later than any answer the region
+// gives by 2 s: calls go to the shared region from then, not before the
+// first hung call (0.5 s) is 1 s old.
+func TestStragglersDoNotHideAHang(t *testing.T) {
+	_, clk, first := silencePool(t)
+	const step = 50 * time.Millisecond
+	var stragglers []Attempt
+	answered := 0
+	for at := time.Duration(0); at < 3*time.Second; at += step {
+		// Straggler j, picked at j×50 ms, answers at j×50 ms + 0.95 s.
+		for answered < len(stragglers) && time.Duration(answered)*step+950*time.Millisecond <= at {
+			stragglers[answered].Done(Success)
+			answered++
+		}
+		a := first()
+		switch {
+		case a.Region == "europe-west4":
+			if at < 1500*time.Millisecond || at > 2*time.Second {
+				t.Errorf("the first call to the shared region went at %s, want between 1.5 s and 2 s", at)
+			}
+			return
+		case at < 500*time.Millisecond:
+			stragglers = append(stragglers, a)
+		}
+		clk.Advance(step)
+	}
+	t.Fatal("every call of 3 s went to the region that hangs")
+}
+
+// TestHeavyTailIsNotSilence: a region answering 40 calls a second with a
+// heavy tail (lognormal, median 1 s, p99 5 s), never hanging, is never
+// silent over two minutes, in which its slowest answer ages out of the
+// interval a dozen times.
+func TestHeavyTailIsNotSilence(t *testing.T) {
+	clk := newClock()
+	tp := pool(provisioned("europe-west1", table.Capacity{}), shared("europe-west4", 0))
+	tp.Policy.Concurrency = table.Concurrency{MaxInFlight: 1000, RegionInitialLimit: 512, RegionMaxLimit: 512}
+	p := mustNew(t, tp, clk)
+	rnd := rand.New(rand.NewPCG(7, 7))
+	type pending struct {
+		at time.Time
+		a  Attempt
+	}
+	var inFlight []pending
+	start := clk.Now()
+	for clk.Now().Sub(start) < 2*time.Minute {
+		next := clk.Now().Add(25 * time.Millisecond)
+		for {
+			i := slices.IndexFunc(inFlight, func(q pending) bool { return !q.at.After(next) })
+			if i < 0 {
+				break
+			}
+			for j, q := range inFlight {
+				if q.at.Before(inFlight[i].at) && !q.at.After(next) {
+					i = j
+				}
+			}
+			clk.Advance(inFlight[i].at.Sub(clk.Now()))
+			inFlight[i].a.Done(Success)
+			inFlight = slices.Delete(inFlight, i, i+1)
+		}
+		clk.Advance(next.Sub(clk.Now()))
+		_, a := pick(t, p, PriorityDefault)
+		if a.Region != "europe-west1" {
+			t.Fatalf("at %s with %d in flight, a call went to %s: %+v", clk.Now().Sub(start), len(inFlight), a.Region, p.Snapshot().Regions[0])
+		}
+		lat := time.Duration(float64(time.Second) * math.Exp(rnd.NormFloat64()*math.Log(5)/2.326))
+		inFlight = append(inFlight, pending{clk.Now().Add(lat), a})
 	}
 }

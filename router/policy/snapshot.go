@@ -81,9 +81,10 @@ type RegionSnapshot struct {
 	Failing bool `json:"failing"`
 	// Silent is true while the region holds minRequests attempts in flight
 	// (or, answering fewer, at least as many as it answered with success
-	// over the ejection interval) and nothing has come back from it for
-	// longer than its slowest recent answer: it ranks behind the regions
-	// that answer, and gets no probe, until it answers again (silence.go).
+	// over the ejection interval) and nothing has come back from it, or
+	// from the calls picked since the latest one it answered, for longer
+	// than its slowest recent answer: it ranks behind the regions that
+	// answer, and gets no probe, until it answers again (silence.go).
 	Silent bool `json:"silent"`
 	// QuickestSuccess is the quickest success of the last one to two
 	// ejection intervals: once the region gave minRequests successes in
