@@ -11,6 +11,7 @@ import (
 
 // faultCodes maps the HTTP codes a fault may inject to their gRPC codes.
 var faultCodes = map[int]codes.Code{
+	404: codes.NotFound,
 	429: codes.ResourceExhausted,
 	500: codes.Internal,
 	503: codes.Unavailable,

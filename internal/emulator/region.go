@@ -69,6 +69,9 @@ const (
 	msgUnavailable       = "The service is currently unavailable."
 	msgInternal          = "Internal error encountered."
 	msgRefused           = "connection refused"
+	// msgModelNotFound is Google's answer for a model the location does not
+	// serve to the project: its project, location, publisher and model.
+	msgModelNotFound = "Publisher Model `projects/%s/locations/%s/publishers/%s/models/%s` was not found or your project does not have access to it. Please ensure you are using a valid model version. For more information, see: https://cloud.google.com/vertex-ai/generative-ai/docs/learn/model-versions"
 )
 
 // apiError is a call's failure, in terms both surfaces can render.
@@ -258,7 +261,7 @@ func (r *region) begin(c call) admission {
 		a.latency += fs.f.AddedLatencyAt(t)
 		if a.err == nil && fs.f.ErrorRate > 0 && fs.proc.fail() {
 			code := faultCodes[fs.f.Code]
-			a.err = &apiError{code: code, msg: faultMessage(code)}
+			a.err = &apiError{code: code, msg: r.faultMessage(code)}
 			a.midStream = fs.f.BreaksStreams
 			// A 429 fault is the tier's shared capacity running out (Google's
 			// dynamic shared quota), whatever the caller's own rate: counted
@@ -284,8 +287,10 @@ func addTokens(m map[string]float64, k string, v float64) map[string]float64 {
 	return m
 }
 
-func faultMessage(c codes.Code) string {
+func (r *region) faultMessage(c codes.Code) string {
 	switch c {
+	case codes.NotFound:
+		return fmt.Sprintf(msgModelNotFound, r.sc.Project, r.cfg.Name, r.sc.Publisher, r.sc.Model)
 	case codes.ResourceExhausted:
 		return msgResourceExhausted
 	case codes.DeadlineExceeded:

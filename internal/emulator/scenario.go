@@ -254,7 +254,9 @@ type Fault struct {
 	To   Duration `json:"to"`
 	// ErrorRate is the long-run fraction of admitted calls that fail.
 	ErrorRate float64 `json:"errorRate,omitempty"`
-	// Code is the HTTP code of the failures: 429, 500, 503 (default) or 504.
+	// Code is the HTTP code of the failures: 429, 500, 503 (default) or
+	// 504, or 404: the model not served at the location (withdrawn from it,
+	// or not there for the project), as Google answers it.
 	Code int `json:"code,omitempty"`
 	// BurstLength makes failures arrive in runs of this many calls at the
 	// same average rate. Default 1 (independent failures).
@@ -594,7 +596,7 @@ func (ft *Fault) validate(f string, bad func(field, format string, args ...any))
 	}
 	if ft.ErrorRate > 0 {
 		if _, ok := faultCodes[ft.Code]; !ok {
-			bad(f+".code", "must be 429, 500, 503 or 504, got %d", ft.Code)
+			bad(f+".code", "must be 404, 429, 500, 503 or 504, got %d", ft.Code)
 		}
 	} else if ft.Code != 0 {
 		bad(f+".code", "set without an errorRate")

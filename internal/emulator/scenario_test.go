@@ -58,7 +58,7 @@ func TestParseScenarioRefusesBadFiles(t *testing.T) {
 		{name: "priority shares over one", from: "load: {requestsPerSecond: 10}", to: "load: {requestsPerSecond: 10, priorities: {critical: 0.6, sheddable: 0.5}}", wantErr: `load.priorities: critical and sheddable shares add up to 1.1`},
 		{name: "p99 below p50", from: "p50: 200ms}", to: "p50: 200ms, p99: 100ms}", wantErr: `regions[1].latency.p99: must be at least p50`},
 		{name: "error rate above one", from: "latency: {distribution: fixed, p50: 200ms}", to: "faults: [{from: 1m, to: 2m, errorRate: 1.5}]", wantErr: `regions[1].faults[0].errorRate: must be in [0, 1]`},
-		{name: "bad fault code", from: "latency: {distribution: fixed, p50: 200ms}", to: "faults: [{from: 1m, to: 2m, errorRate: 0.5, code: 418}]", wantErr: `regions[1].faults[0].code: must be 429, 500, 503 or 504`},
+		{name: "bad fault code", from: "latency: {distribution: fixed, p50: 200ms}", to: "faults: [{from: 1m, to: 2m, errorRate: 0.5, code: 418}]", wantErr: `regions[1].faults[0].code: must be 404, 429, 500, 503 or 504`},
 		{name: "streams broken by a 429", from: "latency: {distribution: fixed, p50: 200ms}", to: "faults: [{from: 1m, to: 2m, errorRate: 0.5, code: 429, breaksStreams: true}]", wantErr: `regions[1].faults[0].breaksStreams: needs an errorRate of a code other than 429`},
 		{name: "streams broken without errors", from: "latency: {distribution: fixed, p50: 200ms}", to: "faults: [{from: 1m, to: 2m, addedLatency: 1s, breaksStreams: true}]", wantErr: `regions[1].faults[0].breaksStreams: needs an errorRate`},
 		{name: "fault window backwards", from: "latency: {distribution: fixed, p50: 200ms}", to: "faults: [{from: 3m, to: 2m, errorRate: 0.5}]", wantErr: `regions[1].faults[0]: need 0 <= from < to`},

@@ -24,13 +24,14 @@ const (
 	// none admits it, back to one it tried within the budget (pick). The
 	// attempt does not count toward maxAttempts (callState.check).
 	Capacity
-	// Failure: 5xx, UNAVAILABLE, DEADLINE_EXCEEDED from the region, or a
-	// connection error. A failure of the failure-rate window, which ejects a
+	// Failure: 5xx, UNAVAILABLE, DEADLINE_EXCEEDED from the region, a 404
+	// saying the location does not serve the pool's model
+	// (upstream.ModelNotServed), or a connection error. A failure of the failure-rate window, which ejects a
 	// shared region and demotes a provisioned one, and a rejection of the
 	// throttle; a timeout (Report.Timeout) that lasted longer than the
 	// region's slowest recent answer also decreases the AIMD limit (done).
 	Failure
-	// CallerFault: the request was bad (other 4xx), or its failure is its
+	// CallerFault: the request was bad (any other 4xx), or its failure is its
 	// caller's own: the caller's calls fail wherever they go while the
 	// regions serve the pool's other callers (blame.go; Attempt.Finish
 	// returns it for such a Failure). Counts for nothing and is never

@@ -33,9 +33,13 @@ import (
 //     caller did, and something another region may not share. A call that
 //     carried its caller's own credentials is the caller's fault instead:
 //     Report, told whose credentials went.
-//   - INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION,
-//     OUT_OF_RANGE: CallerFault. The request itself is wrong and would be
-//     wrong in every region.
+//   - NOT_FOUND whose message says the publisher model was not found
+//     (ModelNotServed): Failure. The model is the pool's own, which the
+//     routing table sends to that location: the location does not serve
+//     it to the pool's project, and other locations may.
+//   - INVALID_ARGUMENT, any other NOT_FOUND, ALREADY_EXISTS,
+//     FAILED_PRECONDITION, OUT_OF_RANGE: CallerFault. The request itself is
+//     wrong and would be wrong in every region.
 //   - UNIMPLEMENTED: CallerFault. The caller asked for a method or feature the
 //     API does not serve; every region answers the same, so neither a retry
 //     nor an ejection would help.
@@ -69,7 +73,12 @@ func Classify(err error) policy.Outcome {
 		return policy.Capacity
 	case codes.Canceled:
 		return policy.Cancelled //nolint:misspell // the policy package's name
-	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
+	case codes.NotFound:
+		if ModelNotServed(s.Message()) {
+			return policy.Failure
+		}
+		return policy.CallerFault
+	case codes.InvalidArgument, codes.AlreadyExists,
 		codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented:
 		return policy.CallerFault
 	default:
@@ -100,6 +109,35 @@ const ptFullMessage = "exceeded the provisioned throughput"
 // protects the region.
 func ProvisionedThroughputFull(message string) bool {
 	return strings.Contains(strings.ToLower(message), ptFullMessage)
+}
+
+// ModelNotServed reports whether a NOT_FOUND message is the one Google
+// answers for a model a location does not serve to the caller's identity:
+// "Publisher Model `projects/P/locations/L/publishers/google/models/M` was
+// not found or your project does not have access to it." (for a partner
+// model, "... not found."), compared without case. Every other NOT_FOUND
+// (a cached content, a file, a method the API does not have) names what
+// the request referred to, which is wrong wherever it goes.
+//
+// Why it is the location's failure and not the caller's: a call reaches a
+// region only through a pool, whose project and model are the ones in the
+// call's path, and the routing table sends that model to that location.
+// What the message says is missing (the model, or the project's access to
+// it: an allowlist, the partner model's terms, an organization policy) is
+// the project's at that location, whoever calls: an identity without the
+// project's permission is refused first, with PERMISSION_DENIED, and no
+// content of the request names the model. So it holds under the callers'
+// own credentials too. A caller that still manages to fail wherever it
+// goes while the regions serve the others is told apart as for any
+// failure (policy's blame.go). A model that no location serves fails in
+// every region a call tries, as it did (each answered at once, before any
+// model ran, and retried within the budget); a model served in some
+// locations and not in others, or withdrawn from one first, has its calls
+// retried and then sent where it is served, instead of every call routed
+// to the other location failing while that region looks healthy.
+func ModelNotServed(message string) bool {
+	m := strings.ToLower(message)
+	return strings.Contains(m, "publisher model") && strings.Contains(m, "not found")
 }
 
 // ClassifyContext is Classify for a call made under the caller's context ctx.

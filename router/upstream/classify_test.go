@@ -284,3 +284,29 @@ func TestLiveCloseErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestModelNotServedIsTheRegions: Google's 404 for a model a location does
+// not serve to the project (its Gemini and partner-model wordings, over
+// gRPC and REST) is the region's failure, whoever's credentials the call
+// carried; any other NOT_FOUND (a cached content, a file) is the caller's.
+func TestModelNotServedIsTheRegions(t *testing.T) {
+	for _, tc := range []struct {
+		msg  string
+		want policy.Outcome
+	}{
+		{"Publisher Model `projects/p/locations/europe-west9/publishers/google/models/gemini-3.6-flash` was not found or your project does not have access to it. Please ensure you are using a valid model version. For more information, see: https://cloud.google.com/vertex-ai/generative-ai/docs/learn/model-versions", policy.Failure},
+		{"Publisher Model `projects/p/locations/europe-west1/publishers/anthropic/models/claude-opus-4-5` not found.", policy.Failure},
+		{"CachedContent not found (or permission denied)", policy.CallerFault},
+		{"Requested entity was not found.", policy.CallerFault},
+	} {
+		g := NewWithT(t)
+		err := status.Error(codes.NotFound, tc.msg)
+		g.Expect(Classify(err)).To(Equal(tc.want), tc.msg)
+		g.Expect(Report(t.Context(), err, true).Outcome).To(Equal(tc.want), "the caller's own credentials: %s", tc.msg)
+		body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": 404, "message": tc.msg, "status": "NOT_FOUND"}})
+		rec := httptest.NewRecorder()
+		rec.WriteHeader(404)
+		_, _ = rec.Write(body)
+		g.Expect(Classify(readError(rec.Result()))).To(Equal(tc.want), "over REST: %s", tc.msg)
+	}
+}
