@@ -20,8 +20,9 @@ import "sync/atomic"
 //     nothing since): nothing has come back from it for that long, counted
 //     from its last answer or from when it last went from no call in
 //     flight to one, whichever is later; or the first attempt picked after
-//     the latest pick it answered has been in flight that long (no attempt
-//     picked since has answered, or the mark would have moved past it).
+//     the latest pick it answered, and since it last went from no call in
+//     flight to one, has been in flight that long (no attempt picked since
+//     has answered, or the mark would have moved past it).
 //     Until then none of its attempts is late by the region's own recent
 //     measure.
 //
@@ -92,8 +93,13 @@ type silence struct {
 }
 
 // busy marks a pick at now into a region that had no attempt in flight: its
-// silence, if any, is counted from then.
-func (s *silence) busy(now int64) { s.heard(now) }
+// silence, if any, is counted from then, on both measures. What its earlier
+// attempts left unanswered (one that timed out) says nothing of calls that
+// have been in it for no time at all.
+func (s *silence) busy(now int64) {
+	s.heard(now)
+	s.after.Store(now)
+}
 
 // sent marks an attempt picked at now: the first pick after the latest
 // answered one is the attempt the region is late on first, if it hangs.

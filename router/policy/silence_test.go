@@ -281,3 +281,20 @@ func TestHeavyTailIsNotSilence(t *testing.T) {
 		inFlight = append(inFlight, pending{clk.Now().Add(lat), a})
 	}
 }
+
+// TestSilenceStartsAfreshAfterIdle: a region's call times out, it gets no
+// call for 30 s, and then several at once: nothing came back from the call
+// that timed out, but that says nothing of the new ones, which have been
+// in it for no time at all. The region is not silent, and takes them.
+func TestSilenceStartsAfreshAfterIdle(t *testing.T) {
+	p, clk, first := silencePool(t)
+	a := first()
+	clk.Advance(2 * time.Second)
+	a.Finish(Report{Outcome: Failure, Timeout: true})
+	clk.Advance(30 * time.Second)
+	for i := range 3 {
+		if a := first(); a.Region != "europe-west1" {
+			t.Fatalf("call %d after 30 s idle went to %s: %+v", i+1, a.Region, p.Snapshot().Regions[0])
+		}
+	}
+}
