@@ -255,7 +255,7 @@ func (c *routerCaller) Call(caller context.Context, lc LoadCall) CallResult {
 		// own context, so the call's deadline (standing for the router's
 		// request timeout) running out is the region being slow. The
 		// replay's calls carry no credentials.
-		rep := upstream.Report(caller, err, false)
+		rep := upstream.Report(caller, err, false, c.env.Pool.Key())
 		rep.Tokens = int64(usage.GetTotalTokenCount())
 		a.Done(rep)
 		switch rep.Outcome {

@@ -185,7 +185,7 @@ func onDemand(traffic string) bool { return strings.HasPrefix(traffic, "ON_DEMAN
 // fail the attempts its callers' deadlines end, or nothing but the router's
 // own request timeout would ever count against it.
 func (c *call) report(err error) policy.Report {
-	rep := upstream.Report(c.ctx, err, c.s.callersCreds)
+	rep := upstream.Report(c.ctx, err, c.s.callersCreds, c.pool.table.Key())
 	if rep.Outcome == policy.Cancelled && deadlineRanOut(c.ctx) && c.att.Late() { //nolint:misspell // the policy package's name
 		rep.Outcome, rep.Timeout = policy.Failure, true
 	}

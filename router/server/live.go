@@ -449,7 +449,7 @@ func (x *exchange) learnLiveEnd(err error) {
 			return
 		}
 	}
-	rep := upstream.Report(context.Background(), upstream.LiveCloseError(err), x.s.callersCreds)
+	rep := upstream.Report(context.Background(), upstream.LiveCloseError(err), x.s.callersCreds, x.pool.table.Key())
 	switch rep.Outcome {
 	case policy.Failure, policy.Capacity, policy.ProvisionedFull:
 		x.learnLive(rep)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/regionwarden/regionwarden/router/policy"
+	"github.com/regionwarden/regionwarden/router/table"
 )
 
 // Classify says what an upstream call's error teaches the router:
@@ -33,13 +34,10 @@ import (
 //     caller did, and something another region may not share. A call that
 //     carried its caller's own credentials is the caller's fault instead:
 //     Report, told whose credentials went.
-//   - NOT_FOUND whose message says the publisher model was not found
-//     (ModelNotServed): Failure. The model is the pool's own, which the
-//     routing table sends to that location: the location does not serve
-//     it to the pool's project, and other locations may.
-//   - INVALID_ARGUMENT, any other NOT_FOUND, ALREADY_EXISTS,
-//     FAILED_PRECONDITION, OUT_OF_RANGE: CallerFault. The request itself is
-//     wrong and would be wrong in every region.
+//   - INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION,
+//     OUT_OF_RANGE: CallerFault. The request itself is wrong and would be
+//     wrong in every region. (Report makes one NOT_FOUND the region's: the
+//     pool's own model not served at that location, ModelNotServed.)
 //   - UNIMPLEMENTED: CallerFault. The caller asked for a method or feature the
 //     API does not serve; every region answers the same, so neither a retry
 //     nor an ejection would help.
@@ -73,12 +71,7 @@ func Classify(err error) policy.Outcome {
 		return policy.Capacity
 	case codes.Canceled:
 		return policy.Cancelled //nolint:misspell // the policy package's name
-	case codes.NotFound:
-		if ModelNotServed(s.Message()) {
-			return policy.Failure
-		}
-		return policy.CallerFault
-	case codes.InvalidArgument, codes.AlreadyExists,
+	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
 		codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented:
 		return policy.CallerFault
 	default:
@@ -112,32 +105,41 @@ func ProvisionedThroughputFull(message string) bool {
 }
 
 // ModelNotServed reports whether a NOT_FOUND message is the one Google
-// answers for a model a location does not serve to the caller's identity:
-// "Publisher Model `projects/P/locations/L/publishers/google/models/M` was
-// not found or your project does not have access to it." (for a partner
-// model, "... not found."), compared without case. Every other NOT_FOUND
-// (a cached content, a file, a method the API does not have) names what
-// the request referred to, which is wrong wherever it goes.
+// answers when a location does not serve the model pool names to the
+// pool's project: "Publisher Model
+// `projects/P/locations/L/publishers/google/models/M` was not found or your
+// project does not have access to it." (for a partner model, "... not
+// found."), naming pool's publisher and model, compared without case.
+// Every other NOT_FOUND (a cached content, a file, another model) names
+// what the request referred to, which is wrong wherever it goes.
 //
 // Why it is the location's failure and not the caller's: a call reaches a
-// region only through a pool, whose project and model are the ones in the
-// call's path, and the routing table sends that model to that location.
-// What the message says is missing (the model, or the project's access to
-// it: an allowlist, the partner model's terms, an organization policy) is
-// the project's at that location, whoever calls: an identity without the
-// project's permission is refused first, with PERMISSION_DENIED, and no
-// content of the request names the model. So it holds under the callers'
-// own credentials too. A caller that still manages to fail wherever it
-// goes while the regions serve the others is told apart as for any
-// failure (policy's blame.go). A model that no location serves fails in
-// every region a call tries, as it did (each answered at once, before any
-// model ran, and retried within the budget); a model served in some
-// locations and not in others, or withdrawn from one first, has its calls
-// retried and then sent where it is served, instead of every call routed
-// to the other location failing while that region looks healthy.
-func ModelNotServed(message string) bool {
+// region only through a pool, and the routing table sends the pool's model
+// to that location. What the message says is missing (the model, or the
+// project's access to it: an allowlist, a partner model's terms, an
+// organization policy) is the project's at that location, whoever calls:
+// an identity without the project's permission is refused first, with
+// PERMISSION_DENIED. The model must be the pool's, not only a model: the
+// router passes a body on as it came, and a 404 for any other model (one a
+// field of the request named) says something of the request, not of what
+// the table sends to the location; a caller that could fail regions by
+// naming a model no location serves would fail them for everyone. So it
+// holds under the callers' own credentials too, and a
+// caller that still fails wherever it goes while the regions serve the
+// others is told apart as for any failure (the policy's blame.go). A model
+// that no location serves fails in every region a call tries, as it did
+// (each answered at once, before any model ran, and retried within the
+// budget); a model served in some locations and not in others, or
+// withdrawn from one first, has its calls retried and then sent where it
+// is served, instead of every call routed to the other location failing
+// while that region looks healthy.
+func ModelNotServed(message string, pool table.Key) bool {
+	if pool.Model == "" {
+		return false
+	}
 	m := strings.ToLower(message)
-	return strings.Contains(m, "publisher model") && strings.Contains(m, "not found")
+	name := strings.ToLower("/publishers/" + pool.Publisher + "/models/" + pool.Model + "`")
+	return strings.Contains(m, "publisher model") && strings.Contains(m, "not found") && strings.Contains(m, name)
 }
 
 // ClassifyContext is Classify for a call made under the caller's context ctx.
@@ -401,6 +403,10 @@ func AnthropicError(code codes.Code, message string) []byte {
 // in-flight limit when it waited longer than the region's slowest recent
 // answer (a 429 never does).
 //
+// pool is the call's pool: a NOT_FOUND saying the location does not serve
+// its model (ModelNotServed) is the region's Failure, whoever's credentials
+// the call carried.
+//
 // callers says the attempt carried its caller's own credentials
 // (Clients.CallersCredentials: --caller-auth=forward). Google refusing them
 // (UNAUTHENTICATED: a token expired, revoked or not Google's;
@@ -412,8 +418,13 @@ func AnthropicError(code codes.Code, message string) []byte {
 // for all the pool's callers, and spend the retry budget they share on calls
 // no region can serve. Google checks credentials before any quota, so such
 // a call is also Uncounted: the router's request meters give its room back.
-func Report(caller context.Context, err error, callers bool) policy.Report {
+func Report(caller context.Context, err error, callers bool, pool table.Key) policy.Report {
 	o := ClassifyContext(caller, err)
+	if o == policy.CallerFault && Code(err) == codes.NotFound {
+		if s, ok := status.FromError(err); ok && ModelNotServed(s.Message(), pool) {
+			o = policy.Failure
+		}
+	}
 	if o == policy.Failure && callers {
 		switch Code(err) {
 		case codes.Unauthenticated, codes.PermissionDenied:

@@ -220,14 +220,14 @@ func TestCallersRefusedCredentialsAreTheirFault(t *testing.T) {
 			g := NewWithT(t)
 			err := status.Error(tc.code, "from the region")
 			want := ClassifyContext(t.Context(), err)
-			own := Report(t.Context(), err, false)
+			own := Report(t.Context(), err, false, table.Key{})
 			g.Expect(own.Outcome).To(Equal(want), "the router's own credentials")
 			g.Expect(own.Uncounted).To(BeFalse())
 			refused := tc.code == codes.Unauthenticated || tc.code == codes.PermissionDenied
 			if refused {
 				want = policy.CallerFault
 			}
-			callers := Report(t.Context(), err, true)
+			callers := Report(t.Context(), err, true, table.Key{})
 			g.Expect(callers.Outcome).To(Equal(want), "the caller's own credentials")
 			g.Expect(callers.Uncounted).To(Equal(refused), "a region counts no request whose credentials it refused")
 		})
@@ -266,11 +266,11 @@ func TestLiveCloseErrors(t *testing.T) {
 			if st.Code() != tc.code || st.Message() != tc.msg {
 				t.Fatalf("got %v %q, want %v %q", st.Code(), st.Message(), tc.code, tc.msg)
 			}
-			if o := Report(context.Background(), err, false).Outcome; o != tc.out {
+			if o := Report(context.Background(), err, false, table.Key{}).Outcome; o != tc.out {
 				t.Fatalf("the policy learns %v, want %v", o, tc.out)
 			}
 			if tc.code == codes.PermissionDenied {
-				if o := Report(context.Background(), err, true).Outcome; o != policy.CallerFault {
+				if o := Report(context.Background(), err, true, table.Key{}).Outcome; o != policy.CallerFault {
 					t.Fatalf("with the caller's credentials the policy learns %v, want caller_fault", o)
 				}
 			}
@@ -285,28 +285,37 @@ func TestLiveCloseErrors(t *testing.T) {
 	}
 }
 
-// TestModelNotServedIsTheRegions: Google's 404 for a model a location does
-// not serve to the project (its Gemini and partner-model wordings, over
-// gRPC and REST) is the region's failure, whoever's credentials the call
-// carried; any other NOT_FOUND (a cached content, a file) is the caller's.
+// TestModelNotServedIsTheRegions: Google's 404 for the pool's model, which
+// the location does not serve to the project (its Gemini and partner-model
+// wordings, over gRPC and REST), is the region's failure, whoever's
+// credentials the call carried; a 404 for another model (one a crafted
+// body named), and any other NOT_FOUND (a cached content, a file), is the
+// caller's.
 func TestModelNotServedIsTheRegions(t *testing.T) {
+	gemini := table.Key{Project: "p", Publisher: "google", Model: "gemini-3.6-flash"}
+	claude := table.Key{Project: "p", Publisher: "anthropic", Model: "claude-opus-4-5"}
 	for _, tc := range []struct {
+		pool table.Key
 		msg  string
 		want policy.Outcome
 	}{
-		{"Publisher Model `projects/p/locations/europe-west9/publishers/google/models/gemini-3.6-flash` was not found or your project does not have access to it. Please ensure you are using a valid model version. For more information, see: https://cloud.google.com/vertex-ai/generative-ai/docs/learn/model-versions", policy.Failure},
-		{"Publisher Model `projects/p/locations/europe-west1/publishers/anthropic/models/claude-opus-4-5` not found.", policy.Failure},
-		{"CachedContent not found (or permission denied)", policy.CallerFault},
-		{"Requested entity was not found.", policy.CallerFault},
+		{gemini, "Publisher Model `projects/123456/locations/europe-west9/publishers/google/models/gemini-3.6-flash` was not found or your project does not have access to it. Please ensure you are using a valid model version. For more information, see: https://cloud.google.com/vertex-ai/generative-ai/docs/learn/model-versions", policy.Failure},
+		{claude, "Publisher Model `projects/p/locations/europe-west1/publishers/anthropic/models/claude-opus-4-5` not found.", policy.Failure},
+		{gemini, "Publisher Model `projects/p/locations/europe-west1/publishers/google/models/gemini-3.6-flash-lite` was not found or your project does not have access to it.", policy.CallerFault},
+		{gemini, "Publisher Model `projects/p/locations/europe-west1/publishers/google/models/made-up` was not found or your project does not have access to it.", policy.CallerFault},
+		{table.Key{}, "Publisher Model `projects/p/locations/europe-west1/publishers/google/models/gemini-3.6-flash` was not found.", policy.CallerFault},
+		{gemini, "CachedContent not found (or permission denied)", policy.CallerFault},
+		{gemini, "Requested entity was not found.", policy.CallerFault},
 	} {
 		g := NewWithT(t)
 		err := status.Error(codes.NotFound, tc.msg)
-		g.Expect(Classify(err)).To(Equal(tc.want), tc.msg)
-		g.Expect(Report(t.Context(), err, true).Outcome).To(Equal(tc.want), "the caller's own credentials: %s", tc.msg)
+		g.Expect(Classify(err)).To(Equal(policy.CallerFault), "Classify knows no pool: %s", tc.msg)
+		g.Expect(Report(t.Context(), err, false, tc.pool).Outcome).To(Equal(tc.want), "the router's credentials: %s", tc.msg)
+		g.Expect(Report(t.Context(), err, true, tc.pool).Outcome).To(Equal(tc.want), "the caller's own credentials: %s", tc.msg)
 		body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": 404, "message": tc.msg, "status": "NOT_FOUND"}})
 		rec := httptest.NewRecorder()
 		rec.WriteHeader(404)
 		_, _ = rec.Write(body)
-		g.Expect(Classify(readError(rec.Result()))).To(Equal(tc.want), "over REST: %s", tc.msg)
+		g.Expect(Report(t.Context(), readError(rec.Result()), true, tc.pool).Outcome).To(Equal(tc.want), "over REST: %s", tc.msg)
 	}
 }
