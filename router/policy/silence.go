@@ -52,18 +52,17 @@ import "sync/atomic"
 // take, and nothing has come back for longer than its slowest answer
 // besides. A region that answers new calls at all, even with errors, is
 // not silent (its answers move the marks); a region that answered many
-// calls in the interval is judged on minRequests, as before. Two, not one: a single
-// call is no evidence of a region (one stream of a model that thinks for
-// longer than the region's slowest first answer pauses that long), and a
-// region that hangs holds two soon enough.
+// calls in the interval is judged on minRequests, as before. Two, not one:
+// a single call is no evidence of a region (one stream of a model that
+// thinks for longer than the region's slowest first answer pauses that
+// long), and a region that hangs holds two soon enough.
 //
 // While silent, the region ranks as a demoted one (choose): behind every
 // region that is not, taking only what none of them has room for. Silence
 // is not a verdict: it ends with the region's next answer of any kind
 // (success, 429, an error it sends) to a call picked since the last one it
-// answered, and it feeds no failure window,
-// ejection or demotion; the attempts that never answer do, as timeouts,
-// when their deadlines pass. A region that is only slow answers its first
+// answered, and it feeds no failure window, ejection or demotion; the
+// attempts that never answer do, as timeouts, when their deadlines pass. A region that is only slow answers its first
 // slow calls about when they are due and is silent at most for the time
 // its latency rose by; it is never the reason a call is shed, since it
 // still takes what the others cannot. A timeout and a cancelled attempt
