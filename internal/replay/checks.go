@@ -30,6 +30,7 @@ const (
 	ScenarioSharedHangs          = "shared-region-hangs"
 	ScenarioNearDeadline         = "provisioned-region-near-deadline"
 	ScenarioSharedDown           = "shared-region-down"
+	ScenarioModelNotServed       = "model-not-served"
 )
 
 // Targets of the scenarios.
@@ -105,7 +106,9 @@ var regionTargets = map[string]struct {
 	// success at its baseline soon after the region answers again.
 	ScenarioUnreachable: {backCheck, "the provisioned region refuses connections"},
 	// The same again for a quota, back before its ejection ends.
-	ScenarioSharedDown:           {backCheck, "a pay-as-you-go region is down"},
+	ScenarioSharedDown: {backCheck, "a pay-as-you-go region is down"},
+	// The same for a quota that answers it does not serve the model.
+	ScenarioModelNotServed:       {backCheck, "a pay-as-you-go location does not serve the model"},
 	ScenarioProvisionedThrottled: {throttledCheck, "the provisioned region answers part of its calls 429"},
 	// The PT still serves its share of what it is sent, and the calls it
 	// fails fall back to the quotas: together they can carry the load,
