@@ -420,8 +420,9 @@ func AnthropicError(code codes.Code, message string) []byte {
 // a call is also Uncounted: the router's request meters give its room back.
 func Report(caller context.Context, err error, callers bool, pool table.Key) policy.Report {
 	o := ClassifyContext(caller, err)
-	if o == policy.CallerFault && Code(err) == codes.NotFound {
-		if s, ok := status.FromError(err); ok && ModelNotServed(s.Message(), pool) {
+	if o == policy.CallerFault {
+		// Read only for a caller fault: a success costs nothing more.
+		if s, ok := status.FromError(err); ok && s.Code() == codes.NotFound && ModelNotServed(s.Message(), pool) {
 			o = policy.Failure
 		}
 	}
