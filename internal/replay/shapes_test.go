@@ -183,3 +183,36 @@ func TestModelNotServedInARegion(t *testing.T) {
 		}
 	}
 }
+
+// TestModelServedNowhere: the hostile side of the 404 rule, a pool whose
+// model no location serves (a RegionPool's typo, a model retired
+// everywhere). Every region answers the model-not-served 404, which counts
+// against the regions: the router must treat it as the total outage it is,
+// at most MaxOutageAttempts attempts a call and no "no regions", rather
+// than retry each 404 into every other region, and serve again within 15 s
+// once the model is back, as TestFailureShapes holds total-outage to.
+func TestModelServedNowhere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays 90 s of scenario time in about 15 seconds")
+	}
+	sc := shortScenario(t, ScenarioTotalOutage, 40*time.Second, 90*time.Second)
+	for i := range sc.Regions {
+		f := &sc.Regions[i].Faults[0]
+		f.Outage, f.ErrorRate, f.Code = "", 1, 404
+	}
+	sc = valid(t, sc)
+	rep, err := runOnSchedule(t, sc, []Policy{Regionwarden()}, Options{Seed: 3, Scale: 6, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, fault := rep.Results[0], rep.Results[0].Fault
+	t.Logf("%d calls, %.2f%% success, errors %v; during the fault: %d calls, %.3f attempts/call; back %s after",
+		r.Requests, 100*r.SuccessRate(), r.Errors, fault.Requests, fault.AttemptsPerRequest, fault.BackAfter())
+	if fault.AttemptsPerRequest > MaxOutageAttempts || r.NoRegions != 0 {
+		t.Errorf("%.3f attempts per call and %d \"no regions\" while no location served the model, want at most %.1f and none",
+			fault.AttemptsPerRequest, r.NoRegions, MaxOutageAttempts)
+	}
+	if back := fault.BackAfter(); back < 0 || back > 15*time.Second {
+		t.Errorf("success back to its baseline %s after the model was served again, want within 15s", back)
+	}
+}
