@@ -21,6 +21,10 @@ type Peer struct {
 	// last share it published, which it may go on taking while the store
 	// does not answer it (Options.Hold). Replicas and Demand are zero.
 	Absent bool
+	// Calls is how many calls Demand counts, when Counted: an entry of an
+	// earlier version carries no count.
+	Calls   uint64
+	Counted bool
 }
 
 // Floor is the least a router that published an entry takes, as a part of an
@@ -47,48 +51,98 @@ const Floor = 0.1
 // With no roster entries R = (N−P)/N: each absent router's static share.
 // With no demand at all (D = 0) the P routers split 1−R evenly.
 //
-// Shares are sticky: while every router's demand share stays within Band of
-// the share it took last, and those shares fit in 1−R, every router keeps
-// its last share. Demand counted over a few seconds is noisy, and each
-// change costs the routers a grow delay at the lower of two shares; the
-// routers read the last shares from the same snapshot, so they keep or drop
-// them together.
+// Shares are sticky: while every router's demand share stays within its
+// band of the share it took last, and those shares fit in 1−R, every router
+// keeps its last share. Each change costs the routers a grow delay at the
+// lower of two shares (for a PT counted over 40 s, 40 s of the part the
+// shrinking routers gave up), so the shares move only on evidence that the
+// demand moved. The band is the larger of Band and Noise standard errors of
+// the demand share as counted, were the share in force w the demand's: a
+// demand share from n calls in all is then binomial, with a standard error
+// of sqrt(w(1−w)/n). Ten calls say next to
+// nothing of how the demand splits, a thousand say it to within a point or
+// two, so routers that have just started, or a quiet pool, keep the equal
+// split until their counts tell them apart. A router that has no share yet
+// counts as holding its equal part of 1−R, when every entry carries its
+// count (an earlier version's does not, and then every router, whichever
+// its version, takes shares as that version does: the routers read the same
+// snapshot and must agree). The routers read the last shares from the same
+// snapshot, so they keep or drop them together.
 func Allocate(peers []Peer, id string) (float64, bool) {
 	s, ok := allocate(peers, id)
-	if !ok || !sticky(peers) {
+	if !ok {
 		return s, ok
 	}
-	for _, p := range peers {
-		if p.ID == id {
-			return p.Share, true
+	present, _, part, _ := split(peers)
+	if last := kept(peers, present, part); last != nil {
+		for i, p := range present {
+			if p.ID == id {
+				return last[i], true
+			}
 		}
 	}
 	return s, ok
 }
 
 // Band is how far a router's demand share may move from the share it took
-// before it takes another: 5 points plus a fifth of its share.
+// before it takes another, whatever the counts: 5 points plus a fifth of its
+// share.
 func Band(share float64) float64 { return 0.05 + 0.2*share }
 
-// sticky reports whether every router of the snapshot keeps its last share:
-// each has one, each is within Band of its new demand share, and together
-// they fit in the routers' part.
-func sticky(peers []Peer) bool {
-	present, _, part, _ := split(peers)
-	var sum float64
+// Noise is how many standard errors of its count a router's demand share
+// may move before the shares follow it. Every router tests the same snapshot
+// each exchange, a few times a second, over windows that overlap: at one or
+// two standard errors counting noise alone would move the shares every few
+// seconds; three leave it about three chances in a thousand a test, and a
+// test's window shares all but a few of its calls with the one before.
+const Noise = 3
+
+// kept returns the shares the present routers of one epoch keep, in their
+// order, or nil when they take new ones (Allocate).
+func kept(peers, present []Peer, part float64) []float64 {
+	counted := true
+	var calls uint64
 	for _, p := range present {
-		sum += p.Share
+		counted = counted && p.Counted
+		calls += p.Calls
+	}
+	last := make([]float64, len(present))
+	var sum float64
+	for i, p := range present {
+		last[i] = p.Share
+		if p.Share <= 0 {
+			if !counted {
+				return nil
+			}
+			last[i] = part / float64(len(present))
+		}
+		sum += last[i]
 	}
 	if sum > part+1e-9 {
-		return false
+		return nil
 	}
-	for _, p := range present {
+	for i, p := range present {
 		s, _ := allocate(peers, p.ID)
-		if p.Share <= 0 || math.Abs(s-p.Share) > Band(p.Share) {
-			return false
+		band := Band(last[i])
+		if counted {
+			band = max(band, part*noise(last[i]/part, calls))
+		}
+		if math.Abs(s-last[i]) > band {
+			return nil
 		}
 	}
-	return true
+	return last
+}
+
+// noise is Noise standard errors of a demand share counted from n calls,
+// were w the demand's: with no call counted, any share is as likely as
+// another.
+func noise(w float64, n uint64) float64 {
+	if n == 0 {
+		return math.Inf(1)
+	}
+	w = min(max(w, 0), 1)
+	return Noise * math.Sqrt(w*(1-w)/float64(n))
 }
 
 // split reads one epoch's entries: the routers present in it (in its

@@ -60,6 +60,10 @@ func TestAllocateSumsToOne(t *testing.T) {
 		p := 1 + rnd.IntN(8)
 		var peers []Peer
 		n := p
+		// Entries with their counts (some few, where a router without a
+		// share holds its equal part), without (an earlier version's), or
+		// both in one epoch, as in a rolling upgrade.
+		counts := rnd.IntN(3)
 		for i := range p {
 			c := p + rnd.IntN(3)
 			n = max(n, c)
@@ -71,14 +75,18 @@ func TestAllocateSumsToOne(t *testing.T) {
 			if rnd.IntN(2) == 0 {
 				prev = rnd.Float64() / float64(p)
 			}
-			peers = append(peers, Peer{ID: fmt.Sprintf("r%d", i), Replicas: c, Demand: d, Share: prev})
+			pr := Peer{ID: fmt.Sprintf("r%d", i), Replicas: c, Demand: d, Share: prev}
+			if counts == 1 || (counts == 2 && rnd.IntN(2) == 0) {
+				pr.Calls, pr.Counted = uint64(rnd.IntN(50)), true
+			}
+			peers = append(peers, pr)
 		}
 		// Held shares of up to 1.2/n: with n-p of them reserved at most,
 		// they leave the present routers more than their floor.
 		for i := range rnd.IntN(4) {
 			peers = append(peers, Peer{ID: fmt.Sprintf("gone%d", i), Share: rnd.Float64() * 1.2 / float64(n), Absent: true})
 		}
-		_, _, part, reserves := split(peers)
+		present, _, part, reserves := split(peers)
 		sum := 0.0
 		for _, r := range reserves {
 			sum += r
@@ -97,7 +105,7 @@ func TestAllocateSumsToOne(t *testing.T) {
 			}
 			sum += s
 		}
-		if sum > 1+1e-9 || (!sticky(peers) && math.Abs(sum-1) > 1e-9) {
+		if sum > 1+1e-9 || (kept(peers, present, part) == nil && math.Abs(sum-1) > 1e-9) {
 			t.Fatalf("shares of %+v add up to %v", peers, sum)
 		}
 	}
@@ -189,5 +197,111 @@ func TestPartCalls(t *testing.T) {
 	}
 	if c := StaticPart(3).Calls(0.6); math.Abs(c-0.2) > 1e-12 {
 		t.Errorf("a static third of 0.6 calls: %v, want 0.2, paced", c)
+	}
+}
+
+// TestSharesMoveOnEvidence: routers that count their calls keep the equal
+// split until the counts tell their demands apart, and take shares by
+// demand once they do; in an epoch where any entry carries no count (an
+// earlier version's), every router takes shares as that version does.
+func TestSharesMoveOnEvidence(t *testing.T) {
+	epoch := func(calls []uint64, counted bool) []Peer {
+		var ps []Peer
+		for i, n := range calls {
+			ps = append(ps, Peer{ID: fmt.Sprintf("r%d", i), Replicas: len(calls), Demand: float64(n) / 10, Calls: n, Counted: counted})
+		}
+		return ps
+	}
+	shares := func(ps []Peer) []float64 {
+		var out []float64
+		for _, p := range ps {
+			s, _ := Allocate(ps, p.ID)
+			out = append(out, math.Round(s*1000)/1000)
+		}
+		return out
+	}
+	// Six calls in the first moments of three routers: 4, 1 and 1.
+	if got := shares(epoch([]uint64{4, 1, 1}, true)); fmt.Sprint(got) != "[0.333 0.333 0.333]" {
+		t.Errorf("six calls split 4/1/1: shares %v, want the equal split", got)
+	}
+	// The same split of 600 calls is evidence.
+	if got := shares(epoch([]uint64{400, 100, 100}, true)); fmt.Sprint(got) != "[0.667 0.167 0.167]" {
+		t.Errorf("600 calls split 4/1/1: shares %v, want 0.667/0.167/0.167", got)
+	}
+	// An earlier version's entries: shares by demand, whatever the counts.
+	if got := shares(epoch([]uint64{4, 1, 1}, false)); fmt.Sprint(got) != "[0.667 0.167 0.167]" {
+		t.Errorf("six calls without counts: shares %v, want them by demand", got)
+	}
+	mixed := epoch([]uint64{4, 1, 1}, true)
+	mixed[2].Counted = false
+	if got := shares(mixed); fmt.Sprint(got) != "[0.667 0.167 0.167]" {
+		t.Errorf("one earlier version's entry among counted ones: shares %v, want them by demand, as it takes them", got)
+	}
+	// Shares in force are kept through a move the counts do not support
+	// (0.47 against 1/3 on 60 calls: about two standard errors), and
+	// dropped for the same move on 6,000.
+	held := func(calls []uint64) []Peer {
+		ps := epoch(calls, true)
+		for i := range ps {
+			ps[i].Share = 1.0 / 3
+		}
+		return ps
+	}
+	if got := shares(held([]uint64{28, 20, 12})); fmt.Sprint(got) != "[0.333 0.333 0.333]" {
+		t.Errorf("60 calls split 28/20/12: shares %v, want the ones in force", got)
+	}
+	if got := shares(held([]uint64{2800, 2000, 1200})); fmt.Sprint(got) != "[0.467 0.333 0.2]" {
+		t.Errorf("6,000 calls split 28/20/12: shares %v, want them by demand", got)
+	}
+}
+
+// TestCountingNoiseKeepsTheShares: routers whose clients call at the same
+// rate, from half a call a second to fifty, keep the equal split through
+// the Poisson noise of their counts; each test here is a fresh draw, harsher
+// than the overlapping windows of successive epochs. By the band alone (an
+// earlier version's rule) the noise of a quiet pool moves the shares most
+// of the time.
+func TestCountingNoiseKeepsTheShares(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(5, 6))
+	poisson := func(mean float64) uint64 {
+		// Knuth's method, in steps of at most 30 so exp does not underflow.
+		var n uint64
+		for mean > 0 {
+			step := min(mean, 30)
+			mean -= step
+			l, p := math.Exp(-step), 1.0
+			for {
+				p *= rnd.Float64()
+				if p <= l {
+					break
+				}
+				n++
+			}
+		}
+		return n
+	}
+	for _, rate := range []float64{0.5, 2, 10, 50} {
+		moved, movedByBand := 0, 0
+		const tests = 2000
+		for range tests {
+			var ps []Peer
+			for i := range 3 {
+				n := poisson(rate * DemandWindow.Seconds())
+				ps = append(ps, Peer{ID: fmt.Sprintf("r%d", i), Replicas: 3, Demand: float64(n) / DemandWindow.Seconds(), Share: 1.0 / 3, Calls: n, Counted: true})
+			}
+			if s, _ := Allocate(ps, "r0"); s != 1.0/3 {
+				moved++
+			}
+			for i := range ps {
+				ps[i].Counted = false
+			}
+			if s, _ := Allocate(ps, "r0"); s != 1.0/3 {
+				movedByBand++
+			}
+		}
+		if moved > tests/100 {
+			t.Errorf("%v calls a second each: counting noise moved the shares in %d of %d epochs, want at most 1%%", rate, moved, tests)
+		}
+		t.Logf("%v calls a second each: shares moved in %d of %d epochs (by the band alone %d)", rate, moved, tests, movedByBand)
 	}
 }

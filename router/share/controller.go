@@ -185,8 +185,12 @@ func (c *Controller) SetTable(t *table.Table) error {
 	for i := range t.Pools {
 		k := t.Pools[i].Key()
 		c.labels[k] = label(k)
-		if meters[k] = old[k]; meters[k] == nil {
-			meters[k] = &Demand{}
+		// A pool whose window changed (its PTs' sizes or windows did)
+		// counts afresh over the new one.
+		if w := DemandWindowFor(&t.Pools[i]); old[k] != nil && old[k].Window() == w {
+			meters[k] = old[k]
+		} else {
+			meters[k] = NewDemand(w)
 		}
 		if c.o.Meter != nil {
 			if pms[k] = oldPMs[k]; pms[k] == nil {
@@ -269,7 +273,8 @@ func (c *Controller) exchangeOnce(ctx context.Context) {
 	meters := *c.demand.Load()
 	for k, l := range c.labels {
 		if m := meters[k]; m != nil {
-			e := Entry{Demand: m.Rate(nowNs)}
+			var e Entry
+			e.Demand, e.Calls = m.Sample(nowNs)
 			if ps := c.pools[k]; ps != nil {
 				e.Share = ps.taken
 			}

@@ -1,10 +1,13 @@
 package share
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/regionwarden/regionwarden/router/table"
 )
 
 // TestMain fails the package's tests when goroutines outlive them: a share
@@ -13,18 +16,63 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestDemandRate(t *testing.T) {
-	var d Demand
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
-	// 20 calls a second for twelve seconds.
-	for i := range 240 {
-		d.Add(t0 + int64(i)*int64(50*time.Millisecond))
+	for _, window := range []time.Duration{DemandWindow, 40 * time.Second} {
+		d := NewDemand(window)
+		// 20 calls a second for 1.2 windows, then 5 a second for half a
+		// window: the rate counts the last window only.
+		end := int64(window) * 12 / 10
+		for at := int64(0); at < end; at += int64(50 * time.Millisecond) {
+			d.Add(t0 + at)
+		}
+		now := t0 + end
+		if got := d.Rate(now); got < 19 || got > 21 {
+			t.Errorf("%v window: rate = %v, want about 20", window, got)
+		}
+		for at := end; at < end+int64(window)/2; at += int64(200 * time.Millisecond) {
+			d.Add(t0 + at)
+		}
+		// At a bucket's start the window is its nine full buckets: four
+		// at 20 calls a second, five at 5.
+		now = t0 + end + int64(window)/2
+		tenth := window.Seconds() / 10
+		want := 4*tenth*20 + 5*tenth*5
+		if got, n := d.Sample(now); float64(n) != want || got != want/(9*tenth) {
+			t.Errorf("%v window: rate %v of %d calls, want %v calls over nine tenths of it", window, got, n, want)
+		}
+		if got := d.Rate(now + int64(window)); got != 0 {
+			t.Errorf("%v window: rate a window later = %v, want 0", window, got)
+		}
 	}
-	now := t0 + int64(12*time.Second)
-	if got := d.Rate(now); got < 19 || got > 21 {
-		t.Errorf("rate = %v, want about 20", got)
+}
+
+// TestDemandWindowFor: a pool counts demand over DemandWindow, or over its
+// longest PT window when longer.
+func TestDemandWindowFor(t *testing.T) {
+	pool := func(gsus ...int64) *table.Pool {
+		p := &table.Pool{Regions: []table.Region{{Name: "paygo", Tier: table.TierShared}}}
+		for i, g := range gsus {
+			p.Regions = append(p.Regions, table.Region{Name: fmt.Sprintf("pt%d", i), Tier: table.TierProvisioned, Capacity: table.Capacity{GSUs: g}})
+		}
+		return p
 	}
-	if got := d.Rate(now + int64(DemandWindow)); got != 0 {
-		t.Errorf("rate a window later = %v, want 0", got)
+	for _, c := range []struct {
+		pool *table.Pool
+		want time.Duration
+	}{
+		{pool(), DemandWindow},
+		{pool(100), DemandWindow},
+		{pool(10), DemandWindow},
+		{pool(100, 2), table.SmallPTWindow},
+	} {
+		if got := DemandWindowFor(c.pool); got != c.want {
+			t.Errorf("%+v: %v, want %v", c.pool.Regions, got, c.want)
+		}
+	}
+	p := pool(2)
+	p.Policy.Provisioned.Window.Duration = 2 * time.Minute
+	if got := DemandWindowFor(p); got != 2*time.Minute {
+		t.Errorf("a pool that sets its PT window to 2m: %v, want 2m", got)
 	}
 }
 
@@ -49,7 +97,7 @@ func TestDemandRateOfAYoungWindow(t *testing.T) {
 	// The first call alone is one call over a bucket, not over a nanosecond.
 	var d Demand
 	d.Add(t0)
-	if got, want := d.Rate(t0), 1/time.Duration(demandWidth).Seconds(); got != want {
+	if got, want := d.Rate(t0), 1/(DemandWindow/demandBuckets).Seconds(); got != want {
 		t.Errorf("rate right after the first call = %v, want %v", got, want)
 	}
 }

@@ -39,8 +39,9 @@
 //
 // Calls do not spread evenly: keep-alive and gRPC pin a client to one router.
 // With a store (Redis or Valkey, Exchange), each router publishes each
-// pool's recent demand (calls admitted and refused) and takes its part of the
-// replicas' capacity in proportion to its demand, with a floor. Every router
+// pool's recent demand (calls admitted and refused, over DemandWindowFor)
+// and takes its part of the replicas' capacity in proportion to its demand,
+// with a floor, once the counts show the demand has moved (Allocate). Every router
 // computes its share from the same closed epoch of the store: the store's own
 // clock stamps writes into epochs, and an epoch that has ended takes no more
 // writes, so every router that reads it reads the same set, and the shares

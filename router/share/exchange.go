@@ -97,11 +97,12 @@ type Exchange struct {
 //
 // KEYS[1]: the key prefix. ARGV[1]: epoch length in microseconds; ARGV[2]:
 // the epochs the roster keeps; ARGV[3]: the router's ID; ARGV[4]: the
-// replicas it counts; then pairs of pool and entry ("demand share", and
-// any fields a later version adds after the share, which this one reads
-// past: parsePeers).
+// replicas it counts; then pairs of pool and entry ("demand share calls";
+// an earlier version's has no calls, and any fields a later version adds
+// after them this one reads past: parsePeers). The script reads only the
+// share.
 // Returns the epoch number, then per pool a flat HGETALL of the closed epoch
-// (field ID, value "replicas demand share") and one of the roster.
+// (field ID, value "replicas demand share calls") and one of the roster.
 // Microseconds since 1970 fit a Lua number (a double) exactly until the
 // year 2255.
 var exchangeScript = redis.NewScript(`
@@ -226,6 +227,8 @@ type Entry struct {
 	Demand float64
 	// Share is the share it took from the last epoch, 0 if none.
 	Share float64
+	// Calls is how many calls Demand counts: the evidence it rests on.
+	Calls uint64
 }
 
 // Exchange publishes this router's entries by pool, with the replicas it
@@ -243,7 +246,7 @@ func (x *Exchange) Exchange(ctx context.Context, replicas int, demand map[string
 	args := []any{x.epoch.Microseconds(), x.keep, x.id, replicas}
 	for _, p := range pools {
 		e := demand[p]
-		args = append(args, p, strconv.FormatFloat(e.Demand, 'g', 6, 64)+" "+strconv.FormatFloat(e.Share, 'g', 9, 64))
+		args = append(args, p, strconv.FormatFloat(e.Demand, 'g', 6, 64)+" "+strconv.FormatFloat(e.Share, 'g', 9, 64)+" "+strconv.FormatUint(e.Calls, 10))
 	}
 	res, err := exchangeScript.Run(ctx, x.rdb, []string{x.prefix}, args...).Slice()
 	if err != nil {
@@ -321,8 +324,10 @@ func parseRoster(fields []any, closed, keep int64, peers []Peer) ([]Peer, error)
 	return out, nil
 }
 
-// parsePeers reads a flat HGETALL of ID, "replicas demand share" pairs.
-// Fields after the share are a later version's, and are read past: in a
+// parsePeers reads a flat HGETALL of ID, "replicas demand share calls"
+// pairs. An entry without calls is an earlier version's (Peer.Counted
+// false).
+// Fields after the calls are a later version's, and are read past: in a
 // rolling upgrade the routers of both versions exchange through the same
 // epochs, and an entry this version refused would fail its every exchange
 // until the upgrade ended.
@@ -341,7 +346,15 @@ func parsePeers(fields []any) ([]Peer, error) {
 		if err1 != nil || err2 != nil || err3 != nil || replicas < 1 || !(demand >= 0) || !(share >= 0 && share <= 1) {
 			return nil, fmt.Errorf("entry %q of %q is not \"replicas demand share\"", val, id)
 		}
-		peers = append(peers, Peer{ID: id, Replicas: replicas, Demand: demand, Share: share})
+		p := Peer{ID: id, Replicas: replicas, Demand: demand, Share: share}
+		if len(f) > 3 {
+			n, err := strconv.ParseUint(f[3], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("entry %q of %q: calls %q is not a count", val, id, f[3])
+			}
+			p.Calls, p.Counted = n, true
+		}
+		peers = append(peers, p)
 	}
 	sort.Slice(peers, func(i, j int) bool { return peers[i].ID < peers[j].ID })
 	return peers, nil

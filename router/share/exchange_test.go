@@ -35,7 +35,7 @@ func TestExchangeSnapshotIsShared(t *testing.T) {
 	var last [3][]Peer
 	for range 8 {
 		for i, x := range xs {
-			got, err := x.Exchange(ctx, 3, map[string]Entry{"p/google/m": {Demand: demand[i]}})
+			got, err := x.Exchange(ctx, 3, map[string]Entry{"p/google/m": {Demand: demand[i], Calls: uint64(10 * demand[i])}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -338,7 +338,7 @@ func TestAbsentRouterKeepsItsReserve(t *testing.T) {
 	round := func(routers []int, replicas int) [][]Peer {
 		out := make([][]Peer, len(xs))
 		for _, i := range routers {
-			got, err := xs[i].Exchange(ctx, replicas, map[string]Entry{pool: {Demand: demand[i], Share: share[i]}})
+			got, err := xs[i].Exchange(ctx, replicas, map[string]Entry{pool: {Demand: demand[i], Share: share[i], Calls: uint64(10 * demand[i])}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -489,7 +489,7 @@ func TestBadStoreURLKeepsItsPasswordSecret(t *testing.T) {
 }
 
 // TestLaterVersionsEntriesAreReadPast: a router of a later version that
-// writes a field after the share (as it would in a rolling upgrade) is read
+// writes a field after the calls (as it would in a rolling upgrade) is read
 // by this one: its demand and share count in the epoch, and once it is
 // absent the roster reserves the share it published, not its new field.
 func TestLaterVersionsEntriesAreReadPast(t *testing.T) {
@@ -506,7 +506,7 @@ func TestLaterVersionsEntriesAreReadPast(t *testing.T) {
 	// field in its entry.
 	later := func() {
 		t.Helper()
-		args := []any{epoch.Microseconds(), old.keep, "later", 2, pool, "30 0.75 9.5,1.25"}
+		args := []any{epoch.Microseconds(), old.keep, "later", 2, pool, "30 0.75 300 9.5,1.25"}
 		if err := exchangeScript.Run(ctx, old.rdb, []string{old.prefix}, args...).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -523,7 +523,7 @@ func TestLaterVersionsEntriesAreReadPast(t *testing.T) {
 		}
 		time.Sleep(epoch / 2)
 	}
-	want := Peer{ID: "later", Replicas: 2, Demand: 30, Share: 0.75}
+	want := Peer{ID: "later", Replicas: 2, Demand: 30, Share: 0.75, Calls: 300, Counted: true}
 	if ps := got[pool]; len(ps) != 2 || ps[0] != want {
 		t.Fatalf("epoch read %+v, want %+v first", ps, want)
 	}
