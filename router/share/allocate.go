@@ -59,10 +59,10 @@ const Floor = 0.1
 // demand moved. The band is the larger of Band and Noise standard errors of
 // the demand share as counted, were the share in force w the demand's: a
 // demand share from n calls in all is then binomial, with a standard error
-// of sqrt(w(1−w)/n). Ten calls say next to
-// nothing of how the demand splits, a thousand say it to within a point or
-// two, so routers that have just started, or a quiet pool, keep the equal
-// split until their counts tell them apart. A router that has no share yet
+// of sqrt(w(1−w)/n). Ten calls say next to nothing of how the demand
+// splits, a thousand say it to within a point or two, so routers that have
+// just started, or a quiet pool, keep the equal split until their counts
+// tell them apart. A router that has no share yet
 // counts as holding its equal part of 1−R, when every entry carries its
 // count (an earlier version's does not, and then every router, whichever
 // its version, takes shares as that version does: the routers read the same
