@@ -621,8 +621,15 @@ type PoolShare struct {
 	Replicas int `json:"replicas"`
 	// Source says where the replica share comes from.
 	Source string `json:"source"`
-	// Demand is this router's calls per second to the pool.
+	// Demand is this router's calls per second to the pool, over
+	// DemandWindow (DemandWindowFor), as it publishes it.
 	Demand float64 `json:"demand"`
+	// DemandCalls is how many calls Demand counts: with few, the shares
+	// keep the equal split or the ones in force (Allocate).
+	DemandCalls uint64 `json:"demandCalls"`
+	// DemandWindow is the span Demand is counted over: 10s, or the
+	// pool's longest PT window when longer.
+	DemandWindow string `json:"demandWindow"`
 	// StoreError is the last exchange's error, if it failed.
 	StoreError string `json:"storeError,omitempty"`
 	// RequestQuotas says what meters the regions' request quotas: "share"
@@ -650,10 +657,11 @@ func (c *Controller) Shares() []PoolShare {
 		if cs == 0 {
 			cs = table.DefaultCapacityShare
 		}
+		rate, calls := meters[k].Sample(now)
 		out = append(out, PoolShare{
 			Pool: label(k), Share: Of(p, ps.share), CapacityShare: cs, ReplicaShare: ps.share,
-			Replicas: c.replicas, Source: ps.source, Demand: meters[k].Rate(now), StoreError: c.storeErr,
-			RequestQuotas: "share",
+			Replicas: c.replicas, Source: ps.source, Demand: rate, DemandCalls: calls,
+			DemandWindow: meters[k].Window().String(), StoreError: c.storeErr, RequestQuotas: "share",
 		})
 		if c.o.Meter != nil {
 			out[len(out)-1].RequestQuotas = c.o.Meter.state(now)

@@ -117,7 +117,20 @@ func TestControllerDemandMeter(t *testing.T) {
 	if c.Demand(p.Key()) != d {
 		t.Error("a new table replaced the pool's demand meter")
 	}
-	if got := c.Shares()[0].Demand; !(got > 0) || math.IsInf(got, 0) {
-		t.Errorf("demand = %v after one call", got)
+	if sh := c.Shares()[0]; !(sh.Demand > 0) || math.IsInf(sh.Demand, 0) || sh.DemandCalls != 1 || sh.DemandWindow != "10s" {
+		t.Errorf("after one call: demand %v of %d calls over %s, want one call over 10s", sh.Demand, sh.DemandCalls, sh.DemandWindow)
+	}
+	// The pool's PT is now an order of 2 GSUs, counted over 40 s: its
+	// demand is counted over as long, afresh.
+	p.Regions[0].Capacity.GSUs = 2
+	p.Policy.Provisioned.Window = table.Duration{}
+	if err := c.SetTable(&table.Table{Version: table.Version, Pools: []table.Pool{p}}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Demand(p.Key()) == d {
+		t.Error("a pool whose PT window grew kept the demand meter of its old window")
+	}
+	if sh := c.Shares()[0]; sh.DemandCalls != 0 || sh.DemandWindow != "40s" {
+		t.Errorf("a pool with a PT of 2 GSUs: %d calls over %s, want none yet over 40s", sh.DemandCalls, sh.DemandWindow)
 	}
 }
