@@ -26,9 +26,9 @@ const (
 	Capacity
 	// Failure: 5xx, UNAVAILABLE, DEADLINE_EXCEEDED from the region, a 404
 	// saying the location does not serve the pool's model
-	// (upstream.ModelNotServed), or a connection error. A failure of the failure-rate window, which ejects a
-	// shared region and demotes a provisioned one, and a rejection of the
-	// throttle; a timeout (Report.Timeout) that lasted longer than the
+	// (upstream.ModelNotServed), or a connection error. A failure of the
+	// failure-rate window, which ejects a shared region and demotes a
+	// provisioned one, and a rejection of the throttle; a timeout (Report.Timeout) that lasted longer than the
 	// region's slowest recent answer also decreases the AIMD limit (done).
 	Failure
 	// CallerFault: the request was bad (any other 4xx), or its failure is its

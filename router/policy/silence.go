@@ -62,10 +62,11 @@ import "sync/atomic"
 // is not a verdict: it ends with the region's next answer of any kind
 // (success, 429, an error it sends) to a call picked since the last one it
 // answered, and it feeds no failure window, ejection or demotion; the
-// attempts that never answer do, as timeouts, when their deadlines pass. A region that is only slow answers its first
-// slow calls about when they are due and is silent at most for the time
-// its latency rose by; it is never the reason a call is shed, since it
-// still takes what the others cannot. A timeout and a cancelled attempt
+// attempts that never answer do, as timeouts, when their deadlines pass.
+// A region that is only slow answers its first slow calls about when they
+// are due and is silent at most for the time its latency rose by; it is
+// never the reason a call is shed, since it still takes what the others
+// cannot. A timeout and a cancelled attempt
 // are not answers: the region said nothing.
 //
 // An answer is its bytes: a stream may take minutes to end, so the server

@@ -2,6 +2,7 @@ package share
 
 import (
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -69,19 +70,26 @@ const Floor = 0.1
 // snapshot and must agree). The routers read the last shares from the same
 // snapshot, so they keep or drop them together.
 func Allocate(peers []Peer, id string) (float64, bool) {
-	s, ok := allocate(peers, id)
-	if !ok {
-		return s, ok
-	}
-	present, _, part, _ := split(peers)
-	if last := kept(peers, present, part); last != nil {
-		for i, p := range present {
-			if p.ID == id {
-				return last[i], true
-			}
+	present, _, out := shares(peers)
+	for i, p := range present {
+		if p.ID == id {
+			return out[i], true
 		}
 	}
-	return s, ok
+	return 0, false
+}
+
+// shares is every present router's share from one epoch's entries, in the
+// order of present (split), and the replica count N: the shares in force
+// when they are kept, else by demand. Computed once for all the routers
+// (DemandPart needs each one's).
+func shares(peers []Peer) (present []Peer, n int, out []float64) {
+	present, n, part, _ := split(peers)
+	byDemand := demandShares(present, part)
+	if last := kept(present, part, byDemand); last != nil {
+		return present, n, last
+	}
+	return present, n, byDemand
 }
 
 // Band is how far a router's demand share may move from the share it took
@@ -98,8 +106,8 @@ func Band(share float64) float64 { return 0.05 + 0.2*share }
 const Noise = 3
 
 // kept returns the shares the present routers of one epoch keep, in their
-// order, or nil when they take new ones (Allocate).
-func kept(peers, present []Peer, part float64) []float64 {
+// order, or nil when they take byDemand, their shares by demand (Allocate).
+func kept(present []Peer, part float64, byDemand []float64) []float64 {
 	counted := true
 	var calls uint64
 	for _, p := range present {
@@ -121,13 +129,12 @@ func kept(peers, present []Peer, part float64) []float64 {
 	if sum > part+1e-9 {
 		return nil
 	}
-	for i, p := range present {
-		s, _ := allocate(peers, p.ID)
+	for i := range present {
 		band := Band(last[i])
 		if counted {
 			band = max(band, part*noise(last[i]/part, calls))
 		}
-		if math.Abs(s-last[i]) > band {
+		if math.Abs(byDemand[i]-last[i]) > band {
 			return nil
 		}
 	}
@@ -178,30 +185,31 @@ func split(peers []Peer) (present []Peer, n int, part float64, reserves []float6
 	return present, n, max(part, Floor*float64(len(present))/float64(n)), reserves
 }
 
-// allocate is Allocate without stickiness.
-func allocate(peers []Peer, id string) (float64, bool) {
-	present, _, part, _ := split(peers)
-	self := -1
+// demandShares is the shares of the present routers by demand, in their
+// order: part split in proportion to each one's demand, none under the
+// floor (Allocate).
+func demandShares(present []Peer, part float64) []float64 {
+	out := make([]float64, len(present))
 	var total float64
-	for i, p := range present {
-		if p.ID == id {
-			self = i
-		}
+	for _, p := range present {
 		total += max(p.Demand, 0)
 	}
-	if self < 0 {
-		return 0, false
-	}
 	if total <= 0 {
-		return part / float64(len(present)), true
+		for i := range out {
+			out[i] = part / float64(len(present))
+		}
+		return out
 	}
 	floor := Floor / float64(len(present))
-	weight := func(p Peer) float64 { return max(max(p.Demand, 0)/total, floor) }
 	var sum float64
-	for _, p := range present {
-		sum += weight(p)
+	for i, p := range present {
+		out[i] = max(max(p.Demand, 0)/total, floor)
+		sum += out[i]
 	}
-	return part * weight(present[self]) / sum, true
+	for i := range out {
+		out[i] *= part / sum
+	}
+	return out
 }
 
 // Part is what one router takes of a pool: its share and, when it knows every
@@ -276,20 +284,13 @@ func staticPart(c Counter) Part {
 // DemandPart is router id's part from one closed epoch's entries, and false
 // when id has no entry there (Allocate).
 func DemandPart(peers []Peer, id string) (Part, bool) {
-	s, ok := Allocate(peers, id)
-	if !ok {
+	present, n, out := shares(peers)
+	self := slices.IndexFunc(present, func(q Peer) bool { return q.ID == id })
+	if self < 0 {
 		return Part{}, false
 	}
-	present, n, _, _ := split(peers)
-	p := Part{Share: s, n: n}
+	p := Part{Share: out[self], n: n, self: self, shares: out}
 	p.reserves, p.rostered = reservesOf(peers)
-	for i, q := range present {
-		if q.ID == id {
-			p.self = i
-		}
-		sq, _ := Allocate(peers, q.ID)
-		p.shares = append(p.shares, sq)
-	}
 	return p, true
 }
 

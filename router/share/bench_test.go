@@ -1,6 +1,7 @@
 package share
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -54,4 +55,18 @@ func BenchmarkSharedMeterTake(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkDemandPart is one router's part from an epoch of 30 routers with
+// shares in force, as each router computes it for each pool every exchange.
+func BenchmarkDemandPart(b *testing.B) {
+	var peers []Peer
+	for i := range 30 {
+		peers = append(peers, Peer{ID: fmt.Sprintf("r%02d", i), Replicas: 30, Demand: float64(10 + i%7), Share: 1.0 / 30, Calls: uint64(100 + 10*(i%7)), Counted: true})
+	}
+	for b.Loop() {
+		if _, ok := DemandPart(peers, "r07"); !ok {
+			b.Fatal("no part")
+		}
+	}
 }

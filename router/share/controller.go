@@ -488,7 +488,7 @@ func growDelays(pool *table.Pool, grow, interval time.Duration) []time.Duration 
 	for i, r := range pool.Regions {
 		out[i] = grow
 		// A one-second window is the one grow is made for.
-		if w := pool.Policy.Provisioned.WindowFor(r.Capacity.GSUs); r.Tier == table.TierProvisioned && w > time.Second {
+		if w := ptWindow(pool, r); w > time.Second {
 			out[i] = max(grow, w+interval)
 		}
 	}

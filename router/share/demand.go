@@ -29,11 +29,18 @@ const DemandWindow = 10 * time.Second
 func DemandWindowFor(pool *table.Pool) time.Duration {
 	w := DemandWindow
 	for _, r := range pool.Regions {
-		if r.Tier == table.TierProvisioned {
-			w = max(w, pool.Policy.Provisioned.WindowFor(r.Capacity.GSUs))
-		}
+		w = max(w, ptWindow(pool, r))
 	}
 	return w
+}
+
+// ptWindow is the window over which the router meters region r of pool
+// when it is a PT (table.Provisioned.WindowFor), 0 when it is not.
+func ptWindow(pool *table.Pool, r table.Region) time.Duration {
+	if r.Tier != table.TierProvisioned {
+		return 0
+	}
+	return pool.Policy.Provisioned.WindowFor(r.Capacity.GSUs)
 }
 
 // Bucket layout of a demand word: the top demandTagBits hold the bucket's

@@ -383,14 +383,14 @@ func TestAbsentRouterKeepsItsReserve(t *testing.T) {
 	for range 6 {
 		got = round([]int{1, 2}, 3)
 	}
-	if s, _ := allocate(got[1], "b"); math.Abs(s-(2.0/3)*(20.0/30)) > 1e-9 {
+	if s := demandShareOf(got[1], "b"); math.Abs(s-(2.0/3)*(20.0/30)) > 1e-9 {
 		t.Errorf("b's share %v once a has left the roster, want its demand's part of two thirds (peers %+v)", s, got[1])
 	}
 	// Counted out: nothing is reserved.
 	for range 6 {
 		got = round([]int{1, 2}, 2)
 	}
-	if s, _ := allocate(got[1], "b"); math.Abs(s-20.0/30) > 1e-9 {
+	if s := demandShareOf(got[1], "b"); math.Abs(s-20.0/30) > 1e-9 {
 		t.Errorf("b's share %v with a counted out, want its demand's part of all (peers %+v)", s, got[1])
 	}
 }
