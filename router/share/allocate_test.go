@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 func TestAllocate(t *testing.T) {
@@ -317,4 +318,65 @@ func demandShareOf(peers []Peer, id string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestLastingMoveIsFollowed: counting over a PT's 40 s window and moving on
+// evidence must not keep the shares from following a client that really
+// moves. Three routers with 6 calls a second each for a minute; then the
+// third router's client moves to the first (12, 6 and none a second, as
+// when a router is drained and its connections go elsewhere). Exchanging
+// every 250 ms, the first router's share starts to follow within half the
+// window, and comes within Band of its final demand share (where the shares
+// stay) within the window and one exchange: the time its demand takes to be
+// counted in full.
+func TestLastingMoveIsFollowed(t *testing.T) {
+	const window = 40 * time.Second
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ds := []*Demand{NewDemand(window), NewDemand(window), NewDemand(window)}
+	rates := []float64{6, 6, 6}
+	next := []time.Duration{0, 0, 0}
+	taken := []float64{0, 0, 0}
+	final := 0.0
+	var moved, reached time.Duration
+	for at := time.Duration(0); at < 3*time.Minute; at += 250 * time.Millisecond {
+		if at == time.Minute {
+			rates = []float64{12, 6, 0}
+			final = demandShareOf([]Peer{{ID: "a", Replicas: 3, Demand: 12}, {ID: "b", Replicas: 3, Demand: 6}, {ID: "c", Replicas: 3, Demand: 0}}, "a")
+		}
+		for i, d := range ds {
+			for ; rates[i] > 0 && next[i] < at; next[i] += time.Duration(float64(time.Second) / rates[i]) {
+				d.Add(t0.Add(next[i]).UnixNano())
+			}
+			if rates[i] == 0 {
+				next[i] = at
+			}
+		}
+		var peers []Peer
+		for i, d := range ds {
+			rate, calls := d.Sample(t0.Add(at).UnixNano())
+			peers = append(peers, Peer{ID: string(rune('a' + i)), Replicas: 3, Demand: rate, Share: taken[i], Calls: calls, Counted: true})
+		}
+		for i, p := range peers {
+			taken[i], _ = Allocate(peers, p.ID)
+		}
+		if at < time.Minute {
+			if math.Abs(taken[0]-1.0/3) > 1e-9 {
+				t.Fatalf("at %s, before the move, a's share is %v, want the equal split", at, taken[0])
+			}
+			continue
+		}
+		if moved == 0 && taken[0] > 1.0/3+1e-9 {
+			moved = at - time.Minute
+		}
+		if reached == 0 && math.Abs(taken[0]-final) <= Band(final) {
+			reached = at - time.Minute
+		}
+	}
+	t.Logf("a's share followed its client %s after the move, and came within Band of %.3f (%.3f) %s after it", moved, final, taken[0], reached)
+	if moved == 0 || moved > window/2 {
+		t.Errorf("a's share first moved %s after its client arrived, want within %s", moved, window/2)
+	}
+	if reached == 0 || reached > window+250*time.Millisecond {
+		t.Errorf("a's share came within Band of its demand share %.3f %s after the move (0: never), want within %s", final, reached, window+250*time.Millisecond)
+	}
 }
