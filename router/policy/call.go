@@ -339,6 +339,7 @@ func (cs *callState) record(t *region, l uint8, charged, now int64) {
 	cs.charged[n], cs.at[n], cs.tickets[n] = charged, now, cs.ticket
 	cs.n++
 	t.quiet.sent(now)
+	t.held.add(bucketOf(now, heldWidth), 1, 0)
 }
 
 // Report is how an attempt went, with what the caller measured.

@@ -37,6 +37,7 @@ func (r *region) done(rep Report) {
 	now := p.nanos()
 	n := r.inFlight.Add(-1) + 1
 	p.inFlight.Add(-1)
+	r.held.addPast(bucketOf(rep.chargedAt, heldWidth), bucketOf(now, heldWidth), -1, 0)
 	s := r.cfg.Load()
 	st := s.st
 	ln := &r.lanes[min(rep.lane, laneCount-1)]

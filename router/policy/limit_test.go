@@ -435,3 +435,85 @@ func TestQuotaRefusalsLeaveTheBound(t *testing.T) {
 		a.Done(Cancelled)
 	}
 }
+
+// TestAnswerPastHeldCallsLendsTheShare: a PT whose latency ran past its
+// callers' deadline holds the calls picked meanwhile, each about to run
+// out; once it has answered a call picked after them, and their timeouts
+// have demoted it, it takes what the answering quota has no room for
+// within the share of its bound it answers, counted on the calls picked
+// since that answer (region.freshInFlight): it answered past the calls it
+// holds. The same region holding calls picked after its last answer takes
+// none of them: nothing says it answers those.
+func TestAnswerPastHeldCallsLendsTheShare(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		answeredLast bool // the quick answers were picked after the held calls
+		probed       bool // the PT takes its probe
+	}{
+		{"answered past its held calls", true, true},
+		{"held calls picked after its last answer", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			p := mustNew(t, pool(provisioned("europe-west4", table.Capacity{TokensPerSecond: 100_000}), shared("europe-west1", 2)), clk)
+			deadline := func() time.Time { return clk.Now().Add(20 * time.Second) }
+			hold := func(n int, every time.Duration) []Attempt {
+				var out []Attempt
+				for range n {
+					clk.Advance(every)
+					c := p.Start(Request{Deadline: deadline()})
+					a, err := c.Pick()
+					if err != nil {
+						t.Fatalf("with %d held: %v", len(out), err)
+					}
+					if a.Region != "europe-west4" {
+						a.Done(Cancelled)
+						continue
+					}
+					out = append(out, a)
+				}
+				return out
+			}
+			answer := func(as []Attempt) {
+				for _, a := range as {
+					a.DoneTokens(Success, 500)
+				}
+			}
+			// Two calls answered near their deadline, as the latency
+			// rises, and 200 picked meanwhile that will run out.
+			slow := hold(2, 10*time.Millisecond)
+			hung := hold(200, 30*time.Millisecond)
+			clk.Advance(12 * time.Second)
+			if !tc.answeredLast {
+				answer(hold(2, 10*time.Millisecond))
+			}
+			held := hold(100, 10*time.Millisecond)
+			clk.Advance(900 * time.Millisecond)
+			answer(slow) // its tokens per call: 500, 200 calls a second
+			// Held calls are told apart by the whole second they were
+			// picked in.
+			clk.Advance(100 * time.Millisecond)
+			if tc.answeredLast {
+				answer(hold(2, 10*time.Millisecond))
+			}
+			// The quota's second has passed: its two calls a second are free.
+			clk.Advance(1100 * time.Millisecond)
+			for _, a := range hung {
+				a.Finish(Report{Outcome: Failure, Timeout: true})
+			}
+			if rs := regionOf(t, p, "europe-west4"); rs.Demotion == nil {
+				t.Fatalf("region %+v, want demoted", rs)
+			}
+			// Its probe comes due.
+			probeWait(p, clk)
+			_, a := pick(t, p, PriorityDefault)
+			if got := a.Region == "europe-west4"; got != tc.probed {
+				t.Errorf("with %d held, the call a probe is due for went to %s; want the PT's probe: %t", len(held), a.Region, tc.probed)
+			}
+			a.Done(Cancelled)
+			for _, a := range held {
+				a.Done(Cancelled)
+			}
+		})
+	}
+}

@@ -732,7 +732,47 @@ func (s *slot) roomInFlight(l uint8, n, now, deadline, limit int64) bool {
 		// no more, as it holds a probe.
 		return n == 1
 	}
-	return n*answered <= bound*(answered-failed)
+	return s.r.freshInFlight(n, now)*answered <= bound*(answered-failed)
+}
+
+// heldWidth is the width of the buckets that count a region's attempts in
+// flight by when they were picked (region.held): its window spans 9 to 10 s
+// of picks.
+const heldWidth = int64(time.Second)
+
+// freshInFlight is how many of the n attempts region r holds (the one being
+// admitted among them) were picked at or after the latest pick it has
+// answered (silence.front), by whole seconds of picks: the calls the share
+// of its bound it answers is weighed against (slot.roomInFlight).
+//
+// The share is a measure of what a call sent now would meet: of the calls
+// the region ended lately, the part it answered. The attempts it still
+// holds that were picked before a call it has since answered are past that
+// measure: the region has answered past them, and whether they end in time
+// or not, the call being admitted is not queued behind them (an answer to a
+// later pick came first). Counting them held a region that answers again
+// to what it answered while it did not: a PT whose latency had run past its
+// callers' deadline and came back held a deadline's worth of calls sent
+// during the fault, each about to run out; those timeouts made it fail over
+// half of what it ended, it was demoted, and its share of the bound (a
+// third) was under the calls it held, so for up to a deadline it took
+// nothing, neither the calls the quotas had no room for nor its probes,
+// and those calls were shed while it answered every call it was sent in
+// well under a second. A region that hangs answers nothing, its front does
+// not move, and all it holds counts, as before; so does all of it when the
+// front is older than the buckets reach.
+func (r *region) freshInFlight(n, now int64) int64 {
+	f := r.quiet.front.Load()
+	if f <= 0 {
+		return n
+	}
+	cur, from := bucketOf(now, heldWidth), bucketOf(f, heldWidth)
+	if from > cur || cur-from >= windowBuckets {
+		return n
+	}
+	k, _ := r.held.sumSince(cur, from)
+	// The attempt being admitted is in n and not yet in held.
+	return min(n, k+1)
 }
 
 // answering reports whether the region answers the calls it holds: it is

@@ -137,6 +137,9 @@ type region struct {
 
 	quiet silence  // attempts unanswered since its last answer (silence.go)
 	quick quickest // its quickest recent success (quick.go)
+	// held counts in its a the attempts in flight by when they were picked,
+	// in buckets of heldWidth (region.freshInFlight).
+	held window
 
 	// waiting is, per class, how many calls wait for the room of the
 	// region's metered capacity: a call of a lower class leaves it to them
