@@ -762,11 +762,9 @@ const heldWidth = int64(time.Second)
 // not move, and all it holds counts, as before; so does all of it when the
 // front is older than the buckets reach.
 func (r *region) freshInFlight(n, now int64) int64 {
-	f := r.quiet.front.Load()
-	if f <= 0 {
-		return n
-	}
-	cur, from := bucketOf(now, heldWidth), bucketOf(f, heldWidth)
+	// A region that has answered nothing has its front at 0, older than
+	// the buckets reach.
+	cur, from := bucketOf(now, heldWidth), bucketOf(r.quiet.front.Load(), heldWidth)
 	if from > cur || cur-from >= windowBuckets {
 		return n
 	}
