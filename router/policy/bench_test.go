@@ -46,7 +46,7 @@ var benchClocks = []struct {
 
 // BenchmarkPickDone measures one call's Pick and Done, serially. The
 // deadline case gives each call a minute, as the server gives every call its
-// request timeout at least: each region's quickest success is then read
+// request timeout at least: each region's time-left rule is then asked
 // (quick.go).
 func BenchmarkPickDone(b *testing.B) {
 	for _, pc := range []struct {

@@ -160,17 +160,18 @@
 // attempts that never answer count as timeouts when their deadlines pass.
 //
 // Time left (quick.go). A region is not a candidate for an attempt whose
-// time left before the call's deadline is shorter than the quickest success
-// the region gave in the last one to two ejection intervals, once it gave
-// minRequests successes over the interval, and only where its caller gave
-// the call at least that long in all (so the time was spent by its own
-// earlier attempts or its wait: a first attempt is never left out): of n
-// answers alike, the next is quicker than all of them with a chance of
-// 1/(n+1), and the place such an attempt would take in the region's quota
-// is one a new call would be served in. A caller whose deadline is shorter
-// than a region's quickest success (a neighbor's slow calls, say) is not
-// judged by answers unlike its own. A call no region can answer in time
-// ends at once with ErrTooLate, a deadline error.
+// time left before the call's deadline is shorter than the median of the
+// region's latest successes, once it gave minRequests successes over the
+// interval, and only where its caller gave the call at least that long in
+// all (so the time was spent by its own earlier attempts or its wait: a
+// first attempt is never left out): of answers alike, the next is slower
+// than their median with a chance of one half, so such an attempt is more
+// likely to run out than to be answered, and the place it would take in
+// the region's quota is one a new call is more likely to be served in. A
+// caller whose deadline is shorter than a region's median (a neighbor's
+// slow calls, say) is not judged by answers unlike its own. A call no
+// region is likely to answer in time ends at once with ErrTooLate, a
+// deadline error.
 //
 // Order within a rank (prefer.go). Of the capacities of one rank, those of
 // a region that failed a larger share of its ended attempts over the

@@ -57,9 +57,9 @@ func quickPool(t *testing.T) (p *Pool, clk *clocktest.Clock, within func(d time.
 	return nil, nil, nil
 }
 
-// TestFirstAttemptIsNeverTooLate: the snapshot shows each region's quickest
-// recent success, and a first attempt goes anywhere whatever its deadline,
-// shorter than a region's quickest success or not: it has all the time its
+// TestFirstAttemptIsNeverTooLate: the snapshot shows the median of each
+// region's latest successes, and a first attempt goes anywhere whatever its
+// deadline, shorter than a region's median or not: it has all the time its
 // caller gave (quick.go), so no call is left out by answers that are not
 // like its own. A counting call too.
 func TestFirstAttemptIsNeverTooLate(t *testing.T) {
@@ -68,12 +68,12 @@ func TestFirstAttemptIsNeverTooLate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var quickest []struct{ QuickestSuccess string }
-	if err := json.Unmarshal(b, &quickest); err != nil {
+	var median []struct{ MedianSuccess string }
+	if err := json.Unmarshal(b, &median); err != nil {
 		t.Fatal(err)
 	}
-	if len(quickest) != 2 || quickest[0].QuickestSuccess != "100ms" || quickest[1].QuickestSuccess != "1s" {
-		t.Errorf("snapshot's quickestSuccess %+v, want 100ms and 1s: %s", quickest, b)
+	if len(median) != 2 || median[0].MedianSuccess != "100ms" || median[1].MedianSuccess != "1s" {
+		t.Errorf("snapshot's medianSuccess %+v, want 100ms and 1s: %s", median, b)
 	}
 	for _, left := range []time.Duration{50 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second} {
 		got := map[string]int{}
@@ -98,11 +98,11 @@ func TestFirstAttemptIsNeverTooLate(t *testing.T) {
 }
 
 // TestRetryNotSentWhereItCannotEndInTime: the retry of a call whose first
-// attempt failed slowly, with less time left than one region's quickest
+// attempt failed slowly, with less time left than one region's median
 // success, goes to the other region; with less than either's, the call ends
 // with its failure (the retry refused with a deadline error). A region
 // quicker than the whole time the caller gave is not judged: a call given
-// 0.8 s retries in europe-west4, whose quickest success took 1 s, with
+// 0.8 s retries in europe-west4, whose successes took 1 s, with
 // 50 ms left.
 func TestRetryNotSentWhereItCannotEndInTime(t *testing.T) {
 	for _, tc := range []struct {
@@ -140,15 +140,18 @@ func TestRetryNotSentWhereItCannotEndInTime(t *testing.T) {
 	}
 }
 
-// TestQuickestIsRecentAndNeedsEvidence: a region is judged too slow only
-// on minRequests successes, by the quickest of the last one to two
-// ejection intervals: before the tenth success and once two intervals pass
-// with none, an attempt with little time left is not too late; a quicker
-// success counts at once. The attempts are judged as a retry's, of a call
-// given a minute (a first attempt never is: TestFirstAttemptIsNeverTooLate),
-// by the region's own test, so that judging adds no attempt whose failure
-// or budget would change what is measured.
-func TestQuickestIsRecentAndNeedsEvidence(t *testing.T) {
+// TestMedianIsRecentAndNeedsEvidence: a region is judged too slow only on
+// minRequests successes over the ejection interval, by the median of its
+// latest successes: before the tenth success and once two intervals pass
+// with none, an attempt with little time left is not too late. One quick
+// success among slower ones does not make an attempt with less time than
+// most of them take likely to end in time (under the quickest success, the
+// rule before, it was sent); once the quick ones are most of the latest,
+// it is. The attempts are judged as a retry's, of a call given a minute (a
+// first attempt never is: TestFirstAttemptIsNeverTooLate), by the region's
+// own test, so that judging adds no attempt whose failure or budget would
+// change what is measured.
+func TestMedianIsRecentAndNeedsEvidence(t *testing.T) {
 	clk := newClock()
 	tp := pool(shared("europe-west1", 0))
 	tp.Policy.Ejection.MinRequests = 10
@@ -177,11 +180,17 @@ func TestQuickestIsRecentAndNeedsEvidence(t *testing.T) {
 		t.Fatal("after 10 successes of 1 s, 0.5 s left is not too late")
 	}
 	succeed(400 * time.Millisecond)
+	if !tooLate(500 * time.Millisecond) {
+		t.Error("after 10 successes of 1 s and one of 0.4 s, 0.5 s left is not too late")
+	}
+	for range 10 {
+		succeed(400 * time.Millisecond)
+	}
 	if tooLate(500 * time.Millisecond) {
-		t.Error("after a success of 0.4 s, 0.5 s left is too late")
+		t.Error("after 11 successes of 0.4 s and 10 of 1 s, 0.5 s left is too late")
 	}
 	if !tooLate(300 * time.Millisecond) {
-		t.Error("after a success of 0.4 s, 0.3 s left is not too late")
+		t.Error("after 11 successes of 0.4 s and 10 of 1 s, 0.3 s left is not too late")
 	}
 	clk.Advance(20 * time.Second) // two ejection intervals
 	if tooLate(300 * time.Millisecond) {
@@ -191,10 +200,10 @@ func TestQuickestIsRecentAndNeedsEvidence(t *testing.T) {
 
 // TestNeighborLocksNoCallerOut: a region whose recent successes are all a
 // neighbor's slow calls (30 s each, more than minRequests of them) is
-// still sent the first attempts of a caller whose deadline is 2 s; their
-// quick successes become the region's measure, and then a retry of that
-// caller with too little time left for them is refused while one with
-// enough is sent.
+// still sent the first attempts of a caller whose deadline is 2 s; once
+// their quick successes are most of the latest they are the region's
+// measure, and then a retry of that caller with too little time left for
+// them is refused while one with enough is sent.
 func TestNeighborLocksNoCallerOut(t *testing.T) {
 	clk := newClock()
 	tp := pool(shared("europe-west1", 0))
@@ -213,10 +222,10 @@ func TestNeighborLocksNoCallerOut(t *testing.T) {
 	for _, a := range slow {
 		a.Done(Success)
 	}
-	if q := p.Snapshot().Regions[0].QuickestSuccess.Duration; q != 30*time.Second {
-		t.Fatalf("quickest success %v after the neighbor's calls, want 30s", q)
+	if q := p.Snapshot().Regions[0].MedianSuccess.Duration; q != 30*time.Second {
+		t.Fatalf("median success %v after the neighbor's calls, want 30s", q)
 	}
-	for i := range 10 {
+	for i := range answerSamples {
 		c := p.Start(Request{Deadline: clk.Now().Add(2 * time.Second)})
 		a, err := c.Pick()
 		if err != nil {

@@ -86,13 +86,13 @@ type RegionSnapshot struct {
 	// than its slowest recent answer: it ranks behind the regions that
 	// answer, and gets no probe, until it answers again (silence.go).
 	Silent bool `json:"silent"`
-	// QuickestSuccess is the quickest success of the last one to two
-	// ejection intervals: once the region gave minRequests successes in
-	// the interval, a retry (or a call that waited for room) with less
-	// time left before its call's deadline, of a call whose caller gave it
-	// at least that long, goes to another region, or is not sent
-	// (quick.go). Absent before a success.
-	QuickestSuccess table.Duration `json:"quickestSuccess,omitzero"`
+	// MedianSuccess is the median time its latest successes took (the
+	// last 32): once the region gave minRequests successes in the ejection
+	// interval, a retry (or a call that waited for room) with less time
+	// left before its call's deadline, of a call whose caller gave it at
+	// least that long, goes to another region, or is not sent (quick.go).
+	// Absent before a success.
+	MedianSuccess table.Duration `json:"medianSuccess,omitzero"`
 	// Demotion is set while a provisioned region is demoted: first attempts
 	// go to answering regions with headroom, and it takes the rest and
 	// probes. TimesDemoted counts demotions since the router started.
@@ -212,7 +212,7 @@ func (p *Pool) Snapshot() Snapshot {
 			Limit:               int64(r.limit.get()),
 			Answering:           r.answering(now, st),
 			Silent:              r.quiet.silent(now, &r.inFlight, &r.fails, st),
-			QuickestSuccess:     table.Duration{Duration: time.Duration(r.quick.get(now, int64(st.interval)))},
+			MedianSuccess:       table.Duration{Duration: time.Duration(r.times.median())},
 		}
 		for l := range uint8(laneCount) {
 			if !s.offers(l) {

@@ -135,8 +135,8 @@ type region struct {
 	probeAt      atomic.Int64             // and in calls: the Pool.calls count its next probe waits for
 	timesDemoted atomic.Int64
 
-	quiet silence  // attempts unanswered since its last answer (silence.go)
-	quick quickest // its quickest recent success (quick.go)
+	quiet silence     // attempts unanswered since its last answer (silence.go)
+	times answerTimes // how long its latest successes took (quick.go)
 	// held counts in its a the attempts in flight by when they were picked,
 	// in buckets of heldWidth (region.freshInFlight).
 	held window
