@@ -71,7 +71,7 @@ func (r *region) done(rep Report) {
 	switch rep.Outcome {
 	case Success:
 		r.fails.add(bucketOf(now, st.failWidth), 1, 0)
-		r.times.add(now - rep.chargedAt)
+		r.times.add(now, now-rep.chargedAt)
 		ln.throttled(now, true)
 		r.limit.grow(n, st.maxLimit)
 		if r.demoted.Load() != nil {
