@@ -5,9 +5,9 @@ import (
 	"sync/atomic"
 )
 
-// answerSamples is how many of a region's latest successes answerTimes
-// keeps: more than minRequests at its default (20), the evidence the rule
-// that reads them asks for.
+// answerSamples is how many places answerTimes keeps for a region's latest
+// successes: more than minRequests at its default (20), the evidence the
+// rule that reads them asks for; answerBits picks one.
 const (
 	answerBits    = 5
 	answerSamples = 1 << answerBits
@@ -29,9 +29,9 @@ type answerTimes struct {
 
 // add keeps a success that took lat ns and ended at now.
 func (a *answerTimes) add(now, lat int64) {
-	// The top bits of a Fibonacci hash: the low bits of a clock's
-	// nanoseconds may move in steps, and calls may end at one tick.
-	h := (uint64(now) + uint64(lat)*0xbf58476d1ce4e5b9) * 0x9e3779b97f4a7c15
+	// Both mixed (rng's finalizer): the low bits of a clock's nanoseconds
+	// may move in steps, and calls may end at one tick.
+	h := splitMix(uint64(now) ^ splitMix(uint64(lat)))
 	a.t[h>>(64-answerBits)].Store(max(lat, 1))
 }
 

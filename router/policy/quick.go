@@ -64,7 +64,12 @@ import "fmt"
 // and only retry in another, where a neighbor's slower calls set the median
 // below this caller's deadline and above its own answers, has its retries
 // there with less time left than that median left out, though they might
-// have been answered: retries only. A retry left out where the region had
+// have been answered: retries only. So does a caller whose own calls are of
+// two kinds, short and long, with more long ones: the retry of a short call
+// with less time than the long ones take is left out, though it would end
+// in time (TestUnlikeCallsAreJudgedAsOne); the router does not know a
+// call's kind before it is answered, and the quickest success sent it. A
+// retry left out where the region had
 // room to spare (no call would have taken the place) loses its chance,
 // under one half. Calls whose answers take no time (a Live session's turns,
 // which the router learns as attempts picked and ended at once) make the

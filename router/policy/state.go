@@ -161,8 +161,11 @@ type rng struct {
 }
 
 // next returns the next 64 random bits.
-func (g *rng) next() uint64 {
-	z := g.seed + g.n.Add(1)*0x9e3779b97f4a7c15
+func (g *rng) next() uint64 { return splitMix(g.seed + g.n.Add(1)*0x9e3779b97f4a7c15) }
+
+// splitMix is SplitMix64's finalizer: every bit of z moves about half the
+// bits of the result.
+func splitMix(z uint64) uint64 {
 	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	return z ^ z>>31
