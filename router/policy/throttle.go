@@ -49,6 +49,14 @@ const (
 //
 // It is 0, without reading the counters, when the region has not rejected a
 // call within the window.
+//
+// The draw is made at each pick, not once a call: a call that waits for a
+// quota's room (Call.PickWaiting) draws again each time it wakes and picks,
+// so of the calls that wait while every quota is full, more than 1 − p
+// reach a throttled region that has room in flight for them (k picks pass
+// with a chance of 1 − p^k). Left so: in the replays' shapes those calls
+// were otherwise refused, and the region served some of them (the
+// share of its bound it answers, limit.go, is what bounds it there).
 func (l *lane) throttleP(now int64, st *poolState) float64 {
 	if now-l.lastRejected.Load() > int64(throttleWindow) {
 		return 0
