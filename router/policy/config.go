@@ -71,7 +71,7 @@ func newState(tp table.Pool) *poolState {
 		baseEjection:  int64(e.BaseEjectionTime.Duration),
 		maxEjection:   int64(e.MaxEjectionTime.Duration),
 		maxEjectedPct: *e.MaxEjectedPercent,
-		restoreAfter:  restoreAfter(e.FailureRateThreshold, e.MinRequests),
+		restoreKeep:   restoreKeep(e.FailureRateThreshold),
 		probeEvery:    max(int64(e.Interval.Duration)/int64(max(e.MinRequests, 1)), 1),
 		probeCalls:    probeCallsOf(*pol.Retry.BudgetPercent),
 		maxAttempts:   pol.Retry.MaxAttempts,
@@ -138,20 +138,54 @@ func probeCallsOf(budgetPercent int) int64 {
 }
 
 // restoreMiss is the chance that a region still failing at the threshold
-// answers restoreAfter successes in a row, and so is restored too early.
+// strings together, within an ejection interval, a run of successes long
+// enough to restore it (restoreAfter).
 const restoreMiss = 0.01
 
-// restoreAfter is how many successes in a row restore a demoted region: the
-// fewest that a region failing at the threshold θ produces with a chance
-// under restoreMiss, (1−θ)^k < restoreMiss, so k = ⌈ln(restoreMiss)/ln(1−θ)⌉
-// (7 at the default θ = 0.5). Never more than minRequests, the evidence the
-// failure rate itself is judged on, and at least one.
-func restoreAfter(threshold float64, minRequests int) int64 {
-	if threshold >= 1 {
+// restoreAfter is how many successes in a row restore a demoted region that
+// failed failed times over the last ejection interval: the fewest that a
+// region failing at the threshold θ strings together by chance, in any of
+// the runs its failures begin, with a chance under restoreMiss. Each failure
+// ends a run and the success after it may begin the next, so a region that
+// failed n times in an interval had n tries at a run, and the chance that
+// one of them reached k is at most n(1−θ)^k: k = ⌈ln(restoreMiss/n)/ln(1−θ)⌉
+// (at the default θ = 0.5: 7 for one failure, 11 for 20, the most a region
+// that takes only its probes fails in an interval, 14 for 110). Never more
+// than minRequests, the evidence the failure rate itself is judged on, and
+// at least one.
+//
+// Why per interval, not per run. A run of 7 is what a region failing half
+// its calls strings together once in 128 tries. Seven for any count kept
+// that chance a run, not an interval: a region that takes only its probes
+// (at most minRequests of them fail an interval) was restored by luck about
+// one interval in six, and a demoted region also takes every call the
+// regions that answer have no room for, each failure a try. One failing
+// half of, say, 22 calls a second that the quotas cannot take fails 11 a
+// second and would be restored by chance about every 12 s,
+// taking every first attempt (and leaving the quotas' room unused) until
+// its next minRequests answers demote it again; at 110 failures an
+// interval it now needs 14 in a row, once in about 25 minutes. The runs
+// count in the order the calls were sent (successRun), which already kept
+// a region that fails its calls late from being restored by its quick
+// answers; this bounds the luck of a region that fails them early. A region
+// that recovers pays a few more successes: a success makes its next call a
+// probe at once (region.succeeded), so they come as fast as the calls do.
+func (st *poolState) restoreAfter(failed int64) int64 {
+	if st.restoreKeep == 0 {
 		return 1
 	}
-	k := math.Ceil(math.Log(restoreMiss) / math.Log(1-threshold))
-	return int64(min(max(k, 1), float64(max(minRequests, 1))))
+	k := math.Ceil(math.Log(restoreMiss/float64(max(failed, 1))) / st.restoreKeep)
+	return int64(min(max(k, 1), float64(max(st.minRequests, 1))))
+}
+
+// restoreKeep is ln(1−θ) for the threshold θ, the chance in logs that a
+// region failing at the threshold answers a call; 0 for a threshold of 1 (a
+// region demoted only by failing every call is restored by one success).
+func restoreKeep(threshold float64) float64 {
+	if threshold >= 1 {
+		return 0
+	}
+	return math.Log(1 - threshold)
 }
 
 // buildSlots builds the slots of state st from its pool, reusing live regions

@@ -23,8 +23,10 @@ import (
 //     regions have, and the probes that fail are never more than the share
 //     of the pool's calls the retry budget grants its retries: a tenth by
 //     default, in a pool of six calls a second as in one of a thousand.
-//   - It is restored after restoreAfter successes in a row (7 at the default
-//     threshold of 50%; see restoreAfter), and gets its full share back at
+//   - It is restored after restoreAfter successes in a row (at the default
+//     threshold of 50%, 7 after one failure in the ejection interval, 11
+//     after 20, at most minRequests: each failure is a try at such a run,
+//     poolState.restoreAfter), and gets its full share back at
 //     once: its failure and throttle windows start afresh. A success makes
 //     the next call a probe at once (failures pace the probes, successes do
 //     not), so a recovered region is restored one probe interval (and
@@ -100,7 +102,7 @@ func (r *region) maybeDemote(s *slot, now int64) {
 		"project", tp.Project, "publisher", tp.Publisher, "model", tp.Model, "region", s.name,
 		"failureRate", float64(failed)/float64(answered), "failed", failed, "answered", answered,
 		"threshold", s.st.threshold, "interval", s.st.interval,
-		"probeEvery", time.Duration(s.st.probeEvery), "probeCalls", s.st.probeCalls, "restoreAfter", s.st.restoreAfter)
+		"probeEvery", time.Duration(s.st.probeEvery), "probeCalls", s.st.probeCalls, "restoreAfter", s.st.restoreAfter(failed))
 }
 
 // succeeded counts a success of demoted region r at now, and restores it
@@ -166,7 +168,17 @@ func (r *region) ended(s *slot, now, pickedAt int64) {
 // began have ended, or the run has lasted longer than the region's slowest
 // recent answer (silence.late).
 func (r *region) restores(s *slot, now int64) bool {
-	return r.streak.Load() >= s.st.restoreAfter && (r.run.before.Load() <= 0 || r.quiet.late(now-r.run.from.Load()))
+	n := r.streak.Load()
+	settled := r.run.before.Load() <= 0 || r.quiet.late(now-r.run.from.Load())
+	return n > 0 && settled && n >= r.restoreAfter(s, now)
+}
+
+// restoreAfter is how many successes in a row restore demoted (or
+// probation) region r at now, for the failures of its last ejection
+// interval (poolState.restoreAfter).
+func (r *region) restoreAfter(s *slot, now int64) int64 {
+	_, failed := r.fails.sum(bucketOf(now, s.st.failWidth))
+	return s.st.restoreAfter(failed)
 }
 
 // successRun is where a demoted region's run of successes began. Its

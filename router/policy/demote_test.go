@@ -15,7 +15,9 @@ import (
 // TestDemotionLogged checks that a demotion and a restoration are logged once
 // each, with why, however many failures and probes there are. A call every
 // 500 ms: the first probe waits for the tenth call after the demotion
-// (4.5 s), and its success makes the next six probes too (7.5 s).
+// (4.5 s), and its success makes the next calls probes too; the 100
+// failures of the interval ask for 14 in a row until they leave it, 10 s
+// after them, and 7 then: restored at 10 s, after 12.
 func TestDemotionLogged(t *testing.T) {
 	clk := newClock()
 	var buf bytes.Buffer
@@ -38,7 +40,7 @@ func TestDemotionLogged(t *testing.T) {
 	if n := strings.Count(out, `msg="provisioned region restored`); n != 1 {
 		t.Errorf("%d restoration lines, want 1", n)
 	}
-	for _, want := range []string{"level=WARN", "region=europe-west4", "failureRate=1", "answered=20", "threshold=0.5", "level=INFO", "probeCalls=10", "demotedFor=7.5s"} {
+	for _, want := range []string{"level=WARN", "region=europe-west4", "failureRate=1", "answered=20", "threshold=0.5", "level=INFO", "probeCalls=10", "restoreAfter=11", "demotedFor=10s", "successesInARow=12"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log has no %q", want)
 		}
@@ -57,7 +59,7 @@ func TestSuccessfulProbeProbesAgainAtOnce(t *testing.T) {
 		t.Fatal("not demoted after 100 failures")
 	}
 	probeWait(p, clk)
-	for i := range p.st.Load().restoreAfter {
+	for i := range restoreNeed(p, 0) {
 		if _, a := pick(t, p, PriorityDefault); a.Region != "europe-west4" {
 			t.Fatalf("call %d after a successful probe went to %s, want a probe of europe-west4", i+1, a.Region)
 		} else {
@@ -65,7 +67,7 @@ func TestSuccessfulProbeProbesAgainAtOnce(t *testing.T) {
 		}
 	}
 	if d := p.Snapshot().Regions[0].Demotion; d != nil {
-		t.Errorf("still demoted after %d successful probes at one moment", p.st.Load().restoreAfter)
+		t.Errorf("still demoted after %d successful probes at one moment", restoreNeed(p, 0))
 	}
 }
 
@@ -121,7 +123,9 @@ func TestRestoredInTheOrderItWasSent(t *testing.T) {
 
 	t.Run("the calls sent before the run end after it, failed", func(t *testing.T) {
 		p, clk, old := demoted(t, 3)
-		succeed(t, p, clk, p.st.Load().restoreAfter)
+		// As many as restore it once the three have failed too: each
+		// failure is a try at a run (poolState.restoreAfter).
+		succeed(t, p, clk, p.st.Load().restoreAfter(regionOf(t, p, "europe-west4").Failed+int64(len(old))))
 		if !isDemoted(p) {
 			t.Fatal("restored by quick successes while three calls sent before them were in flight")
 		}
@@ -141,7 +145,7 @@ func TestRestoredInTheOrderItWasSent(t *testing.T) {
 			t.Fatalf("call went to %s, want a probe of the PT", in.Region)
 		}
 		probeWait(p, clk)
-		succeed(t, p, clk, p.st.Load().restoreAfter)
+		succeed(t, p, clk, restoreNeed(p, 0))
 		in.Finish(Report{Outcome: Failure, Timeout: true})
 		old[0].Finish(Report{Outcome: Failure, Timeout: true})
 		if !isDemoted(p) {
@@ -150,7 +154,7 @@ func TestRestoredInTheOrderItWasSent(t *testing.T) {
 	})
 	t.Run("a call held longer than the slowest answer", func(t *testing.T) {
 		p, clk, _ := demoted(t, 1)
-		succeed(t, p, clk, p.st.Load().restoreAfter)
+		succeed(t, p, clk, restoreNeed(p, 0))
 		if !isDemoted(p) {
 			t.Fatal("restored at once while a call sent before the run was in flight")
 		}
@@ -213,5 +217,41 @@ func TestProbesAreAShareOfTheCalls(t *testing.T) {
 				t.Error("restored while every probe failed")
 			}
 		})
+	}
+}
+
+// TestRestoreAfterGrowsWithTheTries: each failure of a demoted region is a
+// try at a run of successes, so the run that restores it grows with its
+// failures over the ejection interval, keeping the chance that a region
+// still failing at the threshold (half its calls) is restored by luck
+// within an interval under 1%. A region that failed a hundred times in the
+// interval (as a demoted PT taking every call the quotas have no room for
+// does) is not restored by the seven in a row that restore one that failed
+// once.
+func TestRestoreAfterGrowsWithTheTries(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(provisioned("europe-west4", table.Capacity{}), shared("europe-west1", 0)), clk)
+	st := p.st.Load()
+	for _, tc := range []struct{ failed, want int64 }{
+		{0, 7}, {1, 7}, {20, 11}, {110, 14}, {1_000_000, 20}, // at most minRequests
+	} {
+		if got := st.restoreAfter(tc.failed); got != tc.want {
+			t.Errorf("restoreAfter(%d failures) = %d, want %d", tc.failed, got, tc.want)
+		}
+	}
+	report(p, 0, Failure, 100)
+	probeWait(p, clk)
+	for i := range 14 {
+		if regionOf(t, p, "europe-west4").Demotion == nil {
+			t.Fatalf("restored after %d successes in a row, following 100 failures in the interval; want 14", i)
+		}
+		_, a := pick(t, p, PriorityDefault)
+		if a.Region != "europe-west4" {
+			t.Fatalf("call %d went to %s, want a probe of europe-west4", i+1, a.Region)
+		}
+		a.Done(Success)
+	}
+	if d := regionOf(t, p, "europe-west4").Demotion; d != nil {
+		t.Errorf("still demoted after 14 successes in a row: %+v", d)
 	}
 }

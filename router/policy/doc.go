@@ -131,8 +131,10 @@
 // interval, the evidence the failure rate is judged on) and 100/budgetPercent
 // of the pool's calls (probeCallsOf: the probes that fail are at most the
 // share of the calls the retry budget grants, at any rate). After restoreAfter
-// successes in a row (7 at the default threshold) it is restored with its full
-// share. An intermittently failing region (the bursty 504s of an upstream
+// successes in a row (7 at the default threshold after one failure in the
+// ejection interval, more the more it failed: each failure is a try at such
+// a run, and a region still failing must string one together by chance less
+// than once in a hundred intervals) it is restored with its full share. An intermittently failing region (the bursty 504s of an upstream
 // incident) stays under the threshold and keeps its first attempts.
 //
 // Blame (blame.go). A caller whose calls fail wherever they go (their

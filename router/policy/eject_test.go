@@ -152,8 +152,8 @@ func TestDemotedProvisionedRegion(t *testing.T) {
 	if !rs.Failing || rs.Ejected || rs.Demotion == nil || rs.TimesDemoted != 1 {
 		t.Fatalf("failing provisioned region: %+v", rs)
 	}
-	if d := rs.Demotion; d.FailureRate != 1 || d.Answered != 20 || d.Threshold != 0.5 || d.RestoreAfter != 7 || !d.Since.Equal(clk.Now()) {
-		t.Errorf("demotion %+v, want failure rate 1 of 20 answered, threshold 0.5, restore after 7, since now", d)
+	if d := rs.Demotion; d.FailureRate != 1 || d.Answered != 20 || d.Threshold != 0.5 || d.RestoreAfter != 14 || !d.Since.Equal(clk.Now()) {
+		t.Errorf("demotion %+v, want failure rate 1 of 20 answered, threshold 0.5, restore after 14 (for the 100 failures of the interval), since now", d)
 	}
 	// run sends 100 calls a second for d; the first attempts on europe-west4
 	// answer o.
@@ -326,7 +326,7 @@ func TestEjectedRegionReturnsOnProbation(t *testing.T) {
 	probeEvery := tp.Policy.Ejection.Interval.Duration / time.Duration(e.MinRequests)
 	clk.Advance(probeEvery)
 	// Successes make the next call a probe at once (demote.go).
-	for i := range p.st.Load().restoreAfter {
+	for i := range restoreNeed(p, 0) {
 		g.Expect(p.Snapshot().Regions[0].Probation).To(BeTrue(), "after %d successes", i)
 		g.Expect(firsts(1, Success)).To(Equal(1), "probe %d", i+1)
 	}

@@ -205,3 +205,10 @@ func startCalls(p *Pool, n int64) {
 		p.Start(Request{})
 	}
 }
+
+// restoreNeed is how many successes in a row restore region i of p now,
+// demoted or on probation (region.restoreAfter).
+func restoreNeed(p *Pool, i int) int64 {
+	s := p.st.Load().slots[i]
+	return s.r.restoreAfter(s, p.nanos())
+}

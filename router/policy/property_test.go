@@ -446,7 +446,8 @@ func TestPropertyDemotion(t *testing.T) {
 		// come every step.
 		step := gap / int64(3*len(st.slots))
 		gap = max(gap, (st.probeCalls+1)*step)
-		bound := (st.restoreAfter + 2) * gap
+		need := ps.r.restoreAfter(ps, p.nanos())
+		bound := (need + 2) * gap
 		begin := p.nanos()
 		for p.nanos()-begin <= bound && ps.r.demoted.Load() != nil {
 			call("recovery", 0)
@@ -454,7 +455,7 @@ func TestPropertyDemotion(t *testing.T) {
 		}
 		if d := ps.r.demoted.Load(); d != nil {
 			t.Fatalf("run %d: %s answers every call, still demoted %s after it recovered (restore after %d, probes every %s and %d calls)\npool: %+v",
-				run, pt, time.Duration(p.nanos()-begin), st.restoreAfter, time.Duration(gap), st.probeCalls, tp)
+				run, pt, time.Duration(p.nanos()-begin), need, time.Duration(gap), st.probeCalls, tp)
 		}
 		restorations++
 	}

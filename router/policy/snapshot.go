@@ -153,7 +153,9 @@ type Demotion struct {
 	Failed      int64   `json:"failed"`
 	Threshold   float64 `json:"threshold"`
 	// SuccessesInARow are the region's successes since its last failure;
-	// RestoreAfter of them restore it.
+	// RestoreAfter of them restore it, for the failures of its last
+	// ejection interval (more failures, more chances to string successes
+	// together by chance: poolState.restoreAfter).
 	SuccessesInARow int64 `json:"successesInARow"`
 	RestoreAfter    int64 `json:"restoreAfter"`
 }
@@ -245,7 +247,7 @@ func (p *Pool) Snapshot() Snapshot {
 				Failed:          d.failed,
 				Threshold:       st.threshold,
 				SuccessesInARow: r.streak.Load(),
-				RestoreAfter:    st.restoreAfter,
+				RestoreAfter:    st.restoreAfter(failed),
 			}
 		}
 		if u := r.ejectedUntil.Load(); u > now {
