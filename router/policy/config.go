@@ -170,6 +170,11 @@ const restoreMiss = 0.01
 // answers; this bounds the luck of a region that fails them early. A region
 // that recovers pays a few more successes: a success makes its next call a
 // probe at once (region.succeeded), so they come as fast as the calls do.
+// Every failure counts as a try, though failures that come in bursts (an
+// incident's runs of 504s) or belong to calls sent before the run began
+// begin fewer runs: the count errs toward restoring later, the cheap side
+// (a recovered region left demoted costs the pay-as-you-go price of what
+// the others serve, and still takes what they have no room for).
 func (st *poolState) restoreAfter(failed int64) int64 {
 	if st.restoreKeep == 0 {
 		return 1

@@ -168,9 +168,8 @@ func (r *region) ended(s *slot, now, pickedAt int64) {
 // began have ended, or the run has lasted longer than the region's slowest
 // recent answer (silence.late).
 func (r *region) restores(s *slot, now int64) bool {
-	n := r.streak.Load()
 	settled := r.run.before.Load() <= 0 || r.quiet.late(now-r.run.from.Load())
-	return n > 0 && settled && n >= r.restoreAfter(s, now)
+	return settled && r.streak.Load() >= r.restoreAfter(s, now)
 }
 
 // restoreAfter is how many successes in a row restore demoted (or

@@ -134,8 +134,9 @@
 // successes in a row (7 at the default threshold after one failure in the
 // ejection interval, more the more it failed: each failure is a try at such
 // a run, and a region still failing must string one together by chance less
-// than once in a hundred intervals) it is restored with its full share. An intermittently failing region (the bursty 504s of an upstream
-// incident) stays under the threshold and keeps its first attempts.
+// than once in a hundred intervals) it is restored with its full share. An
+// intermittently failing region (the bursty 504s of an upstream incident)
+// stays under the threshold and keeps its first attempts.
 //
 // Blame (blame.go). A caller whose calls fail wherever they go (their
 // content fails them: a document Google cannot process) while the same
