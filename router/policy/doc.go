@@ -154,13 +154,15 @@
 // Silence (silence.go). A region that stops answering sends no failure until
 // the callers' deadlines pass. Once it holds minRequests attempts in flight
 // (a region answering fewer calls an interval: at least two, and as many as
-// it answered with success over the interval) and has sent nothing back for
-// longer than its slowest answer of the ejection interval, or has not
-// answered the first call picked after the latest one it answered for that
-// long (calls picked before a hang may still be answering), it ranks behind
-// the regions that answer, as a demoted one does, and a demoted one gets no
-// probe, until it answers a call picked since. It feeds nothing else: the
-// attempts that never answer count as timeouts when their deadlines pass.
+// it answered with success over the interval) and has sent nothing back (a
+// 429 or a bad request's 400 is no answer: it refuses a call at the door,
+// before the model runs) for longer than its slowest answer of the
+// ejection interval, or has not answered the first call picked after the
+// latest one it answered for that long (calls picked before a hang may
+// still be answering), it ranks behind the regions that answer, as a
+// demoted one does, and a demoted one gets no probe, until it answers a
+// call picked since. It feeds nothing else: the attempts that never answer
+// count as timeouts when their deadlines pass.
 //
 // Time left (quick.go). A region is not a candidate for an attempt whose
 // time left before the call's deadline is shorter than the median of the

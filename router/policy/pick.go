@@ -426,12 +426,12 @@ type laneRanks struct {
 // it picks the region (one call per probe: region.probe).
 //
 // A silent region gets no probe. A probe asks whether the region answers
-// again; the calls it already holds ask the same, and the first answer of
-// any kind from it ends the silence and lets the probes go again. A probe
-// sent into the silence would only wait out its caller's deadline and
-// learn nothing those calls will not tell: at a probe every half second
-// (the pace's fastest) that is two calls a second lost for as long as a
-// region hangs.
+// again; the calls it already holds ask the same, and its first answer (a
+// success or an error it sends, not a refusal) ends the silence and lets
+// the probes go again. A probe sent into the silence would only wait out
+// its caller's deadline and learn nothing those calls will not tell: at a
+// probe every half second (the pace's fastest) that is two calls a second
+// lost for as long as a region hangs.
 func rankLane(s *slot, l uint8, base int8, last, probes bool, cs *callState, now int64, retry bool) int8 {
 	rank := base
 	if last {

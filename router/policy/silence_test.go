@@ -151,8 +151,7 @@ func TestQuietRegionThatHangsIsSeen(t *testing.T) {
 
 // TestSilentDemotedRegionGetsNoProbe: a demoted provisioned region that
 // then hangs on its probes gets no further probe once it is silent (two
-// unanswered); its next answer of any kind ends the silence, and the probes
-// go again.
+// unanswered); its next answer ends the silence, and the probes go again.
 func TestSilentDemotedRegionGetsNoProbe(t *testing.T) {
 	p, clk, first := silencePool(t)
 	for range 20 {
@@ -238,6 +237,39 @@ func TestStragglersDoNotHideAHang(t *testing.T) {
 		clk.Advance(step)
 	}
 	t.Fatal("every call of 3 s went to the region that hangs")
+}
+
+// TestRefusalsDoNotHideAHang: a region that hangs every call it lets in
+// while it answers 429 to others (a PT full for some of them, its
+// pay-as-you-go out of room), or 400 to a caller's bad requests, is silent
+// as soon as one that refuses nothing would be. A refusal comes back at the
+// door, before the model runs: it says nothing of the calls the region
+// holds. Counted as an answer, each one moved the marks, and the region
+// kept its first attempts, every one of them waiting out its deadline; a
+// tenant sending bad requests kept a hung region first for every other.
+func TestRefusalsDoNotHideAHang(t *testing.T) {
+	for _, o := range []Outcome{Capacity, ProvisionedFull, CallerFault} {
+		t.Run(o.String(), func(t *testing.T) {
+			p, clk, first := silencePool(t)
+			for range 10 {
+				first() // let in, never answered
+				clk.Advance(50 * time.Millisecond)
+			}
+			clk.Advance(200 * time.Millisecond)
+			a := first()
+			if a.Region != "europe-west1" {
+				t.Fatalf("a call went to %s before the silence, want the provisioned region", a.Region)
+			}
+			a.Done(o) // refused at once
+			// 1.1 s after the first attempt it let in, 0.4 s after the
+			// refusal: longer than its slowest answer (1 s) with nothing
+			// back from the calls it holds.
+			clk.Advance(400 * time.Millisecond)
+			if rs := p.Snapshot().Regions[0]; !rs.Silent || rs.InFlight != 10 {
+				t.Errorf("holding 10 calls it let in 1.1 s ago, answering only %s: %+v, want silent", o, rs)
+			}
+		})
+	}
 }
 
 // TestHeavyTailIsNotSilence: a region answering 40 calls a second with a
