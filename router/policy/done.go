@@ -57,17 +57,17 @@ func (r *region) done(rep Report) {
 		r.quiet.dropped(rep.chargedAt)
 	case rep.Outcome == Failure && rep.Timeout:
 		// Nothing came back: the region said nothing (silence.go).
-	case rep.Outcome == Capacity || rep.Outcome == ProvisionedFull || rep.Outcome == CallerFault:
-		// Refused at the door (a 429, a bad request), or an answer the
-		// caller's own calls bring back everywhere: the region no longer
-		// holds the attempt, and the answer says nothing of the calls it
-		// let in (silence.go).
-		r.quiet.dropped(rep.chargedAt)
 	case rep.heard:
 		// Its answer began to arrive earlier (Attempt.Heard), which is when
 		// its latency was measured; the end of a stream only says the
 		// region is still there.
 		r.quiet.heard(now)
+	case rep.Outcome == Capacity || rep.Outcome == ProvisionedFull || rep.Outcome == CallerFault:
+		// Refused at the door (a 429, a bad request), or an answer the
+		// router counts as the caller's own (blame.go): the region no
+		// longer holds the attempt, and the answer says nothing of the
+		// calls it let in (silence.go).
+		r.quiet.dropped(rep.chargedAt)
 	default:
 		r.quiet.answered(now, rep.chargedAt, int64(st.interval))
 	}

@@ -36,10 +36,10 @@ import "sync/atomic"
 // maximum: an answer to a call picked earlier does not move it back), and
 // the first pick after it is marked by the next pick that finds the mark
 // behind it, so it may be a later pick than the first, never an earlier
-// one. An attempt that ends with nothing back because its caller went away
-// (Cancelled, not a timeout), or that the region refused (a 429, a bad
-// request), takes the mark with it, so that silence is never counted from an attempt the region
-// no longer holds.
+// one. An attempt that ends with nothing back because its caller went
+// away (Cancelled, not a timeout), or that the region refused (a 429, a bad
+// request), takes the mark with it, so that silence is never counted from
+// an attempt the region no longer holds.
 //
 // The second measure of evidence is for a region that answers fewer than
 // minRequests calls an interval: a pool with little traffic, or a region
@@ -62,17 +62,17 @@ import "sync/atomic"
 // region that is not, taking only what none of them has room for. Silence
 // is not a verdict: it ends with the region's next answer (a success, an
 // error it sends) to a call picked since the last one it answered, and it
-// feeds no failure window, ejection or demotion; the
-// attempts that never answer do, as timeouts, when their deadlines pass.
-// A region that is only slow answers its first slow calls about when they
-// are due and is silent at most for the time its latency rose by; it is
-// never the reason a call is shed, since it still takes what the others
-// cannot. A timeout and a cancelled attempt are not answers: the region
-// said nothing. Nor is a refusal (a 429, a PT found full, a 400 to a bad
-// request) or any answer the router takes for the caller's own fault
-// (blame.go): Google refuses a call at the door, before the model runs, and
-// what the router counts as a caller's own is the caller's, not the
-// region's, so neither says anything of the calls the region let in. A region that hangs every call
+// feeds no failure window, ejection or demotion; the attempts that never
+// answer do, as timeouts, when their deadlines pass. A region that is only
+// slow answers its first slow calls about when they are due and is silent
+// at most for the time its latency rose by; it is never the reason a call
+// is shed, since it still takes what the others cannot. A timeout and a
+// cancelled attempt are not answers: the region said nothing. Nor is a
+// refusal (a 429, a PT found full, a 400 to a bad request) or any answer
+// the router counts as the caller's own fault (blame.go): Google refuses a
+// call at the door, before the model runs, and what the router counts as
+// a caller's own is the caller's, not the region's, so neither says
+// anything of the calls the region let in. A region that hangs every call
 // it lets in while it refuses others (a PT full for some, its
 // pay-as-you-go out of room) is silent as soon as one that refused
 // nothing; counted as answers, its quick refusals kept it answering while
@@ -123,11 +123,11 @@ func (s *silence) sent(now int64) {
 	}
 }
 
-// dropped says the attempt picked at pickedAt ended with nothing back and
-// was not the region's to answer (its caller went away, or the region
-// refused it at the door, or it was the caller's own fault): if it was the
-// first pick after the latest answered one, the mark is dropped, and the
-// next pick sets it. An attempt that timed out stays: it was late.
+// dropped says the attempt picked at pickedAt ended with no answer of the
+// region's to it (its caller went away, the region refused it at the door,
+// or what came back was the caller's own fault): if it was the first pick
+// after the latest answered one, the mark is dropped, and the next pick
+// sets it. An attempt that timed out stays: it was late.
 func (s *silence) dropped(pickedAt int64) { s.after.CompareAndSwap(pickedAt, 0) }
 
 // heard ends the silence with bytes at now of an answer whose latency was
