@@ -71,7 +71,6 @@ func newState(tp table.Pool) *poolState {
 		baseEjection:  int64(e.BaseEjectionTime.Duration),
 		maxEjection:   int64(e.MaxEjectionTime.Duration),
 		maxEjectedPct: *e.MaxEjectedPercent,
-		restoreKeep:   restoreKeep(e.FailureRateThreshold),
 		probeEvery:    max(int64(e.Interval.Duration)/int64(max(e.MinRequests, 1)), 1),
 		probeCalls:    probeCallsOf(*pol.Retry.BudgetPercent),
 		maxAttempts:   pol.Retry.MaxAttempts,
@@ -175,22 +174,15 @@ const restoreMiss = 0.01
 // begin fewer runs: the count errs toward restoring later, the cheap side
 // (a recovered region left demoted costs the pay-as-you-go price of what
 // the others serve, and still takes what they have no room for).
+//
+// A threshold of 1 demotes only a region that fails every call: one success
+// restores it.
 func (st *poolState) restoreAfter(failed int64) int64 {
-	if st.restoreKeep == 0 {
+	if st.threshold >= 1 {
 		return 1
 	}
-	k := math.Ceil(math.Log(restoreMiss/float64(max(failed, 1))) / st.restoreKeep)
+	k := math.Ceil(math.Log(restoreMiss/float64(max(failed, 1))) / math.Log(1-st.threshold))
 	return int64(min(max(k, 1), float64(max(st.minRequests, 1))))
-}
-
-// restoreKeep is ln(1−θ) for the threshold θ, the chance in logs that a
-// region failing at the threshold answers a call; 0 for a threshold of 1 (a
-// region demoted only by failing every call is restored by one success).
-func restoreKeep(threshold float64) float64 {
-	if threshold >= 1 {
-		return 0
-	}
-	return math.Log(1 - threshold)
 }
 
 // buildSlots builds the slots of state st from its pool, reusing live regions

@@ -50,7 +50,6 @@ type poolState struct {
 	baseEjection  int64
 	maxEjection   int64
 	maxEjectedPct int
-	restoreKeep   float64 // ln(1−threshold), for the successes in a row that restore a demoted region (restoreAfter); 0: one does
 	// payGo is, per Priority, the pay-as-you-go lanes a call may use in
 	// order of preference (table.PayGo).
 	payGo        [3][]uint8

@@ -57,6 +57,12 @@ const (
 // with a chance of 1 − p^k). Left so: in the replays' shapes those calls
 // were otherwise refused, and the region served some of them (the
 // share of its bound it answers, limit.go, is what bounds it there).
+// Where it errs: a capacity that accepts nothing at all. A PT's overflow
+// into a location with no pay-as-you-go quota (generated-34-10 under its
+// surge: about 80 refused asks a second, steadily, while the quotas were
+// full and calls waited for them) is asked by every waiting call each time
+// it wakes; each refusal spills at once and loses no call, but it is a
+// round trip for the caller and load on Google's front end.
 func (l *lane) throttleP(now int64, st *poolState) float64 {
 	if now-l.lastRejected.Load() > int64(throttleWindow) {
 		return 0
