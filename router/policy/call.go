@@ -104,6 +104,7 @@ type callState struct {
 	at       [maxAttemptsLimit]int64   // when each attempt was picked
 	tickets  [maxAttemptsLimit]uint64  // the shared meter's name of each attempt's request (SharedAnswer.Ticket); 0: none
 	ticket   uint64                    // the ticket of the attempt being picked, for record
+	draw     uint64                    // the seed of the call's throttle draws (throttleDraw); 0: none drawn yet
 }
 
 // start sets up the zero state of a new call for req.

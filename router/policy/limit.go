@@ -158,8 +158,7 @@ func (l *aimd) clamp(hi float64) {
 // nearly all run out: the collapse the share is there to prevent. Lifted
 // only for a call that can wait no longer (its last chance), it changed
 // nothing that could be measured (seed 31, twelve shapes: -0.09 points on
-// average): the throttle, drawn once for such a call, turns most of them
-// away (throttle.go says why a call that waits passes it more often).
+// average): the throttle turns most of them away.
 //
 // known says the bound is one of the region's capacity, not regionMaxLimit
 // for want of one.

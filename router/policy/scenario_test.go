@@ -148,11 +148,19 @@ func TestThrottledRegionRecovers(t *testing.T) {
 	simulate(p, clk, 100, 20*time.Second, serve, nil)
 	before := share(10 * time.Second)
 	down = true
-	simulate(p, clk, 100, 50*time.Second, serve, nil)
+	// The throttle judges the region only on minRequests answers in its
+	// window, and a region throttled to a trickle hovers about that many:
+	// its probability is 0 for a moment each time the trickle falls under
+	// them, so it is read each second, not once.
+	var most float64
+	for range 50 {
+		simulate(p, clk, 100, time.Second, serve, nil)
+		most = max(most, p.Snapshot().Regions[0].ThrottleProbability)
+	}
 	throttled := share(10 * time.Second)
-	if snap := p.Snapshot(); snap.Regions[0].ThrottleProbability < 0.8 || snap.Regions[0].TimesEjected != 0 {
-		t.Errorf("after a minute of 429s: throttle %.2f, ejected %d times; want throttled, never ejected",
-			snap.Regions[0].ThrottleProbability, snap.Regions[0].TimesEjected)
+	if snap := p.Snapshot(); most < 0.8 || snap.Regions[0].TimesEjected != 0 {
+		t.Errorf("a minute of 429s: throttle at most %.2f, ejected %d times; want throttled, never ejected",
+			most, snap.Regions[0].TimesEjected)
 	}
 	down = false
 	simulate(p, clk, 100, 25*time.Second, serve, nil)

@@ -171,4 +171,7 @@ func splitMix(z uint64) uint64 {
 }
 
 // float returns a random number in [0, 1).
-func (g *rng) float() float64 { return float64(g.next()>>11) / (1 << 53) }
+func (g *rng) float() float64 { return unit(g.next()) }
+
+// unit maps 64 random bits to a number in [0, 1).
+func unit(x uint64) float64 { return float64(x>>11) / (1 << 53) }

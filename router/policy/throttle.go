@@ -50,19 +50,24 @@ const (
 // It is 0, without reading the counters, when the region has not rejected a
 // call within the window.
 //
-// The draw is made at each pick, not once a call: a call that waits for a
-// quota's room (Call.PickWaiting) draws again each time it wakes and picks,
-// so of the calls that wait while every quota is full, more than 1 − p
-// reach a throttled region that has room in flight for them (k picks pass
-// with a chance of 1 − p^k). Left so: in the replays' shapes those calls
-// were otherwise refused, and the region served some of them (the
-// share of its bound it answers, limit.go, is what bounds it there).
-// Where it errs: a capacity that accepts nothing at all. A PT's overflow
-// into a location with no pay-as-you-go quota (generated-34-10 under its
-// surge: about 80 refused asks a second, steadily, while the quotas were
-// full and calls waited for them) is asked by every waiting call each time
-// it wakes; each refusal spills at once and loses no call, but it is a
-// round trip for the caller and load on Google's front end.
+// The draw is made once a call for each lane (callState.throttleDraw), not
+// at each pick: a call that waits for a quota's room (Call.PickWaiting)
+// picks again each time it wakes, and a fresh draw at each pick would let
+// more than 1 − p of the waiting calls through (k picks pass with a chance
+// of 1 − p^k), however many the lane refuses. A lane that accepts nothing,
+// a PT's overflow into a location with no pay-as-you-go quota, was asked
+// by every waiting call each time it woke: a round trip each for the
+// caller and load on Google's front end, for no call served (in
+// generated-34-10's surge, the PT's region answered 1,746 429s over a
+// minute so and 1,267 with one draw a call, the calls served the same). With
+// one draw a call, a
+// call the throttle turned away stays turned away while p is above its
+// draw, and is let through once p falls below it: the share of calls that
+// reach the lane is 1 − p whether they wait or not, and a lane that
+// recovers gets the calls it turned away back as p falls, the waiting ones
+// among them. The draws of one call at different lanes are independent: a
+// call turned away from one throttled quota is not, for that, turned away
+// from another.
 func (l *lane) throttleP(now int64, st *poolState) float64 {
 	if now-l.lastRejected.Load() > int64(throttleWindow) {
 		return 0
@@ -88,7 +93,9 @@ func (l *lane) throttled(now int64, accepted bool) {
 }
 
 // turnedAway counts, in a PT's overflow lane (slot.overflow), a call its
-// throttle turned away at now as a request the lane did not accept. The
+// throttle turned away at now as a request the lane did not accept: once a
+// call, at its first pick (a call that waits and picks again is the same
+// request, and its draw the same: throttleDraw). The
 // overflow has no hint: nothing but its throttle bounds what it is sent, and
 // every call the other capacities have no room for comes to it. Counting
 // the calls it turns away, as the SRE book's throttle does, keeps what it
@@ -111,4 +118,18 @@ func (r *region) throttleP(now int64, st *poolState) float64 {
 		p = max(p, r.lanes[i].throttleP(now, st))
 	}
 	return p
+}
+
+// throttleDraw is the call's draw, in [0, 1), against the throttle of lane
+// l of the pool's slot i: the throttle turns the call away from the lane
+// while its probability is above the draw. It is drawn once a call (the
+// call's seed, from g, at its first throttled lane) and mixed with the
+// lane's place, so it is the same at every pick of the call and independent
+// from lane to lane (throttleP says why). A new table may number the slots
+// otherwise; a call that spans it draws afresh, as a new call would.
+func (cs *callState) throttleDraw(g *rng, i int, l uint8) float64 {
+	if cs.draw == 0 {
+		cs.draw = g.next() | 1
+	}
+	return unit(splitMix(cs.draw + uint64(i*laneCount+int(l)+1)*0x9e3779b97f4a7c15))
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -114,5 +115,44 @@ func TestSteady429sKeepTheRegionsConcurrency(t *testing.T) {
 	if refused > 18 {
 		t.Errorf("%d of 600 calls refused before reaching a region that served %d of %d it was sent; want at most 3%% refused (limit now %d)",
 			refused, served, sent, p.Snapshot().Regions[0].Limit)
+	}
+}
+
+// TestThrottleDrawsOnceACall: a call the throttle turned away stays turned
+// away when it picks again (a call waiting for a quota's room picks at each
+// wake), while the throttle's probability holds: of 50 calls each picking
+// up to five times, about 1 − p reach the lane. Drawn afresh at each pick,
+// 1 − p^5 would (all but one in a few hundred), and a lane that accepts
+// nothing would be asked by every waiting call at each wake.
+func TestThrottleDrawsOnceACall(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(shared("europe-west1", 0)), clk)
+	report(p, 0, Success, 10)
+	report(p, 0, Capacity, 20)
+	q := p.st.Load().slots[0].r.throttleP(p.nanos(), p.st.Load())
+	if q < 0.3 || q > 0.35 {
+		t.Fatalf("throttle probability %.3f, want (30 - 2×10) / 31", q)
+	}
+	const calls = 50
+	var held []Attempt
+	for range calls {
+		c := p.Start(Request{})
+		for range 5 {
+			a, err := c.Pick()
+			if err == nil {
+				held = append(held, a)
+				break
+			}
+			if !errors.Is(err, ErrOverCapacity) {
+				t.Fatalf("pick: %v, want over capacity (the throttle)", err)
+			}
+		}
+	}
+	t.Logf("%d of %d calls picking up to five times reached the lane throttled at %.3f", len(held), calls, q)
+	if n := len(held); n > calls*85/100 || n < calls*45/100 {
+		t.Errorf("%d of %d calls reached the lane, want about %.0f", n, calls, calls*(1-q))
+	}
+	for _, a := range held {
+		a.Done(Cancelled)
 	}
 }
