@@ -225,6 +225,10 @@ func (c *Call) PickWaiting(ctx context.Context, sleep func(context.Context, time
 	}
 }
 
+// repick reports whether the call is picking again after a wait, in one
+// PickWaiting: the same request as its first pick there, not a new one.
+func (cs *callState) repick() bool { return cs.waiting && cs.waited > 0 }
+
 // roomWithin reports whether a call whose Pick was refused with err at now
 // may wait for the room it lacks (PickWaiting): the refusal is one a call
 // waits out, and its headroom comes within MaxHeadroomWait of all the call

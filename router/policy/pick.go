@@ -640,7 +640,7 @@ func (p *Pool) admit(s *slot, i int, l uint8, cs *callState, now int64, probe, l
 	if q := r.lanes[l].throttleP(now, s.st); q > 0 && !probe && cs.throttleDraw(&p.rnd, i, l) < q {
 		r.inFlight.Add(-1)
 		ref.note(int64(time.Second))
-		if s.overflowLane(l) && cs.waited == 0 {
+		if s.overflowLane(l) && !cs.repick() {
 			r.lanes[l].turnedAway(now)
 		}
 		return 0, false
