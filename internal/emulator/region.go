@@ -97,6 +97,7 @@ func (e *apiError) outcome() string {
 // second is one second of scenario time in a region's histogram.
 type second struct {
 	requests, served, throttled, failed, cancelled int64
+	ptFull                                         int64              // of throttled: the PT's window was full (SecondStats.PTFull)
 	tokens                                         map[string]float64 // by usage kind
 }
 
@@ -249,6 +250,9 @@ func (r *region) begin(c call) admission {
 		r.recordLocked(a, err.outcome())
 		if a.full != "" {
 			r.full[a.full]++
+		}
+		if a.full == FullProvisioned {
+			s.ptFull++
 		}
 		return a
 	}

@@ -69,6 +69,10 @@ type SecondStats struct {
 	Requests  int64 `json:"requests"`
 	Served    int64 `json:"served"`
 	Throttled int64 `json:"throttled"`
+	// PTFull counts, of Throttled, the calls refused because the region's
+	// PT was full (its window held no room for them: RegionStats.Full's
+	// FullProvisioned); the rest were a pay-as-you-go quota's or a fault's.
+	PTFull    int64 `json:"ptFull,omitempty"`
 	Failed    int64 `json:"failed"`
 	Cancelled int64 `json:"cancelled,omitempty"`
 }
@@ -90,7 +94,7 @@ func (r *region) stats() RegionStats {
 		PerSecond:                 make([]SecondStats, len(r.seconds)),
 	}
 	for i, s := range r.seconds {
-		rs.PerSecond[i] = SecondStats{Second: i, Requests: s.requests, Served: s.served, Throttled: s.throttled, Failed: s.failed, Cancelled: s.cancelled}
+		rs.PerSecond[i] = SecondStats{Second: i, Requests: s.requests, Served: s.served, Throttled: s.throttled, PTFull: s.ptFull, Failed: s.failed, Cancelled: s.cancelled}
 	}
 	rs.summarize()
 	return rs

@@ -36,7 +36,8 @@ regions:
 
 // TestTiersHaveTheirOwnQuotas: each pay-as-you-go tier is its own quota and
 // reports its own traffic type; a PT spills into the tier the call names;
-// a tier a location does not offer is refused.
+// a tier a location does not offer is refused. The stats count each 429 by
+// the capacity that was full, and a full PT's second by second too.
 func TestTiersHaveTheirOwnQuotas(t *testing.T) {
 	for _, tc := range []struct {
 		name, region, requestType, tier string
@@ -78,6 +79,14 @@ func TestTiersHaveTheirOwnQuotas(t *testing.T) {
 			}
 			if full := e.Stats().Regions[0].Full; !maps.Equal(full, tc.full) {
 				t.Errorf("stats count the 429s of full capacities as %v, want %v", full, tc.full)
+			}
+			// Second by second, the 429s of a full PT are told apart.
+			var ptFull int64
+			for _, s := range e.Stats().Regions[0].PerSecond {
+				ptFull += s.PTFull
+			}
+			if ptFull != tc.full["provisioned"] {
+				t.Errorf("the seconds count %d 429s of a full PT, want %d", ptFull, tc.full["provisioned"])
 			}
 		})
 	}

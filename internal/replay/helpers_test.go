@@ -237,7 +237,8 @@ func TestSessionPool(t *testing.T) {
 
 // TestWriteTimeline: with a timeline width the page shows, per policy, each
 // region's calls summed over each span of that width (the last one cut
-// short by the scenario's end), and nothing of it without one.
+// short by the scenario's end), the 429s of a full PT told apart, and
+// nothing of it without one.
 func TestWriteTimeline(t *testing.T) {
 	sec := func(s int, sent, served, throttled, failed, cancelled int64) emulator.SecondStats {
 		return emulator.SecondStats{Second: s, Requests: sent, Served: served, Throttled: throttled, Failed: failed, Cancelled: cancelled}
@@ -246,7 +247,7 @@ func TestWriteTimeline(t *testing.T) {
 		Scenario: "timeline", Duration: 25 * time.Second, Scale: 10, Rate: 5,
 		Results: []*Result{{Policy: NameRegionwarden, Requests: 40, Succeeded: 30, Regions: []RegionLoad{
 			{Name: "europe-west1", Seconds: []emulator.SecondStats{sec(0, 3, 3, 0, 0, 0), sec(9, 4, 2, 1, 1, 0), sec(10, 5, 0, 0, 0, 5), sec(24, 1, 1, 0, 0, 0)}},
-			{Name: "europe-west4", Seconds: []emulator.SecondStats{sec(12, 2, 1, 1, 0, 0)}},
+			{Name: "europe-west4", Seconds: []emulator.SecondStats{sec(12, 2, 1, 1, 0, 0), {Second: 15, Requests: 4, Throttled: 3, PTFull: 2, Failed: 1}}},
 		}}},
 	}
 	var b strings.Builder
@@ -255,10 +256,10 @@ func TestWriteTimeline(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{
-		"Each region, 10s at a time, " + NameRegionwarden + ": calls sent / served / 429 / failed / cancelled.",
+		"Each region, 10s at a time, " + NameRegionwarden + ": calls sent / served / 429 / failed / cancelled;",
 		"| From | europe-west1 | europe-west4 |",
 		"| 0s | 7 / 5 / 1 / 1 / 0 | 0 / 0 / 0 / 0 / 0 |",
-		"| 10s | 5 / 0 / 0 / 0 / 5 | 2 / 1 / 1 / 0 / 0 |",
+		"| 10s | 5 / 0 / 0 / 0 / 5 | 6 / 1 / 4 (PT 2) / 1 / 0 |",
 		"| 20s | 1 / 1 / 0 / 0 / 0 | 0 / 0 / 0 / 0 / 0 |",
 	} {
 		if !strings.Contains(out, want) {

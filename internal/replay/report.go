@@ -436,7 +436,7 @@ func writeTimeline(b *strings.Builder, rep *Report, width time.Duration) {
 	ran := rep.ran(func(r *Result) bool { return len(r.Regions) > 0 })
 	buckets := int((rep.Duration + width - 1) / width)
 	for _, r := range ran {
-		fmt.Fprintf(b, "Each region, %s at a time, %s: calls sent / served / 429 / failed / cancelled.\n\n", fmtDuration(width), r.Policy)
+		fmt.Fprintf(b, "Each region, %s at a time, %s: calls sent / served / 429 / failed / cancelled; \"(PT n)\" after the 429s: n of them because the region's PT was full.\n\n", fmtDuration(width), r.Policy)
 		b.WriteString("| From |")
 		for _, rl := range r.Regions {
 			fmt.Fprintf(b, " %s |", rl.Name)
@@ -454,6 +454,7 @@ func writeTimeline(b *strings.Builder, rep *Report, width time.Duration) {
 				t.Requests += s.Requests
 				t.Served += s.Served
 				t.Throttled += s.Throttled
+				t.PTFull += s.PTFull
 				t.Failed += s.Failed
 				t.Cancelled += s.Cancelled
 			}
@@ -462,7 +463,11 @@ func writeTimeline(b *strings.Builder, rep *Report, width time.Duration) {
 			fmt.Fprintf(b, "| %s |", fmtDuration(time.Duration(k)*width))
 			for i := range r.Regions {
 				t := sums[i][k]
-				fmt.Fprintf(b, " %d / %d / %d / %d / %d |", t.Requests, t.Served, t.Throttled, t.Failed, t.Cancelled)
+				full := ""
+				if t.PTFull > 0 {
+					full = fmt.Sprintf(" (PT %d)", t.PTFull)
+				}
+				fmt.Fprintf(b, " %d / %d / %d%s / %d / %d |", t.Requests, t.Served, t.Throttled, full, t.Failed, t.Cancelled)
 			}
 			b.WriteString("\n")
 		}
