@@ -13,6 +13,7 @@ import (
 
 	aiplatform "cloud.google.com/go/aiplatform/apiv1"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/regionwarden/regionwarden/internal/emulator"
@@ -275,5 +276,48 @@ func TestFaultBreaksStreams(t *testing.T) {
 	}
 	if got := e.Stats().Regions[0].ByCode["UNAVAILABLE"]; got != 4 {
 		t.Errorf("the region counted %d UNAVAILABLE, want 4 (a unary call and three streams)", got)
+	}
+}
+
+// TestRefusedCallsTakeNoCapacity: a call a 429 fault refuses takes none of
+// the capacity that admitted it. A PT of two calls a second refuses five
+// calls with the fault in the fault's last moment; the next moment, the
+// fault over and the refused calls still in its one-second window, it
+// admits its two. Charged for the refused calls, it answered them 429 as
+// full.
+func TestRefusedCallsTakeNoCapacity(t *testing.T) {
+	sc := mustParse(t, scenarioHead+`
+regions:
+- name: europe-west1
+  tier: provisioned
+  provisioned: {gsus: 1, mode: dedicated, tokensPerSecond: 1000000, requestsPerSecond: 2, window: 1s}
+  latency: {distribution: fixed, p50: 10ms}
+  faults:
+  - {from: 1m, to: 2m, errorRate: 1, code: 429}
+`)
+	e, clock := start(t, sc, 1)
+	c := client(t, e, "europe-west1")
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "x-vertex-ai-llm-request-type", "dedicated")
+	clock.Set(2*time.Minute - 200*time.Millisecond)
+	for i := range 5 {
+		if _, err := c.GenerateContent(ctx, request(sc, "europe-west1", "hello")); status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("call %d in the fault: %v, want RESOURCE_EXHAUSTED", i, err)
+		}
+	}
+	clock.Set(2*time.Minute + 100*time.Millisecond)
+	served, full := 0, 0
+	for range 3 {
+		_, err := c.GenerateContent(ctx, request(sc, "europe-west1", "hello"))
+		switch {
+		case err == nil:
+			served++
+		case status.Code(err) == codes.ResourceExhausted && strings.Contains(status.Convert(err).Message(), "Exceeded the Provisioned Throughput"):
+			full++
+		default:
+			t.Fatalf("after the fault: %v", err)
+		}
+	}
+	if served != 2 || full != 1 {
+		t.Errorf("after the fault, 3 calls within the refused calls' window: %d served, %d refused as full; want 2 and 1", served, full)
 	}
 }

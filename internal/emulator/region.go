@@ -189,6 +189,8 @@ type admission struct {
 	// full is the capacity whose quota refused the call (a 429): the PT
 	// (FullProvisioned) or a pay-as-you-go tier; empty otherwise.
 	full string
+	// q is the quota that admitted the call; nil: none did.
+	q *quota
 	// midStream says err, a fault's, breaks a stream off after its first
 	// chunk (Fault.BreaksStreams) instead of failing it before.
 	midStream bool
@@ -273,6 +275,14 @@ func (r *region) begin(c call) admission {
 			if code == codes.ResourceExhausted && (r.pt == nil || c.requestType == RequestTypeShared) {
 				r.full[c.tier]++
 			}
+			// A 429 refuses the call before the model runs: it takes none
+			// of the capacity that admitted it. Left charged, a PT answering
+			// 429 to part of its calls filled its window with the calls it
+			// refused and then refused the rest as full.
+			if code == codes.ResourceExhausted && a.q != nil {
+				a.q.give(t, tokens)
+				a.q = nil
+			}
 		}
 	}
 	if a.err != nil {
@@ -326,12 +336,12 @@ func (r *region) admitLocked(a *admission, c call, t time.Duration, tokens int) 
 			a.full = c.tier
 			return &apiError{code: codes.ResourceExhausted, msg: msgResourceExhausted}
 		}
-		a.traffic, a.usage = traffic, usage
+		a.traffic, a.usage, a.q = traffic, usage, q
 		return nil
 	}
 	provisioned := func() bool {
 		if r.pt != nil && r.pt.admit(t, tokens) {
-			a.traffic, a.usage = aiplatformpb.GenerateContentResponse_UsageMetadata_PROVISIONED_THROUGHPUT, usageDedicated
+			a.traffic, a.usage, a.q = aiplatformpb.GenerateContentResponse_UsageMetadata_PROVISIONED_THROUGHPUT, usageDedicated, r.pt
 			return true
 		}
 		return false

@@ -58,3 +58,14 @@ func (q *quota) admit(now time.Duration, tokens int) bool {
 	q.toks[slot] += float64(tokens)
 	return true
 }
+
+// give takes back one call of tokens that admit took at scenario time now:
+// the call was refused after all (a 429), and a refused call uses none of
+// the capacity. A bucket that has slid on since holds nothing of it.
+func (q *quota) give(now time.Duration, tokens int) {
+	id := int64(now / q.width)
+	if slot := id % windowBuckets; q.ids[slot] == id {
+		q.reqs[slot] = max(q.reqs[slot]-1, 0)
+		q.toks[slot] = max(q.toks[slot]-float64(tokens), 0)
+	}
+}
