@@ -256,7 +256,8 @@ type Fault struct {
 	ErrorRate float64 `json:"errorRate,omitempty"`
 	// Code is the HTTP code of the failures: 429, 500, 503 (default) or
 	// 504, or 404: the model not served at the location (withdrawn from it,
-	// or not there for the project), as Google answers it.
+	// or not there for the project), as Google answers it. A call refused
+	// with 429 takes none of the capacity that admitted it.
 	Code int `json:"code,omitempty"`
 	// BurstLength makes failures arrive in runs of this many calls at the
 	// same average rate. Default 1 (independent failures).
