@@ -160,7 +160,11 @@ type rng struct {
 }
 
 // next returns the next 64 random bits.
-func (g *rng) next() uint64 { return splitMix(g.seed + g.n.Add(1)*0x9e3779b97f4a7c15) }
+func (g *rng) next() uint64 { return mixAt(g.seed, g.n.Add(1)) }
+
+// mixAt is the n-th number of the sequence seed names: SplitMix64's step
+// (the golden ratio's increment) and finalizer, with no state to advance.
+func mixAt(seed, n uint64) uint64 { return splitMix(seed + n*0x9e3779b97f4a7c15) }
 
 // splitMix is SplitMix64's finalizer: every bit of z moves about half the
 // bits of the result.

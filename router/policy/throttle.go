@@ -131,5 +131,5 @@ func (cs *callState) throttleDraw(g *rng, i int, l uint8) float64 {
 	if cs.draw == 0 {
 		cs.draw = g.next() | 1
 	}
-	return unit(splitMix(cs.draw + uint64(i*laneCount+int(l)+1)*0x9e3779b97f4a7c15))
+	return unit(mixAt(cs.draw, uint64(i*laneCount+int(l)+1)))
 }
