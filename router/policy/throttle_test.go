@@ -156,3 +156,32 @@ func TestThrottleDrawsOnceACall(t *testing.T) {
 		a.Done(Cancelled)
 	}
 }
+
+// TestThrottleDrawsApartForEachLane: a call's draws at two lanes are
+// independent, so of the calls that find two regions throttled at p each,
+// about p² are turned away from both, not p: one draw shared by the lanes
+// would refuse a call whenever it refused it anywhere.
+func TestThrottleDrawsApartForEachLane(t *testing.T) {
+	clk := newClock()
+	p := mustNew(t, pool(shared("europe-west1", 0), shared("europe-west2", 0)), clk)
+	for i := range 2 {
+		report(p, i, Success, 10)
+		report(p, i, Capacity, 20)
+	}
+	q := p.st.Load().slots[0].r.throttleP(p.nanos(), p.st.Load())
+	const calls = 400
+	refused := 0
+	for range calls {
+		c := p.Start(Request{})
+		a, err := c.Pick()
+		if err != nil {
+			refused++
+			continue
+		}
+		a.Done(Cancelled)
+	}
+	t.Logf("%d of %d calls turned away from both regions, each throttled at %.3f", refused, calls, q)
+	if max, min := calls*q*q*2, calls*q*q/2; float64(refused) > max || float64(refused) < min {
+		t.Errorf("%d of %d calls turned away from both, want about %.0f (p²), not %.0f (p)", refused, calls, calls*q*q, calls*q)
+	}
+}
