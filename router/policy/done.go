@@ -131,6 +131,15 @@ func (r *region) done(rep Report) {
 // fill the pay-as-you-go quotas in the router's meters with requests no
 // region counted, and the pool's other callers would wait and be shed for
 // room that is free.
+//
+// A 429 is not given back, though Google counts none of the call either: a
+// hint bounds what the router sends a region (table.Capacity), 429s among
+// them. Given back, a region refusing half its calls (its shared pool
+// short) would be sent up to twice its quota, bounded by the throttle
+// alone: the receiver past its headroom that the hint exists to prevent
+// (shared-quota-contention's quotas were sent more than their rate for 12
+// and 14 s in a row, where they are otherwise never over for more than a
+// second). TestRefusedRequestsStayInTheMeters holds it.
 func (r *region) uncount(s *slot, rep Report, now int64) {
 	if s.metersReqs() {
 		r.reqs.refund(rep.chargedAt, now, s.reqCost)

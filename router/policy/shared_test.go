@@ -253,6 +253,57 @@ func TestUncountedRequestsLeaveTheMeters(t *testing.T) {
 	})
 }
 
+// TestRefusedRequestsStayInTheMeters: a request the region refused with a
+// 429 took none of its quota in Google's count, but it stays in the
+// router's meters: a hint bounds the calls the router sends a region
+// (table.Capacity.RequestsPerSecond), 429s among them, so a region that
+// refuses half its calls is not sent twice its quota (the replay target of
+// shared-quota-contention: given back, the quotas were sent more than
+// their rate for 12 and 14 s in a row).
+func TestRefusedRequestsStayInTheMeters(t *testing.T) {
+	end := func(p *Pool, rep Report) error {
+		c := p.Start(Request{})
+		a, err := c.Pick()
+		if err != nil {
+			return err
+		}
+		a.Finish(rep)
+		return nil
+	}
+	for _, tc := range []struct {
+		name string
+		rps  float64
+	}{{"one-second meter", 3}, {"pacer", 0.5}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustNew(t, pool(shared("europe-west4", tc.rps)), newClock())
+			quota := max(int(tc.rps), 1)
+			// Fewer 429s than the throttle's minRequests: the throttle
+			// turns nothing away, the meters alone decide.
+			for i := range quota {
+				if err := end(p, Report{Outcome: Capacity}); err != nil {
+					t.Fatalf("request %d of %d, refused with a 429: %v", i+1, quota, err)
+				}
+			}
+			if err := end(p, Report{Outcome: Success}); err == nil {
+				t.Fatal("the quota's 429s were given back: a request over the hint was sent")
+			}
+		})
+	}
+	t.Run("shared meter", func(t *testing.T) {
+		p := mustNew(t, pool(shared("europe-west4", 2)), newClock())
+		m := &scriptedMeter{asked: map[string]int{}, v: SharedAdmitted}
+		p.SetSharedMeter(m)
+		for _, o := range []Outcome{Capacity, Success} {
+			if err := end(p, Report{Outcome: o}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(m.forgot) != 0 {
+			t.Errorf("the shared meter was told to forget %v, want none (a 429 counts among what the routers send)", m.forgot)
+		}
+	})
+}
+
 // TestUncountedCallsEarnNoRetries: calls whose credentials Google refused
 // do not count among the retry budget's requests, so a flood of them does
 // not let other calls retry more: after 100 of them, of two failed calls
