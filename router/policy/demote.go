@@ -59,6 +59,9 @@ type demotion struct {
 	// ejected: the probation of a shared region after an ejection
 	// (eject.go), not the demotion of a provisioned one.
 	ejected bool
+	// paced: the PT was held to its pace when it was demoted (pace.go),
+	// which its restoration takes up again.
+	paced bool
 }
 
 // onProbation reports whether r is an ejected region or one on probation
@@ -88,7 +91,7 @@ func (r *region) maybeDemote(s *slot, now int64) {
 	if !s.st.isFailing(answered, failed) {
 		return
 	}
-	d := &demotion{since: now, answered: answered, failed: failed}
+	d := &demotion{since: now, answered: answered, failed: failed, paced: r.paced.Load() > now}
 	if !r.demoted.CompareAndSwap(nil, d) {
 		return
 	}
@@ -209,6 +212,21 @@ func (u *successRun) begin(inFlight, pickedAt, from int64) {
 // restore ends r's demotion, if any, with a fresh failure and throttle
 // window: the failures that demoted it no longer count, so it gets its full
 // share back at once.
+//
+// A PT held to its pace when it was demoted is held to it again for a
+// window from its restoration, as though its window had filled then. The
+// pace says the load is above the PT's rate, and lapses a window after the
+// window last filled (pace.go); a demoted PT takes almost nothing, so its
+// window cannot fill, and a demotion longer than a window let the pace lapse
+// for want of calls, not because the load fell. Restored so, a PT came
+// back to an empty window and took the whole of it at once, the quotas
+// idle beside it, and then nothing for a window while the calls it had
+// taken aged out (generated scenario 38-1: a 3-GSU PT back from 55 s of
+// outage took 420 calls in 10 s at the start of a surge and none in the 30
+// s after, while a quota's latency ran past the deadline). Nothing else
+// said the load fell while it was out, and if it did the pace costs what
+// it costs after any fill: a window in which a fluctuation over a tenth of
+// it may go to pay-as-you-go.
 func (r *region) restore(s *slot, now int64, why string) {
 	d := r.demoted.Load()
 	if d == nil || !r.demoted.CompareAndSwap(d, nil) {
@@ -217,6 +235,9 @@ func (r *region) restore(s *slot, now int64, why string) {
 	r.fails.reset()
 	for i := range r.lanes {
 		r.lanes[i].reset()
+	}
+	if d.paced && s.tokCost > 0 {
+		r.pace(now, s)
 	}
 	tp := &s.st.pool
 	what := "provisioned region restored: "

@@ -71,6 +71,9 @@ package policy
 //   - When the quotas and the overflows have no room (a surge), the PT
 //     takes the call from the rest of its window, as before: the burst the
 //     window is for.
+//   - A demotion does not end the pace: a PT paced when it was demoted is
+//     paced again for a window once it is restored (region.restore), as its
+//     window, taking almost nothing while it was demoted, could not fill.
 //
 // The tenth is measured as the current bucket and the share of the one
 // before it still in the span, as though its cost were spread evenly over

@@ -274,3 +274,57 @@ func TestPacedPTWhenItsOverflowRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestPaceOutlastsADemotion: a PT held to its pace (a 2-GSU order of 10
+// calls a second under 30 a second, a quota with room beside it) fails
+// every call for 60 s, longer than its 40-s window, and is demoted; it
+// then answers again and is restored. It comes back held to its pace,
+// taking about its rate while the quota has room (at most 150 of the 300
+// calls of its first 10 s back), not its whole empty window at once and
+// then nothing while those calls age out. A demoted PT's window cannot
+// fill, so the pace lapsing while it was out says nothing of the load.
+func TestPaceOutlastsADemotion(t *testing.T) {
+	p, clk := ptUnderLoad(t, 2, 100)
+	gap := func() time.Duration { return time.Second / 30 }
+	send := func(d time.Duration, ptFails bool) (pt int) {
+		t.Helper()
+		for end := clk.Now().Add(d); clk.Now().Before(end); clk.Advance(gap()) {
+			c := p.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
+			a, err := c.Pick()
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case a.Tier != table.TierProvisioned:
+				a.Done(Success)
+			case ptFails:
+				a.Done(Failure)
+			default:
+				pt++
+				a.DoneTokens(Success, 100)
+			}
+		}
+		return pt
+	}
+	send(60*time.Second, false)
+	if !p.Snapshot().Regions[0].ProvisionedPaced {
+		t.Fatal("the overload did not hold the PT to its pace: the shape is not the one under test")
+	}
+	send(60*time.Second, true)
+	rs := p.Snapshot().Regions[0]
+	if rs.Demotion == nil {
+		t.Fatal("the PT failing every call was not demoted: the shape is not the one under test")
+	}
+	for i := 0; p.Snapshot().Regions[0].Demotion != nil; i++ {
+		if i == 600 {
+			t.Fatal("the PT answering every call was not restored within 20 s")
+		}
+		send(gap(), false)
+	}
+	if !p.Snapshot().Regions[0].ProvisionedPaced {
+		t.Error("restored, the PT is not held to its pace")
+	}
+	if pt := send(10*time.Second, false); pt > 150 {
+		t.Errorf("in its first 10 s back the PT took %d calls of about 300, want at most 150 (its rate, 100, and a tenth of its window)", pt)
+	}
+}
