@@ -90,6 +90,13 @@ func ptUnderLoadWith(t *testing.T, gsus int64, quota float64, edit func(*table.P
 // pace at some call.
 func sendToPT(t *testing.T, p *Pool, clk *clocktest.Clock, d time.Duration, gap func() time.Duration) (pt, all int, paced bool) {
 	t.Helper()
+	return sendToFailingPT(t, p, clk, d, gap, false)
+}
+
+// sendToFailingPT is sendToPT, where the PT fails every call it takes when
+// fails is set.
+func sendToFailingPT(t *testing.T, p *Pool, clk *clocktest.Clock, d time.Duration, gap func() time.Duration, fails bool) (pt, all int, paced bool) {
+	t.Helper()
 	for end := clk.Now().Add(d); clk.Now().Before(end); clk.Advance(gap()) {
 		c := p.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
 		a, err := c.Pick()
@@ -97,10 +104,15 @@ func sendToPT(t *testing.T, p *Pool, clk *clocktest.Clock, d time.Duration, gap 
 			t.Fatal(err)
 		}
 		all++
-		if a.Tier == table.TierProvisioned {
+		switch {
+		case a.Tier != table.TierProvisioned:
+			a.DoneTokens(Success, 100)
+		case fails:
+			a.Done(Failure)
+		default:
 			pt++
+			a.DoneTokens(Success, 100)
 		}
-		a.DoneTokens(Success, 100)
 		paced = paced || p.Snapshot().Regions[0].ProvisionedPaced
 	}
 	return pt, all, paced
@@ -286,45 +298,23 @@ func TestPacedPTWhenItsOverflowRefuses(t *testing.T) {
 func TestPaceOutlastsADemotion(t *testing.T) {
 	p, clk := ptUnderLoad(t, 2, 100)
 	gap := func() time.Duration { return time.Second / 30 }
-	send := func(d time.Duration, ptFails bool) (pt int) {
-		t.Helper()
-		for end := clk.Now().Add(d); clk.Now().Before(end); clk.Advance(gap()) {
-			c := p.Start(Request{Deadline: clk.Now().Add(30 * time.Second)})
-			a, err := c.Pick()
-			if err != nil {
-				t.Fatal(err)
-			}
-			switch {
-			case a.Tier != table.TierProvisioned:
-				a.Done(Success)
-			case ptFails:
-				a.Done(Failure)
-			default:
-				pt++
-				a.DoneTokens(Success, 100)
-			}
-		}
-		return pt
-	}
-	send(60*time.Second, false)
-	if !p.Snapshot().Regions[0].ProvisionedPaced {
+	if _, _, paced := sendToPT(t, p, clk, 60*time.Second, gap); !paced {
 		t.Fatal("the overload did not hold the PT to its pace: the shape is not the one under test")
 	}
-	send(60*time.Second, true)
-	rs := p.Snapshot().Regions[0]
-	if rs.Demotion == nil {
+	sendToFailingPT(t, p, clk, 60*time.Second, gap, true)
+	if p.Snapshot().Regions[0].Demotion == nil {
 		t.Fatal("the PT failing every call was not demoted: the shape is not the one under test")
 	}
 	for i := 0; p.Snapshot().Regions[0].Demotion != nil; i++ {
 		if i == 600 {
 			t.Fatal("the PT answering every call was not restored within 20 s")
 		}
-		send(gap(), false)
+		sendToPT(t, p, clk, gap(), gap)
 	}
 	if !p.Snapshot().Regions[0].ProvisionedPaced {
 		t.Error("restored, the PT is not held to its pace")
 	}
-	if pt := send(10*time.Second, false); pt > 150 {
-		t.Errorf("in its first 10 s back the PT took %d calls of about 300, want at most 150 (its rate, 100, and a tenth of its window)", pt)
+	if pt, all, _ := sendToPT(t, p, clk, 10*time.Second, gap); pt > 150 {
+		t.Errorf("in its first 10 s back the PT took %d of %d calls, want at most 150 (its rate, 100, and a tenth of its window)", pt, all)
 	}
 }

@@ -192,40 +192,46 @@ func TestFallbackHoldsWhatTheStoreLastCounted(t *testing.T) {
 	}
 }
 
+// endOne starts a call in p, picks its attempt and finishes it with rep.
+func endOne(p *Pool, rep Report) error {
+	c := p.Start(Request{})
+	a, err := c.Pick()
+	if err != nil {
+		return err
+	}
+	a.Finish(rep)
+	return nil
+}
+
+// requestMeters are the two meters of a region's requests: a one-second
+// meter, and the pacer of a quota under one call a second.
+var requestMeters = []struct {
+	name string
+	rps  float64
+}{{"one-second meter", 2}, {"pacer", 0.5}}
+
 // TestUncountedRequestsLeaveTheMeters: a request the region did not count
 // (Report.Uncounted: Google refused its caller's credentials) is taken back
 // from the request meters that admitted it, the router's own (a one-second
 // meter, or the pacer of a quota under one call a second) and the shared
 // one; a caller's fault the region counted stays counted.
 func TestUncountedRequestsLeaveTheMeters(t *testing.T) {
-	end := func(p *Pool, rep Report) error {
-		c := p.Start(Request{})
-		a, err := c.Pick()
-		if err != nil {
-			return err
-		}
-		a.Finish(rep)
-		return nil
-	}
 	refused := Report{Outcome: CallerFault, Uncounted: true}
-	for _, tc := range []struct {
-		name string
-		rps  float64
-	}{{"one-second meter", 2}, {"pacer", 0.5}} {
+	for _, tc := range requestMeters {
 		t.Run(tc.name, func(t *testing.T) {
 			p := mustNew(t, pool(shared("europe-west4", tc.rps)), newClock())
 			for i := range 10 {
-				if err := end(p, refused); err != nil {
+				if err := endOne(p, refused); err != nil {
 					t.Fatalf("uncounted request %d: %v", i+1, err)
 				}
 			}
 			quota := max(int(tc.rps), 1)
 			for i := range quota {
-				if err := end(p, Report{Outcome: CallerFault}); err != nil {
+				if err := endOne(p, Report{Outcome: CallerFault}); err != nil {
 					t.Fatalf("counted request %d of %d: %v", i+1, quota, err)
 				}
 			}
-			if err := end(p, Report{Outcome: CallerFault}); err == nil {
+			if err := endOne(p, Report{Outcome: CallerFault}); err == nil {
 				t.Fatal("the quota admitted a request over it: the counted caller's faults were given back")
 			}
 		})
@@ -236,15 +242,15 @@ func TestUncountedRequestsLeaveTheMeters(t *testing.T) {
 		m := &scriptedMeter{asked: map[string]int{}, v: SharedAdmitted}
 		p.SetSharedMeter(m)
 		for range 5 {
-			if err := end(p, refused); err != nil {
+			if err := endOne(p, refused); err != nil {
 				t.Fatal(err)
 			}
 		}
 		m.v = SharedUnknown // the store does not answer: the router's share decides, and tells it
-		if err := end(p, refused); err != nil {
+		if err := endOne(p, refused); err != nil {
 			t.Fatalf("the router's own meter kept the shared meter's requests: %v", err)
 		}
-		if err := end(p, Report{Outcome: Success}); err != nil {
+		if err := endOne(p, Report{Outcome: Success}); err != nil {
 			t.Fatal(err)
 		}
 		if want := []uint64{1, 2, 3, 4, 5, 6}; !slices.Equal(m.forgot, want) {
@@ -261,30 +267,18 @@ func TestUncountedRequestsLeaveTheMeters(t *testing.T) {
 // shared-quota-contention: given back, the quotas were sent more than
 // their rate for 12 and 14 s in a row).
 func TestRefusedRequestsStayInTheMeters(t *testing.T) {
-	end := func(p *Pool, rep Report) error {
-		c := p.Start(Request{})
-		a, err := c.Pick()
-		if err != nil {
-			return err
-		}
-		a.Finish(rep)
-		return nil
-	}
-	for _, tc := range []struct {
-		name string
-		rps  float64
-	}{{"one-second meter", 3}, {"pacer", 0.5}} {
+	for _, tc := range requestMeters {
 		t.Run(tc.name, func(t *testing.T) {
 			p := mustNew(t, pool(shared("europe-west4", tc.rps)), newClock())
 			quota := max(int(tc.rps), 1)
 			// Fewer 429s than the throttle's minRequests: the throttle
 			// turns nothing away, the meters alone decide.
 			for i := range quota {
-				if err := end(p, Report{Outcome: Capacity}); err != nil {
+				if err := endOne(p, Report{Outcome: Capacity}); err != nil {
 					t.Fatalf("request %d of %d, refused with a 429: %v", i+1, quota, err)
 				}
 			}
-			if err := end(p, Report{Outcome: Success}); err == nil {
+			if err := endOne(p, Report{Outcome: Success}); err == nil {
 				t.Fatal("the quota's 429s were given back: a request over the hint was sent")
 			}
 		})
@@ -294,7 +288,7 @@ func TestRefusedRequestsStayInTheMeters(t *testing.T) {
 		m := &scriptedMeter{asked: map[string]int{}, v: SharedAdmitted}
 		p.SetSharedMeter(m)
 		for _, o := range []Outcome{Capacity, Success} {
-			if err := end(p, Report{Outcome: o}); err != nil {
+			if err := endOne(p, Report{Outcome: o}); err != nil {
 				t.Fatal(err)
 			}
 		}
